@@ -1,0 +1,122 @@
+// Package capability declares what a deploy backend may do beyond the minimal
+// charts.Backend contract, and nothing else: no implementation lives here.
+//
+// The reconciler holds a charts.Backend and asks for each capability through
+// the helper of the same name in lookup.go, which type-asserts (following
+// Unwrap chains) and, where the capability is missing, either falls back
+// with the same contract or reports the feature as unavailable. A missing
+// capability costs exactly its feature; it never turns a missing answer into
+// a wrong one.
+package capability
+
+import (
+	"context"
+	"errors"
+
+	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/regauth"
+)
+
+// ErrOwnStack is wrapped by a backend refusing to remove the stack the
+// controller itself runs in. A sweep that meets it reports once and moves on
+// instead of failing on every pass.
+var ErrOwnStack = errors.New("refusing to remove the controller's own stack")
+
+// AllowedReferences lets the reconciler hand a backend one application's
+// allowlist; the backend returned enforces it where specs are written, so no
+// write can slip past a layer that did not check. A backend without it keeps
+// its own rules, which the reconciler never loosens.
+type AllowedReferences interface {
+	WithAllowedReferences(application.Allow) charts.Backend
+}
+
+// DeclaredLister answers what a stored manifest declares, by scoped name,
+// without resolving any config or secret to an id. The sweep's walk through
+// history needs it: a revision whose config was since deleted must still
+// prove its other claims. Without it the walk falls back to
+// LiveDrift.DesiredServices and reports the claims it could not prove.
+type DeclaredLister interface {
+	DeclaredResources(ctx context.Context, manifest, stack string) (*compose.Stack, error)
+}
+
+// ForbidSecrets lets the reconciler name secrets and configs no stack may
+// mount or declare: the controller's own. Without it a backend enforces only
+// what it knows itself.
+type ForbidSecrets interface {
+	WithForbiddenSecrets(map[string]struct{}) charts.Backend
+}
+
+// LiveDrift exposes both halves of a live drift comparison: the ServiceSpecs a
+// manifest converts to against today's swarm, and the ServiceSpecs the swarm
+// holds. charts.Backend only reports a display projection, so without this an
+// application reports drift as unavailable, never as "no drift". Correcting
+// drift needs no capability: it is a DeployStack.
+type LiveDrift interface {
+	DesiredServices(ctx context.Context, manifest, stack string) (*compose.Stack, error)
+	LiveServices(ctx context.Context, stack string) (map[string]swarm.Service, error)
+}
+
+// NetworkNamer maps network ids to names across the whole swarm. Live specs
+// name their attachments by id, so without it network attachments are the one
+// field drift cannot compare; everything else still is. It is not scoped to a
+// stack because external and predefined networks carry no namespace label.
+type NetworkNamer interface {
+	LiveNetworkNames(ctx context.Context) (map[string]string, error)
+}
+
+// OutOfBand lets the reconciler learn, per application, that a service write
+// lost its compare-and-swap: the only sign Swarm gives that someone else is
+// writing to a service. The backend retries from a fresh read and calls the
+// notifier with the service name. Without it such a race is retried silently.
+type OutOfBand interface {
+	WithOutOfBandNotifier(func(service string)) charts.Backend
+}
+
+// RegistryAuth returns a backend whose service writes carry one application's
+// registry credential. A backend that authenticates pulls its own way need not
+// implement it and is used unchanged.
+type RegistryAuth interface {
+	WithRegistryAuth(regauth.Resolver) charts.Backend
+}
+
+// ResourceLister reads the networks, configs and secrets of one stack, scoped
+// name to id. The sweep matches on the scoped name and deletes by id. Without
+// it the sweep can only consider services.
+type ResourceLister interface {
+	LiveNetworks(ctx context.Context, stack string) (map[string]string, error)
+	LiveConfigs(ctx context.Context, stack string) (map[string]string, error)
+	LiveSecrets(ctx context.Context, stack string) (map[string]string, error)
+}
+
+// ResourceRemover deletes single resources. Kept apart from the readers so a
+// read-only backend still reports what a sweep would remove, as a dry run.
+type ResourceRemover interface {
+	RemoveService(ctx context.Context, id string) error
+	RemoveNetwork(ctx context.Context, id string) error
+	RemoveConfig(ctx context.Context, id string) error
+	RemoveSecret(ctx context.Context, id string) error
+}
+
+// StackServicesReader reports one stack's services or an error, so a daemon
+// that could not be read is published as Unknown rather than as a stack with
+// nothing on it.
+type StackServicesReader interface {
+	ReadStackServices(ctx context.Context, name string) ([]charts.ServiceState, error)
+}
+
+// StacksReader answers for many releases from one look at the swarm. It is
+// all-or-nothing: a nil error means every requested release is in the map,
+// and an error means none is. Without it each release is read on its own.
+type StacksReader interface {
+	ReadStacks(ctx context.Context, releases []string) (map[string][]charts.ServiceState, error)
+}
+
+// SwarmSizer counts the swarm's nodes. Without it a volume listing cannot be
+// known to cover the whole swarm, so volumes are never deleted.
+type SwarmSizer interface {
+	SwarmNodes(ctx context.Context) (int, error)
+}

@@ -1,0 +1,77 @@
+package capability
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/flotilla-gitops/flotilla/charts"
+)
+
+// Wrapper is implemented by a backend that decorates another one (per
+// application, for metrics, for retries). The lookup helpers follow Unwrap so
+// a decoration never hides a capability of what it wraps.
+type Wrapper interface {
+	Unwrap() charts.Backend
+}
+
+// As finds the first backend in b's Unwrap chain that implements T.
+func As[T any](b charts.Backend) (T, bool) {
+	for b != nil {
+		if c, ok := b.(T); ok {
+			return c, true
+		}
+		w, ok := b.(Wrapper)
+		if !ok {
+			break
+		}
+		b = w.Unwrap()
+	}
+	var zero T
+	return zero, false
+}
+
+// ErrUnavailable describes a feature lost because the backend lacks a
+// capability. Its message is the sentence status shows.
+type ErrUnavailable struct {
+	Feature    string
+	Capability string
+}
+
+func (e *ErrUnavailable) Error() string {
+	return fmt.Sprintf("%s unavailable: backend lacks %s", e.Feature, e.Capability)
+}
+
+// ReadStack reads one stack's services. If b implements StackServicesReader
+// the read can fail honestly; otherwise it falls back to StackServices, whose
+// nil cannot be told apart from an empty stack, and says so with ok=false so a
+// caller knows not to publish an empty answer as Missing.
+func ReadStack(ctx context.Context, b charts.Backend, stack string) (states []charts.ServiceState, trusted bool, err error) {
+	if r, ok := As[StackServicesReader](b); ok {
+		s, err := r.ReadStackServices(ctx, stack)
+		return s, true, err
+	}
+	s := b.StackServices(ctx, stack)
+	return s, len(s) > 0, nil
+}
+
+// ReadStacks reads several stacks. If b implements StacksReader it takes one
+// look at the swarm; otherwise it reads each stack through ReadStack and keeps
+// the all-or-nothing contract: the first failure fails them all. A stack
+// whose fallback read was empty is left out of the map rather than reported
+// as having no services, since an untrusted empty read may be a failed one.
+func ReadStacks(ctx context.Context, b charts.Backend, stacks []string) (map[string][]charts.ServiceState, error) {
+	if r, ok := As[StacksReader](b); ok {
+		return r.ReadStacks(ctx, stacks)
+	}
+	out := make(map[string][]charts.ServiceState, len(stacks))
+	for _, s := range stacks {
+		states, trusted, err := ReadStack(ctx, b, s)
+		if err != nil {
+			return nil, fmt.Errorf("read stack %s: %w", s, err)
+		}
+		if trusted {
+			out[s] = states
+		}
+	}
+	return out, nil
+}

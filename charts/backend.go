@@ -1,0 +1,141 @@
+// Package charts holds the smallest contract the reconciler needs from a deploy
+// backend, the records of what was deployed, and the planning decision made from
+// them.
+//
+// In a reconcile pass, charts sits between rendering and the swarm: the reconciler
+// renders a manifest, plans it against the newest Release, hands it to a Backend,
+// and records a new Release when the deploy succeeded. Everything a backend can do
+// beyond Backend lives in package capability and is discovered by type assertion.
+package charts
+
+import (
+	"context"
+	"time"
+)
+
+// Backend is the minimal contract a deploy target must meet. A backend that
+// implements only this can deploy, report and keep history; every richer
+// feature (live drift, sweep, guards) is an optional capability.
+type Backend interface {
+	// DeployStack converges one stack to a manifest: it creates what is
+	// missing and updates what differs, writing each service with its
+	// version (compare-and-swap). It never removes anything. A request that
+	// fails validation writes nothing.
+	DeployStack(ctx context.Context, req DeployRequest) (DeployResult, error)
+
+	// StackServices reports the services of one stack for display. It has no
+	// error: a swarm that could not be read answers nil, which a poller
+	// treats as "not converged yet". Callers that publish what they read use
+	// capability.StackServicesReader instead.
+	StackServices(ctx context.Context, stack string) []ServiceState
+
+	// RemoveStack deletes every service, network, config and secret that
+	// carries the stack's namespace label. Release records are kept.
+	RemoveStack(ctx context.Context, stack string) error
+
+	// Releases returns the recorded revisions of one release, newest first.
+	Releases(ctx context.Context, release string) ([]Release, error)
+
+	// RecordRelease stores r as the newest revision of its release and
+	// drops revisions beyond keep (oldest first). keep < 1 means keep all.
+	RecordRelease(ctx context.Context, r Release, keep int) error
+}
+
+// DeployRequest is everything one stack deploy needs.
+type DeployRequest struct {
+	// Stack is the swarm namespace every object is scoped to.
+	Stack string
+	// Manifest is the rendered manifest (see compose.Manifest), the same
+	// text a Release records.
+	Manifest string
+	// Secrets holds the plaintext of the manifest's secrets, keyed by the
+	// scoped, content-hashed secret name. It lives only in memory: it is
+	// never part of a Manifest or a Release.
+	Secrets map[string][]byte
+	// Labels are stamped on every service this deploy creates or updates
+	// (owner, release, revision). They go on service labels only, never in
+	// the task template, so changing them restarts nothing.
+	Labels map[string]string
+}
+
+// DeployResult says what a deploy did, per service by unscoped name.
+type DeployResult struct {
+	Created   []string
+	Updated   []string
+	Unchanged []string
+	// Writes counts every create and update the deploy sent to the swarm,
+	// services, networks, configs and secrets alike.
+	Writes int
+}
+
+// Changed reports whether the deploy wrote anything.
+func (r DeployResult) Changed() bool { return r.Writes > 0 }
+
+// ServiceState is the display projection of one service: what runs and how
+// many, without its spec.
+type ServiceState struct {
+	// Name is the service's unscoped name inside its stack.
+	Name string `json:"name"`
+	// ID is the swarm service id.
+	ID string `json:"id"`
+	// Image is the image the service runs, as the swarm holds it.
+	Image string `json:"image"`
+	// Mode is one of replicated, global, replicated-job, global-job.
+	Mode string `json:"mode"`
+	// Desired is the number of tasks the service wants running (for jobs,
+	// the number of completions wanted).
+	Desired uint64 `json:"desired"`
+	// Running counts tasks whose state is running.
+	Running uint64 `json:"running"`
+	// Completed counts tasks that finished successfully (jobs).
+	Completed uint64 `json:"completed"`
+	// UpdateState is Swarm's UpdateStatus.State ("updating", "paused",
+	// "completed", "rollback_started", ...), empty if none.
+	UpdateState string `json:"updateState,omitempty"`
+	// UpdateMessage is Swarm's message for that state.
+	UpdateMessage string `json:"updateMessage,omitempty"`
+	// Tasks are the service's current tasks (desired state not shutdown,
+	// plus the most recent failure per slot), newest first.
+	Tasks []TaskState `json:"tasks,omitempty"`
+	// Version is the swarm object version of the service.
+	Version uint64 `json:"version"`
+	// Labels are the service's labels.
+	Labels map[string]string `json:"labels,omitempty"`
+	// HasHealthcheck is true when the task template defines a healthcheck.
+	HasHealthcheck bool `json:"hasHealthcheck,omitempty"`
+}
+
+// TaskState is one task of a service as health judgements need it.
+type TaskState struct {
+	ID           string    `json:"id"`
+	Slot         int       `json:"slot,omitempty"`
+	NodeID       string    `json:"nodeId,omitempty"`
+	State        string    `json:"state"`
+	DesiredState string    `json:"desiredState"`
+	Message      string    `json:"message,omitempty"`
+	Err          string    `json:"error,omitempty"`
+	Timestamp    time.Time `json:"timestamp"`
+	// Health is the container health status (healthy, unhealthy,
+	// starting) when the daemon reports it, empty otherwise.
+	Health string `json:"health,omitempty"`
+}
+
+// Release is one recorded revision of a deployed stack.
+type Release struct {
+	// Name is the release name: the stack it was deployed to.
+	Name string `json:"name"`
+	// Revision numbers deploys of one release from 1 upwards.
+	Revision int `json:"revision"`
+	// Owner is the stamp "<controller-id>/<application>" of the deployer.
+	Owner string `json:"owner"`
+	// Manifest is the rendered manifest that was deployed. It never holds
+	// secret plaintext.
+	Manifest string `json:"manifest"`
+	// Commit is the source commit the manifest was rendered from.
+	Commit string `json:"commit,omitempty"`
+	// Time is when the deploy finished.
+	Time time.Time `json:"time"`
+	// Trigger says who or what asked for the deploy (automated, sync by a
+	// user, rollback).
+	Trigger string `json:"trigger,omitempty"`
+}

@@ -1,0 +1,37 @@
+package compose
+
+import "context"
+
+// Dir is a compose project inside a repository checkout.
+type Dir struct {
+	// Root is the checkout root: no file outside it may be read.
+	Root string
+	// Path is the project directory relative to Root ("" or "." for Root).
+	Path string
+	// Files are compose files relative to Path, merged in order. Default
+	// docker-compose.yml (or compose.yaml / compose.yml / docker-compose.yaml,
+	// whichever exists first).
+	Files []string
+	// EnvFiles feed interpolation, relative to Path. The process
+	// environment never does.
+	EnvFiles []string
+}
+
+// Rendered is a compose project turned into a manifest.
+type Rendered struct {
+	// Manifest is the self-contained, deterministic text a deploy converts
+	// and a release record stores. It never holds secret plaintext: secrets
+	// appear by their content-hashed name only.
+	Manifest string
+	// Secrets maps each secret's scoped content-hashed name to its
+	// plaintext, for DeployRequest.Secrets. Memory only.
+	Secrets map[string][]byte
+}
+
+// Resolver gives the swarm ids of configs and secrets by name, so service
+// references can be written. A conversion for declaration only passes nil
+// and gets references without ids.
+type Resolver interface {
+	ConfigIDs(ctx context.Context, names []string) (map[string]string, error)
+	SecretIDs(ctx context.Context, names []string) (map[string]string, error)
+}
