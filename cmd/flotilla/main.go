@@ -1,0 +1,111 @@
+// Command flotilla is the whole product in one binary: the controller, the
+// offline tools (validate, render) and, later, the CLI that talks to a running
+// controller. This file only wires subcommands and maps errors to exit codes.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes shared by every subcommand.
+const (
+	exitOK      = 0
+	exitFailed  = 1 // the command ran and the answer is "no" (invalid, failed)
+	exitMisuse  = 2 // bad flags or arguments
+	exitUnknown = 3 // an error the command could not classify
+)
+
+// exitError carries an exit code out of a command whose output has already
+// been written, so main prints nothing more.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "flotilla",
+		Short:         "GitOps continuous delivery for Docker Swarm",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		newVersionCmd(),
+	)
+	for _, add := range extraCommands {
+		root.AddCommand(add())
+	}
+	return root
+}
+
+// extraCommands lets each subcommand file register itself from init, so
+// files can be added without editing this one.
+var extraCommands []func() *cobra.Command
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), "flotilla", version)
+			return err
+		},
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+// run executes the command line and returns the process exit code.
+func run(args []string) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	err := root.Execute()
+	return exitCodeOf(err)
+}
+
+func exitCodeOf(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	fmt.Fprintln(os.Stderr, "flotilla:", err)
+	if isUsageError(err) {
+		return exitMisuse
+	}
+	return exitFailed
+}
+
+// usageError marks bad flags or arguments.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+func isUsageError(err error) bool {
+	var u usageError
+	if errors.As(err, &u) {
+		return true
+	}
+	// cobra's own flag and argument errors are plain errors; recognise them
+	// by the messages cobra is known to produce.
+	msg := err.Error()
+	for _, p := range []string{"unknown flag", "unknown shorthand flag", "unknown command", "accepts ", "requires at least", "flag needs an argument", "invalid argument", "required flag"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
