@@ -55,6 +55,12 @@ func evalExisting(p string) (string, error) {
 		if !errors.Is(err, os.ErrNotExist) {
 			return "", err
 		}
+		// A component that exists but cannot be resolved is a dangling
+		// symlink. Its target is unknown until something creates it, so it
+		// is refused rather than approved as a missing file.
+		if fi, lerr := os.Lstat(cur); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return "", fmt.Errorf("%s: %w (dangling symlink)", cur, ErrOutsideRepository)
+		}
 		parent := filepath.Dir(cur)
 		if parent == cur {
 			return p, nil

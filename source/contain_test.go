@@ -22,6 +22,7 @@ func TestContain(t *testing.T) {
 	must(os.Symlink(filepath.Join(outside, "secret"), filepath.Join(root, "app", "escape")))
 	must(os.Symlink(outside, filepath.Join(root, "app", "escdir")))
 	must(os.Symlink("conf/a.conf", filepath.Join(root, "app", "inside")))
+	must(os.Symlink(filepath.Join(outside, "not-yet"), filepath.Join(root, "app", "dangling")))
 
 	ok := []string{"app/conf/a.conf", "app/inside", "app/../app/conf/a.conf", "app/missing.txt"}
 	for _, rel := range ok {
@@ -29,7 +30,7 @@ func TestContain(t *testing.T) {
 			t.Errorf("Contain(%q) = %v, want ok", rel, err)
 		}
 	}
-	bad := []string{"../x", "app/../../etc/passwd", "/etc/passwd", "app/escape", "app/escdir/secret", "app/escdir/new"}
+	bad := []string{"../x", "app/../../etc/passwd", "/etc/passwd", "app/escape", "app/escdir/secret", "app/escdir/new", "app/dangling", "app/dangling/x"}
 	for _, rel := range bad {
 		if _, err := Contain(root, rel); !errors.Is(err, ErrOutsideRepository) {
 			t.Errorf("Contain(%q) = %v, want ErrOutsideRepository", rel, err)

@@ -1,0 +1,150 @@
+package source
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/flotilla-gitops/flotilla/application"
+)
+
+func writeTemp(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mustLocation(t *testing.T, raw string) location {
+	t.Helper()
+	loc, err := parseLocation(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}
+
+func TestLoadAuth_httpsReadsFilesEachTime(t *testing.T) {
+	pw := writeTemp(t, "pw", "first-token\n")
+	creds := &application.Credentials{PasswordFile: pw}
+	loc := mustLocation(t, "https://example.com/r.git")
+
+	a, err := loadAuth(loc, creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	basic, ok := a.method.(*githttp.BasicAuth)
+	if !ok || basic.Username != "git" || basic.Password != "first-token" {
+		t.Fatalf("auth = %#v, want basic git/first-token", a.method)
+	}
+	if err := os.WriteFile(pw, []byte("rotated"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	creds.UsernameFile = writeTemp(t, "user", "deploy\n")
+	a, err = loadAuth(loc, creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := a.method.(*githttp.BasicAuth); b.Username != "deploy" || b.Password != "rotated" {
+		t.Errorf("after rotation auth = %s/%s", b.Username, b.Password)
+	}
+	if len(a.secrets) != 1 || a.secrets[0] != "rotated" {
+		t.Errorf("secrets to scrub = %q", a.secrets)
+	}
+}
+
+func TestLoadAuth_environmentDefaults(t *testing.T) {
+	t.Setenv(EnvPasswordFile, writeTemp(t, "pw", "env-token"))
+	loc := mustLocation(t, "https://example.com/r.git")
+	a, err := loadAuth(loc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := a.method.(*githttp.BasicAuth); !ok || b.Password != "env-token" {
+		t.Errorf("nil credentials: auth = %#v, want the environment's", a.method)
+	}
+	// An application that names its own files does not get the
+	// environment's.
+	own := &application.Credentials{PasswordFile: writeTemp(t, "pw2", "own-token")}
+	a, err = loadAuth(loc, own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := a.method.(*githttp.BasicAuth); b.Password != "own-token" {
+		t.Errorf("own credentials: password %q", b.Password)
+	}
+	// Local repositories take no credentials.
+	if a, err := loadAuth(mustLocation(t, "/srv/git/x"), nil); err != nil || a.method != nil {
+		t.Errorf("local repository: %v, %v", a.method, err)
+	}
+}
+
+func TestLoadAuth_sshNeedsKnownHosts(t *testing.T) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := writeTemp(t, "id", string(pem.EncodeToMemory(block)))
+	loc := mustLocation(t, "git@github.com:org/repo.git")
+
+	_, err = loadAuth(loc, &application.Credentials{SSHKeyFile: key})
+	if err == nil || !strings.Contains(err.Error(), "known hosts") {
+		t.Fatalf("ssh key without known hosts = %v, want a refusal", err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := writeTemp(t, "known_hosts", "github.com "+string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
+	a, err := loadAuth(loc, &application.Credentials{SSHKeyFile: key, KnownHostsFile: known})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, ok := a.method.(*gitssh.PublicKeys)
+	if !ok || keys.User != "git" || keys.HostKeyCallback == nil {
+		t.Fatalf("auth = %#v, want public keys for git with a host key check", a.method)
+	}
+
+	bad := writeTemp(t, "bad", "-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0LWtleS1tYXRlcmlhbA==\n-----END OPENSSH PRIVATE KEY-----\n")
+	_, err = loadAuth(loc, &application.Credentials{SSHKeyFile: bad, KnownHostsFile: known})
+	if err == nil || strings.Contains(err.Error(), "c2VjcmV0") {
+		t.Errorf("unusable key = %v, want an error without key material", err)
+	}
+}
+
+func TestFetchErrorsCarryNoCredentials(t *testing.T) {
+	f := newTestFetcher(t, nil)
+	pw := writeTemp(t, "pw", "s3cr3t-value")
+	_, err := f.Fetch(context.Background(), Request{
+		// Port 1 on loopback refuses at once: no network leaves the host.
+		RepoURL:     "https://user:tok3n@127.0.0.1:1/org/repo.git?token=abc",
+		Credentials: &application.Credentials{PasswordFile: pw},
+	})
+	if !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("err = %v, want ErrUnreachable", err)
+	}
+	for _, secret := range []string{"tok3n", "token=abc", "s3cr3t-value"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("error %q contains %q", err, secret)
+		}
+	}
+	if !strings.Contains(err.Error(), "127.0.0.1:1/org/repo.git") {
+		t.Errorf("error %q does not name the repository", err)
+	}
+}

@@ -1,0 +1,45 @@
+// Package source is the only part of Flotilla that talks to git. It turns a
+// repository URL and a revision into a directory holding the repository's
+// tree at one commit, and it keeps reads of that directory inside it
+// (Contain).
+//
+// A Fetcher keeps one bare cache repository per repository URL under its
+// cache directory, shared by every application that uses the URL, and
+// materialises each commit it serves into its own directory:
+//
+//	<CacheDir>/<repo-key>/repo/            bare repository (objects and refs)
+//	<CacheDir>/<repo-key>/trees/<commit>/  the tree at <commit>, read-only by convention
+//
+// Every Fetch lists the remote's refs first (ls-remote), which is cheap, and
+// only fetches when the commit it resolves to is not already cached; a full
+// commit SHA that is already cached needs no remote at all.
+//
+// # Credentials
+//
+// Credentials are read from files, on every fetch so that a rotated secret
+// takes effect without a restart, and never from the command line or the
+// applications file itself. When an application names no credentials, these
+// environment variables supply default file paths:
+//
+//	FLOTILLA_GIT_USERNAME_FILE     HTTPS user name (default "git")
+//	FLOTILLA_GIT_PASSWORD_FILE     HTTPS password or token
+//	FLOTILLA_GIT_SSH_KEY_FILE      SSH private key (unencrypted)
+//	FLOTILLA_GIT_KNOWN_HOSTS_FILE  known_hosts pinning the SSH host keys
+//
+// HTTPS credentials are used for http:// and https:// URLs, SSH credentials
+// for ssh:// and git@host:path URLs. An SSH key without a known_hosts file is
+// refused: host keys are always verified.
+//
+// # Local repositories
+//
+// A plain path or a file:// URL names a repository on this machine. go-git
+// serves these by running git-upload-pack, so the git binary must be
+// installed for local repositories (it is not needed for HTTPS or SSH).
+//
+// # Errors
+//
+// Every error Fetch returns has passed through Sanitize: URL user info,
+// query strings, token-like strings and the credential values in use are
+// removed. Failures wrap ErrRevisionNotFound or ErrUnreachable where they
+// apply.
+package source

@@ -1,0 +1,404 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/flotilla-gitops/flotilla/application"
+)
+
+// Errors a Fetch wraps, so callers can tell bad input (wait for the
+// applications file or the repository to change) from a transient failure
+// (try again later).
+var (
+	// ErrRevisionNotFound means the remote answered but has no such branch,
+	// tag or commit.
+	ErrRevisionNotFound = errors.New("revision not found")
+	// ErrUnreachable means the remote could not be listed or fetched:
+	// network, DNS, authentication, or no repository at that URL.
+	ErrUnreachable = errors.New("repository unreachable")
+)
+
+// Defaults applied by New to zero Options fields.
+const (
+	DefaultBackoffMin = 10 * time.Second
+	DefaultBackoffMax = 5 * time.Minute
+	DefaultKeep       = 3
+)
+
+// Options configure a Fetcher.
+type Options struct {
+	// CacheDir holds one cache per repository URL. Required.
+	CacheDir string
+	// Logger receives the fetcher's logs, tagged component=source.
+	// Default slog.Default().
+	Logger *slog.Logger
+	// Backoff bounds how long a repository that failed is left alone.
+	Backoff Backoff
+	// Clock returns the current time. Default time.Now; tests replace it.
+	Clock func() time.Time
+	// Keep is how many materialised trees each repository keeps, most
+	// recently returned first. Default 3.
+	Keep int
+}
+
+// Backoff is the window after a failure during which Fetch returns the last
+// error without contacting the repository. It starts at Min, doubles on
+// each consecutive failure up to Max, and resets on success.
+// Defaults 10s and 5m.
+type Backoff struct {
+	Min, Max time.Duration
+}
+
+// Request names a revision of a repository.
+type Request struct {
+	// RepoURL is https://, http://, ssh://, git@host:path, file:// or a
+	// local path.
+	RepoURL string
+	// Revision is a branch, a tag, "HEAD" or a full commit SHA.
+	// Default "HEAD".
+	Revision string
+	// Credentials names the files to authenticate with; nil falls back to
+	// the FLOTILLA_GIT_* environment variables.
+	Credentials *application.Credentials
+}
+
+// Revision is a commit made available on disk.
+type Revision struct {
+	// Commit is the full SHA the revision resolved to.
+	Commit string
+	// Dir is the absolute path of the commit's tree: the root that paths
+	// in the repository are contained in. It stays until Keep newer trees
+	// of the same repository have been returned; do not write to it.
+	Dir string
+	// Author is "Name <email>" of the commit's author.
+	Author string
+	// Message is the full commit message.
+	Message string
+	// Time is when the commit was authored.
+	Time time.Time
+	// Fetched reports whether this call fetched from the remote; false
+	// means the commit was already cached.
+	Fetched bool
+}
+
+// Fetcher resolves revisions and serves their trees from a local cache. It is
+// safe for concurrent use: calls for one repository URL are serialised,
+// calls for different URLs never wait on each other.
+type Fetcher struct {
+	cacheDir string
+	log      *slog.Logger
+	backoff  Backoff
+	now      func() time.Time
+	keep     int
+
+	mu    sync.Mutex
+	repos map[string]*repoCache // by location.key
+}
+
+// New returns a Fetcher with opts' defaults applied.
+func New(opts Options) *Fetcher {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Backoff.Min <= 0 {
+		opts.Backoff.Min = DefaultBackoffMin
+	}
+	if opts.Backoff.Max <= 0 {
+		opts.Backoff.Max = DefaultBackoffMax
+	}
+	opts.Backoff.Max = max(opts.Backoff.Max, opts.Backoff.Min)
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Keep <= 0 {
+		opts.Keep = DefaultKeep
+	}
+	return &Fetcher{
+		cacheDir: opts.CacheDir,
+		log:      opts.Logger.With("component", "source"),
+		backoff:  opts.Backoff,
+		now:      opts.Clock,
+		keep:     opts.Keep,
+		repos:    make(map[string]*repoCache),
+	}
+}
+
+// repoCache is the state kept for one repository URL.
+type repoCache struct {
+	loc  location
+	root string // <CacheDir>/<loc.dir>
+
+	// sem serialises git work and tree writes for this repository; a
+	// channel rather than a mutex so that waiting honours a context.
+	sem  chan struct{}
+	repo *git.Repository // opened lazily, guarded by sem
+
+	mu      sync.Mutex // guards the fields below; never held during I/O
+	backoff backoff
+	last    map[string]string // revision → commit
+}
+
+func (r *repoCache) lock(ctx context.Context) error {
+	select {
+	case r.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *repoCache) unlock() { <-r.sem }
+
+func (r *repoCache) treesDir() string { return filepath.Join(r.root, "trees") }
+
+// cache returns the state for loc's repository, creating it on first use.
+func (f *Fetcher) cache(loc location) *repoCache {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.repos[loc.key]
+	if !ok {
+		r = &repoCache{
+			loc:     loc,
+			root:    filepath.Join(f.cacheDir, loc.dir),
+			sem:     make(chan struct{}, 1),
+			backoff: backoff{min: f.backoff.Min, max: f.backoff.Max},
+			last:    make(map[string]string),
+		}
+		f.repos[loc.key] = r
+	}
+	return r
+}
+
+// Fetch makes req's revision available on disk. It lists the remote's refs,
+// and fetches only when the commit they point to is not cached yet; a full
+// commit SHA that is cached is served without contacting the remote. After
+// a failure the repository is left alone for a backoff window, during which
+// Fetch returns that failure at once. Every error is sanitised.
+func (f *Fetcher) Fetch(ctx context.Context, req Request) (*Revision, error) {
+	if f.cacheDir == "" {
+		return nil, errors.New("source: no cache directory configured")
+	}
+	loc, err := parseLocation(req.RepoURL)
+	if err != nil {
+		return nil, Sanitize(err)
+	}
+	rev := req.Revision
+	if rev == "" {
+		rev = "HEAD"
+	}
+	r := f.cache(loc)
+	log := f.log.With("repo", loc.safe, "revision", rev)
+	if err := r.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer r.unlock()
+
+	out, err := f.fetchLocked(ctx, r, rev, req.Credentials, log)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.last[revKey(rev)] = out.Commit
+	r.mu.Unlock()
+	return out, nil
+}
+
+// LastCommit returns the commit revision of repoURL resolved to in the last
+// successful Fetch, without any I/O.
+func (f *Fetcher) LastCommit(repoURL, revision string) (string, bool) {
+	loc, err := parseLocation(repoURL)
+	if err != nil {
+		return "", false
+	}
+	if revision == "" {
+		revision = "HEAD"
+	}
+	f.mu.Lock()
+	r, ok := f.repos[loc.key]
+	f.mu.Unlock()
+	if !ok {
+		return "", false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.last[revKey(revision)]
+	return c, ok
+}
+
+// revKey normalises a revision for LastCommit: full SHAs are lowercase.
+func revKey(s string) string {
+	if isFullSHA(s) {
+		return strings.ToLower(s)
+	}
+	return s
+}
+
+// fetchLocked does the work of Fetch; the caller holds r's lock.
+func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision string, creds *application.Credentials, log *slog.Logger) (out *Revision, err error) {
+	var secrets []string
+	defer func() {
+		if err != nil {
+			err = sanitize(err, secrets)
+		}
+	}()
+
+	repo, err := f.openRepo(r)
+	if err != nil {
+		return nil, err
+	}
+
+	var t target
+	if isFullSHA(revision) {
+		h := plumbing.NewHash(revision)
+		if c, ok := localCommit(repo, h); ok {
+			log.Debug("commit already cached, remote not contacted", "commit", c.Hash.String())
+			return f.serve(r, repo, c, false)
+		}
+		t = shaTarget(h)
+	}
+
+	now := f.now()
+	r.mu.Lock()
+	until, last, blocked := r.backoff.blocked(now)
+	r.mu.Unlock()
+	if blocked {
+		return nil, fmt.Errorf("backing off until %s: %w", until.UTC().Format(time.RFC3339), last)
+	}
+
+	a, err := loadAuth(r.loc, creds)
+	if err != nil {
+		return nil, err
+	}
+	secrets = a.secrets
+	remote := newRemote(repo, r.loc)
+
+	if t.refspecs == nil {
+		refs, err := listRefs(ctx, remote, a)
+		if errors.Is(err, errEmptyRemote) {
+			r.succeeded()
+			return nil, notFound(revision, r.loc)
+		}
+		if err != nil {
+			return nil, f.failed(ctx, r, log, fmt.Errorf("%w: %s: %w", ErrUnreachable, r.loc.safe, err))
+		}
+		var ok bool
+		if t, ok = resolve(refs, revision); !ok {
+			r.succeeded()
+			return nil, notFound(revision, r.loc)
+		}
+		if c, ok := localCommit(repo, t.hash); ok {
+			r.succeeded()
+			log.Debug("revision unchanged, nothing to fetch", "commit", c.Hash.String())
+			return f.serve(r, repo, c, false)
+		}
+	}
+
+	start := time.Now()
+	if err := fetchRefs(ctx, remote, a, t.refspecs); err != nil {
+		return nil, f.failed(ctx, r, log, fmt.Errorf("%w: fetch %s: %w", ErrUnreachable, r.loc.safe, err))
+	}
+	r.succeeded()
+	c, err := t.commit(repo)
+	if err != nil {
+		return nil, notFound(revision, r.loc)
+	}
+	log.Info("fetched revision", "commit", c.Hash.String(), "duration", time.Since(start).Round(time.Millisecond))
+	return f.serve(r, repo, c, true)
+}
+
+func notFound(revision string, loc location) error {
+	return fmt.Errorf("revision %q not found in %s: %w", revision, loc.safe, ErrRevisionNotFound)
+}
+
+// failed opens (or widens) the repository's backoff window, unless the
+// caller gave up: a cancelled context says nothing about the remote.
+func (f *Fetcher) failed(ctx context.Context, r *repoCache, log *slog.Logger, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	err = Sanitize(err)
+	r.mu.Lock()
+	until := r.backoff.fail(f.now(), err)
+	r.mu.Unlock()
+	log.Warn("repository unreachable, backing off", "error", err.Error(), "until", until)
+	return err
+}
+
+func (r *repoCache) succeeded() {
+	r.mu.Lock()
+	r.backoff.reset()
+	r.mu.Unlock()
+}
+
+// openRepo opens the repository's bare cache, creating it on first use and
+// recreating it if it is unreadable: it is only a cache.
+func (f *Fetcher) openRepo(r *repoCache) (*git.Repository, error) {
+	if r.repo != nil {
+		return r.repo, nil
+	}
+	dir := filepath.Join(r.root, "repo")
+	if err := os.MkdirAll(r.treesDir(), 0o755); err != nil {
+		return nil, fmt.Errorf("create cache for %s: %w", r.loc.safe, err)
+	}
+	removeTemps(r.treesDir())
+	repo, err := git.PlainOpen(dir)
+	if err != nil {
+		if !errors.Is(err, git.ErrRepositoryNotExists) {
+			f.log.Warn("cache unreadable, recreating it", "repo", r.loc.safe, "error", Sanitize(err).Error())
+			if err := os.RemoveAll(dir); err != nil {
+				return nil, fmt.Errorf("remove cache for %s: %w", r.loc.safe, err)
+			}
+		}
+		if repo, err = git.PlainInit(dir, true); err != nil {
+			return nil, fmt.Errorf("create cache for %s: %w", r.loc.safe, err)
+		}
+	}
+	r.repo = repo
+	return repo, nil
+}
+
+// serve makes sure c's tree is materialised, marks it most recently used,
+// prunes older trees and describes the result.
+func (f *Fetcher) serve(r *repoCache, repo *git.Repository, c *object.Commit, fetched bool) (*Revision, error) {
+	sha := c.Hash.String()
+	dir := filepath.Join(r.treesDir(), sha)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := materialise(repo.Storer, c, dir); err != nil {
+			return nil, fmt.Errorf("materialise %s of %s: %w", sha, r.loc.safe, err)
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	now := f.now()
+	if err := os.Chtimes(dir, now, now); err != nil {
+		return nil, err
+	}
+	if err := pruneTrees(r.treesDir(), f.keep, sha); err != nil {
+		// A tree that could not be removed costs disk, not correctness.
+		f.log.Warn("could not prune old trees", "repo", r.loc.safe, "error", Sanitize(err).Error())
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Revision{
+		Commit:  sha,
+		Dir:     abs,
+		Author:  fmt.Sprintf("%s <%s>", c.Author.Name, c.Author.Email),
+		Message: c.Message,
+		Time:    c.Author.When,
+		Fetched: fetched,
+	}, nil
+}

@@ -1,0 +1,182 @@
+package source
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+)
+
+// tempPrefix marks a tree still being written; a crash leaves these behind
+// and openRepo removes them.
+const tempPrefix = ".tmp-"
+
+// materialise writes the tree of c into dst, which must not exist. It walks
+// git objects directly rather than checking out a worktree, so nothing but
+// the tree is written: regular files with their mode, directories, and
+// symlinks as symlinks (Contain later refuses those that leave the tree).
+// The tree appears at dst complete or not at all.
+func materialise(s storer.EncodedObjectStorer, c *object.Commit, dst string) (err error) {
+	tree, err := c.Tree()
+	if err != nil {
+		return fmt.Errorf("read tree of %s: %w", c.Hash, err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dst), tempPrefix)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	w := object.NewTreeWalker(tree, true, nil)
+	defer w.Close()
+	for {
+		name, entry, err := w.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("walk tree of %s: %w", c.Hash, err)
+		}
+		if err := checkTreePath(name); err != nil {
+			return err
+		}
+		if err := writeEntry(s, filepath.Join(tmp, filepath.FromSlash(name)), entry); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	return os.Rename(tmp, dst)
+}
+
+// checkTreePath refuses tree entry paths git itself would refuse; a crafted
+// repository must not write outside the tree being materialised.
+func checkTreePath(name string) error {
+	for part := range strings.SplitSeq(name, "/") {
+		if part == "" || part == "." || part == ".." || strings.ContainsRune(part, 0) {
+			return fmt.Errorf("tree entry %q: invalid path", name)
+		}
+	}
+	return nil
+}
+
+func writeEntry(s storer.EncodedObjectStorer, p string, e object.TreeEntry) error {
+	switch e.Mode {
+	case filemode.Dir, filemode.Submodule:
+		// A submodule is left as an empty directory, like a checkout
+		// without --recurse-submodules.
+		return os.Mkdir(p, 0o755)
+	case filemode.Regular, filemode.Deprecated:
+		return writeBlob(s, p, e, 0o644)
+	case filemode.Executable:
+		return writeBlob(s, p, e, 0o755)
+	case filemode.Symlink:
+		blob, err := object.GetBlob(s, e.Hash)
+		if err != nil {
+			return err
+		}
+		r, err := blob.Reader()
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		target, err := io.ReadAll(io.LimitReader(r, 4096))
+		if err != nil {
+			return err
+		}
+		return os.Symlink(string(target), p)
+	default:
+		return fmt.Errorf("unsupported file mode %s", e.Mode)
+	}
+}
+
+func writeBlob(s storer.EncodedObjectStorer, p string, e object.TreeEntry, perm os.FileMode) error {
+	blob, err := object.GetBlob(s, e.Hash)
+	if err != nil {
+		return err
+	}
+	r, err := blob.Reader()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	// O_EXCL: never write through something already there.
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	// Exact modes whatever the umask, so trees are the same everywhere.
+	return os.Chmod(p, perm)
+}
+
+// pruneTrees keeps the keep most recently used trees in dir, and always
+// keep, and removes the rest. Use is the directory's modification time,
+// which touch sets on every Fetch that returns a tree.
+func pruneTrees(dir string, keep int, current string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	type tree struct {
+		name string
+		used time.Time
+	}
+	var trees []tree
+	for _, e := range entries {
+		if !e.IsDir() || !isFullSHA(e.Name()) {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		trees = append(trees, tree{e.Name(), info.ModTime()})
+	}
+	slices.SortFunc(trees, func(a, b tree) int {
+		if c := b.used.Compare(a.used); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	var errs []error
+	kept := 0
+	for _, t := range trees {
+		if t.name == current || kept < keep {
+			kept++
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, t.name)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeTemps deletes trees a crashed run left half written.
+func removeTemps(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix) {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+}
