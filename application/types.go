@@ -6,96 +6,133 @@
 // In a reconcile pass it is the input: each Application becomes one loop.
 package application
 
-import "time"
+import (
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
 
 // APIVersion is the only applications file version this build reads.
 const APIVersion = "flotilla/v1"
 
 // Defaults and bounds applied by Defaults and checked by Validate.
 const (
-	DefaultInterval = 3 * time.Minute
-	MinInterval     = 10 * time.Second
-	DefaultHistory  = 10
+	DefaultInterval      = 3 * time.Minute
+	MinInterval          = 10 * time.Second
+	DefaultHistory       = 10
 	DefaultRetainRotated = 2
+	DefaultRevision      = "HEAD"
+	DefaultPath          = "."
+	// DefaultUsername is what the git client sends with PasswordFile when no
+	// UsernameFile is given: token-based hosts ignore the name but require
+	// one. It is applied where credentials are read, not by Defaults, since
+	// Credentials holds file names only.
+	DefaultUsername = "git"
+	// MaxNameLength bounds Name and Stack: a DNS label, so service names
+	// derived from them stay resolvable on overlay networks.
+	MaxNameLength = 63
 )
 
 // File is a whole applications file.
 type File struct {
-	APIVersion   string        `yaml:"apiVersion"`
+	// APIVersion must be "flotilla/v1". Required.
+	APIVersion string `yaml:"apiVersion"`
+	// Applications may be empty: a controller with nothing to deploy yet is
+	// a valid state.
 	Applications []Application `yaml:"applications"`
+
+	// meta remembers where each field was written so that Validate can
+	// point at lines; nil for a File built in code.
+	meta *meta
 }
 
 // Application is one git source deployed to one stack.
 type Application struct {
-	// Name identifies the application: [a-z0-9][a-z0-9-]*, unique in a file.
+	// Name identifies the application: ^[a-z0-9][a-z0-9-]*$, at most 63
+	// characters, unique in a file. Required.
 	Name string `yaml:"name"`
-	// Source says where the manifest comes from.
+	// Source says where the manifest comes from. Required.
 	Source Source `yaml:"source"`
-	// Stack is the swarm namespace. Default: Name.
+	// Stack is the swarm stack namespace. Default: Name. Same rule as Name,
+	// and no two applications may claim one stack.
 	Stack string `yaml:"stack,omitempty"`
 	// SyncPolicy says when and how the application is applied.
 	SyncPolicy SyncPolicy `yaml:"syncPolicy,omitempty"`
-	// Allow lists what the stack may reach outside its namespace.
+	// Allow lists what the stack may reach outside its namespace. Default:
+	// nothing.
 	Allow Allow `yaml:"allow,omitempty"`
 	// Adopt lets the application take over a namespace that already holds
 	// services no record accounts for. Default false.
 	Adopt bool `yaml:"adopt,omitempty"`
-	// History is how many revision records are kept. Default 10.
+	// History is how many revision records are kept. Default 10, minimum 1.
 	History int `yaml:"history,omitempty"`
 }
 
 // Source is a directory at a revision of a git repository.
 type Source struct {
-	// RepoURL is https://…, ssh://…, git@host:path, file://… or a local path.
+	// RepoURL is https://host/…, http://host/… (no credentials allowed),
+	// ssh://host/…, user@host:path, file:///… or an absolute local path.
+	// Credentials embedded in the URL are refused. Required.
 	RepoURL string `yaml:"repoURL"`
 	// Revision is a branch, tag or full commit SHA. Default "HEAD".
 	Revision string `yaml:"revision,omitempty"`
-	// Path is the directory inside the repository. Default ".".
+	// Path is the directory inside the repository, relative and never
+	// leaving it. Default "."; stored cleaned.
 	Path string `yaml:"path,omitempty"`
-	// Compose lists the compose files to merge. Default [docker-compose.yml].
+	// Compose names the compose and env files. Default: none listed, and
+	// the compose package looks for its standard file names in Path.
 	Compose Compose `yaml:"compose,omitempty"`
 	// Credentials names files holding git credentials; never the secrets
-	// themselves.
+	// themselves. Default: none (anonymous access).
 	Credentials *Credentials `yaml:"credentials,omitempty"`
 }
 
 // Compose names the compose files and env files of a source, relative to
-// Source.Path.
+// Source.Path. Each may reach elsewhere in the repository (../common/x.yml)
+// but never outside it.
 type Compose struct {
-	// Files are merged in order, like repeated -c.
+	// Files are merged in order, like repeated -c. Default: none listed.
 	Files []string `yaml:"files,omitempty"`
-	// EnvFiles feed interpolation; the controller's own environment never does.
+	// EnvFiles feed interpolation; the controller's own environment never
+	// does. Default: none.
 	EnvFiles []string `yaml:"envFiles,omitempty"`
 }
 
-// Credentials points at files that authenticate git. Each path may also come
-// from the environment variable named in the matching *Env field.
+// Credentials points at files on the controller's host (absolute paths)
+// that authenticate git. There are deliberately no fields for inline
+// secrets: a file can be a swarm secret and never appears in this file, in
+// logs or in the API.
 type Credentials struct {
 	// UsernameFile and PasswordFile give HTTPS basic auth; a token goes in
-	// PasswordFile with any non-empty username (default "git").
+	// PasswordFile. UsernameFile requires PasswordFile; without it the
+	// username is DefaultUsername.
 	UsernameFile string `yaml:"usernameFile,omitempty"`
 	PasswordFile string `yaml:"passwordFile,omitempty"`
-	// SSHKeyFile is a private key; KnownHostsFile pins host keys (required
-	// with SSHKeyFile).
+	// SSHKeyFile is a private key for ssh and scp-like URLs; KnownHostsFile
+	// pins host keys and is required with SSHKeyFile.
 	SSHKeyFile     string `yaml:"sshKeyFile,omitempty"`
 	KnownHostsFile string `yaml:"knownHostsFile,omitempty"`
 }
 
 // SyncPolicy says whether changes apply by themselves and how often to look.
 type SyncPolicy struct {
-	// Automated, when present, applies every change. Absent means manual:
-	// plan and report, apply only on an explicit sync.
+	// Automated, when present, applies every change; `automated:` with no
+	// options counts as present. Absent means manual: plan and report,
+	// apply only on an explicit sync.
 	Automated *Automated `yaml:"automated,omitempty"`
-	// Interval between passes. Default 3m, minimum 10s.
+	// Interval between passes, a duration such as "90s". Default 3m
+	// (absent or 0), minimum 10s.
 	Interval Duration `yaml:"interval,omitempty"`
 	// RetainRotated is how many superseded configs/secrets the sweep keeps.
-	// Default 2.
+	// Default 2, minimum 0.
 	RetainRotated *int `yaml:"retainRotated,omitempty"`
-	// Wait makes a sync wait for convergence.
+	// Wait, when present, makes a sync wait for convergence. Default: absent,
+	// a sync returns once the deploy is accepted.
 	Wait *Wait `yaml:"wait,omitempty"`
 }
 
-// Automated holds the options of an automated application.
+// Automated holds the options of an automated application. Each defaults
+// to false.
 type Automated struct {
 	// Prune removes what the repository stopped declaring.
 	Prune bool `yaml:"prune,omitempty"`
@@ -107,8 +144,38 @@ type Automated struct {
 
 // Wait bounds how long a sync waits for the stack to converge.
 type Wait struct {
+	// Timeout is required and positive: an unbounded wait would stall the
+	// application's loop on one stuck task.
 	Timeout Duration `yaml:"timeout,omitempty"`
 }
 
-// Duration is a time.Duration written as "3m" in YAML.
+// Duration is a time.Duration written as a Go duration string ("3m",
+// "90s") in YAML and JSON. A bare number is refused rather than guessed as
+// seconds or nanoseconds.
 type Duration struct{ time.Duration }
+
+// UnmarshalYAML accepts a duration string only.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := parseDuration(n)
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalYAML writes the duration string, so a marshalled File parses back.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// MarshalText writes the duration string, for JSON and other text formats.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText is the inverse of MarshalText.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}

@@ -142,4 +142,7 @@ type Release struct {
 	// Trigger says who or what asked for the deploy (automated, sync by a
 	// user, rollback).
 	Trigger string `json:"trigger,omitempty"`
+	// Author and Message describe the source commit when known.
+	Author  string `json:"author,omitempty"`
+	Message string `json:"message,omitempty"`
 }

@@ -26,6 +26,9 @@ type Rendered struct {
 	// Secrets maps each secret's scoped content-hashed name to its
 	// plaintext, for DeployRequest.Secrets. Memory only.
 	Secrets map[string][]byte
+	// Warnings name what the render ignored, as `docker stack deploy`
+	// would warn about it: service options Swarm does not support.
+	Warnings []string
 }
 
 // Resolver gives the swarm ids of configs and secrets by name, so service

@@ -13,8 +13,10 @@ var (
 	userinfoRE = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@'"]+@`)
 	// The query string and fragment of any URL, up to whitespace or a quote.
 	queryRE = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#'"]*)[?#][^\s'"]*`)
-	// key=value and key: value pairs whose key names a secret.
-	secretPairRE = regexp.MustCompile(`(?i)\b((?:access_?|private_?|auth_?|api_?|refresh_?)?(?:token|password|passwd|secret|api_?key|apikey)["']?\s*[=:]\s*)["']?[^\s&,;"']+`)
+	// key=value and key: value pairs whose key names a secret. The key must
+	// not be the last part of a path ("/etc/passwd": ...), which names a
+	// file rather than holding a value.
+	secretPairRE = regexp.MustCompile(`(?i)(^|[^/\w.-])((?:access_?|private_?|auth_?|api_?|refresh_?)?(?:token|password|passwd|secret|api_?key|apikey)["']?\s*[=:]\s*)["']?[^\s&,;"']+`)
 	// Authorization headers.
 	authHeaderRE = regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{16,}`)
 	// Well-known token formats (GitHub, GitLab, Slack, Bitbucket, AWS keys).
@@ -28,7 +30,7 @@ var (
 func SanitizeString(s string) string {
 	s = userinfoRE.ReplaceAllString(s, "$1")
 	s = queryRE.ReplaceAllString(s, "$1")
-	s = secretPairRE.ReplaceAllString(s, "${1}"+redacted)
+	s = secretPairRE.ReplaceAllString(s, "${1}${2}"+redacted)
 	s = authHeaderRE.ReplaceAllString(s, "$1 "+redacted)
 	s = tokenRE.ReplaceAllString(s, redacted)
 	return s

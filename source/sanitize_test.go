@@ -17,6 +17,8 @@ func TestSanitizeString(t *testing.T) {
 		{"Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload", "Authorization: Bearer ***"},
 		{"used ghp_0123456789abcdefghijABCDEFGHIJ here", "used *** here"},
 		{"basic authentication required", "basic authentication required"},
+		{`"../../etc/passwd": path leaves the repository checkout`, `"../../etc/passwd": path leaves the repository checkout`},
+		{`{"password": "x1"}`, `{"password": ***"}`},
 		{"commit 0e4a817ae8e7706113721233b0f0db8577cdc391 in /srv/git/app", "commit 0e4a817ae8e7706113721233b0f0db8577cdc391 in /srv/git/app"},
 	}
 	for _, tc := range cases {

@@ -1,0 +1,38 @@
+package application
+
+import "path"
+
+// Defaults fills every field left empty with its documented default, in
+// place, and cleans Source.Path. It is the only place defaults live, so the
+// doc comments in types.go and this function are the whole story. Running
+// it twice changes nothing.
+//
+// Credentials are left alone: they hold file names only, and the default
+// username (DefaultUsername) is applied by whoever reads them. Wait has no
+// default timeout; Validate requires one when Wait is present.
+func Defaults(f *File) {
+	for i := range f.Applications {
+		a := &f.Applications[i]
+		if a.Stack == "" {
+			a.Stack = a.Name
+		}
+		if a.Source.Revision == "" {
+			a.Source.Revision = DefaultRevision
+		}
+		if a.Source.Path == "" {
+			a.Source.Path = DefaultPath
+		} else {
+			a.Source.Path = path.Clean(a.Source.Path)
+		}
+		if a.SyncPolicy.Interval.Duration == 0 {
+			a.SyncPolicy.Interval.Duration = DefaultInterval
+		}
+		if a.SyncPolicy.RetainRotated == nil {
+			n := DefaultRetainRotated
+			a.SyncPolicy.RetainRotated = &n
+		}
+		if a.History == 0 {
+			a.History = DefaultHistory
+		}
+	}
+}

@@ -1,0 +1,173 @@
+package application
+
+import "time"
+
+// Sync says whether the swarm runs what the repository declares.
+type Sync string
+
+// The closed set of Sync values; a switch over Sync covers all three.
+const (
+	// Synced: every release planned as unchanged and no live drift seen.
+	Synced Sync = "Synced"
+	// OutOfSync: something differs; SyncReason says which side moved.
+	OutOfSync Sync = "OutOfSync"
+	// Unknown: the comparison could not be made (git or the daemon could
+	// not be read, or the render failed). Never guessed as either of the
+	// others.
+	SyncUnknown Sync = "Unknown"
+)
+
+// Valid reports whether s is one of the declared values.
+func (s Sync) Valid() bool {
+	switch s {
+	case Synced, OutOfSync, SyncUnknown:
+		return true
+	}
+	return false
+}
+
+// Reason says why an application is OutOfSync. It is ReasonNone for every
+// other Sync value.
+type Reason string
+
+// The closed set of Reason values.
+const (
+	ReasonNone Reason = ""
+	// ReasonGit: the repository moved; the next apply deploys a new
+	// revision. It wins when both sides moved, since applying git also
+	// overwrites the drift.
+	ReasonGit Reason = "git"
+	// ReasonDrift: the swarm moved behind the controller's back while the
+	// repository stayed put; self-heal, if enabled, puts it back.
+	ReasonDrift Reason = "drift"
+)
+
+// Valid reports whether r is one of the declared values.
+func (r Reason) Valid() bool {
+	switch r {
+	case ReasonNone, ReasonGit, ReasonDrift:
+		return true
+	}
+	return false
+}
+
+// Health is the rolled-up state of a service, stack or application.
+type Health string
+
+// The closed set of Health values, listed from best to worst in the order
+// Worst uses.
+const (
+	// Healthy: every service runs its desired number of tasks.
+	Healthy Health = "Healthy"
+	// Suspended: deliberately scaled to zero (replicas: 0); nothing is
+	// wrong and nothing is running.
+	Suspended Health = "Suspended"
+	// Progressing: an update or rollout is under way and may still
+	// converge on its own.
+	Progressing Health = "Progressing"
+	// Missing: declared by the repository but absent from the swarm, as
+	// before a first sync or after someone removed it.
+	Missing Health = "Missing"
+	// Degraded: present but failing: tasks crash, an update paused or
+	// rolled back, fewer tasks run than desired and none are starting.
+	Degraded Health = "Degraded"
+	// HealthUnknown: the swarm could not be read. Never reported as
+	// Missing: an unreadable daemon is not an empty stack.
+	HealthUnknown Health = "Unknown"
+)
+
+// Valid reports whether h is one of the declared values.
+func (h Health) Valid() bool {
+	return h.rank() >= 0
+}
+
+// rank orders Health for Worst; -1 for a value outside the vocabulary.
+func (h Health) rank() int {
+	switch h {
+	case Healthy:
+		return 0
+	case Suspended:
+		return 1
+	case Progressing:
+		return 2
+	case Missing:
+		return 3
+	case Degraded:
+		return 4
+	case HealthUnknown:
+		return 5
+	}
+	return -1
+}
+
+// Worst returns the worse of a and b, for rolling services up into a stack
+// and stacks into an application. The order is
+//
+//	Healthy < Suspended < Progressing < Missing < Degraded < Unknown
+//
+// Progressing sits below Missing and Degraded because it may heal without
+// help. Degraded outranks Missing because a failing service needs a person,
+// while a missing one is usually a sync away. Unknown is worst because a
+// part that could not be read may hide any of the others, and a rollup must
+// never look better than what it could not see. A value outside the
+// vocabulary counts as Unknown and is returned as HealthUnknown.
+func Worst(a, b Health) Health {
+	ra, rb := a.rank(), b.rank()
+	if ra < 0 || rb < 0 {
+		return HealthUnknown
+	}
+	if rb > ra {
+		return b
+	}
+	return a
+}
+
+// Status is what the controller publishes for one application after every
+// pass, on every exit path, through the API and the UI.
+type Status struct {
+	Name  string `json:"name"`
+	Stack string `json:"stack"`
+
+	Sync Sync `json:"sync"`
+	// SyncReason is set only when Sync is OutOfSync.
+	SyncReason Reason `json:"syncReason,omitempty"`
+
+	Health Health `json:"health"`
+	// HealthMessage explains any Health other than Healthy, in one line.
+	HealthMessage string `json:"healthMessage,omitempty"`
+
+	// Revision is the commit last applied successfully; SeenRevision the
+	// commit last fetched or attempted. They differ while a new commit
+	// fails to render or apply, and that gap is the thing to look at.
+	Revision     string `json:"revision,omitempty"`
+	SeenRevision string `json:"seenRevision,omitempty"`
+	// LastAppliedRevision is the number of the release record written by
+	// the last successful apply; 0 before the first.
+	LastAppliedRevision int `json:"lastAppliedRevision,omitempty"`
+	// LastError is the sanitised error of the last pass, empty when it
+	// succeeded.
+	LastError string `json:"lastError,omitempty"`
+	// Unavailable names features this application lost because the backend
+	// lacks a capability, such as "live drift: backend lacks LiveDrift".
+	// A lost feature is listed, never silently off.
+	Unavailable []string `json:"unavailable,omitempty"`
+	// LastSyncTime is when the last apply finished; zero before the first.
+	LastSyncTime time.Time `json:"lastSyncTime,omitzero"`
+	// LastPass is when the last pass finished, whatever it did; with
+	// Interval it shows whether the loop is still running.
+	LastPass time.Time `json:"lastPass,omitzero"`
+
+	Services []ServiceStatus `json:"services,omitempty"`
+}
+
+// ServiceStatus is one service of the application's stack.
+type ServiceStatus struct {
+	// Name is the service name without the stack prefix.
+	Name   string `json:"name"`
+	Health Health `json:"health"`
+	// Running and Desired count tasks; for a global service Desired is the
+	// number of nodes it should run on.
+	Running int    `json:"running"`
+	Desired int    `json:"desired"`
+	Message string `json:"message,omitempty"`
+}

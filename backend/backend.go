@@ -1,0 +1,217 @@
+// Package backend is the deploy backend that talks to a real Docker swarm
+// through the moby client. It implements charts.Backend and every read,
+// list and remove capability in package capability, and it is the only
+// package that writes to the swarm.
+//
+// Three rules shape it. Everything a deploy needs is read, converted and
+// checked before its first write, so bad input writes nothing. A service is
+// written only when its desired spec changed (a hash label remembers the
+// spec it was last written with), so a steady-state pass writes nothing.
+// Every service write carries the version it was read at, so a concurrent
+// writer is noticed instead of overwritten.
+package backend
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/client"
+
+	"github.com/flotilla-gitops/flotilla/capability"
+	"github.com/flotilla-gitops/flotilla/charts"
+)
+
+// Label keys Flotilla writes. Docker's own stack labels are used as the
+// docker CLI uses them, so stacks stay manageable with `docker stack`.
+const (
+	// LabelNamespace scopes services, networks, configs and secrets to a
+	// stack, as `docker stack deploy` does.
+	LabelNamespace = "com.docker.stack.namespace"
+	// LabelImage records the image reference the stack file asked for,
+	// before any digest was pinned.
+	LabelImage = "com.docker.stack.image"
+	// LabelSpecHash is the sha256 of the desired spec a service was last
+	// written with, before Flotilla's own labels; comparing it is how an
+	// unchanged service is left without a write.
+	LabelSpecHash = "io.flotilla.spec-hash"
+
+	// Release record labels. Records carry no namespace label, so neither
+	// `docker stack rm` nor a sweep ever takes history with a stack.
+	LabelRecord   = "io.flotilla.record"
+	LabelRelease  = "io.flotilla.release"
+	LabelRevision = "io.flotilla.revision"
+	LabelOwner    = "io.flotilla.owner"
+	LabelCommit   = "io.flotilla.commit"
+)
+
+// ResolveImage says when a service's image tag is pinned to a digest.
+type ResolveImage string
+
+const (
+	// ResolveNever writes the image reference as the manifest has it.
+	ResolveNever ResolveImage = "never"
+	// ResolveChanged asks the registry for a tag's digest only when the
+	// reference in the manifest differs from the one the service was last
+	// deployed with, and falls back to the tag when the registry does not
+	// answer in time. An unchanged tag keeps the digest it was pinned to.
+	ResolveChanged ResolveImage = "changed"
+)
+
+// Options configure New.
+type Options struct {
+	// Client is the Docker client to talk through. Nil builds one from the
+	// environment (DOCKER_HOST, DOCKER_CERT_PATH, ...) with API version
+	// negotiation. A supplied client's host and HTTP client are reused with
+	// a counting transport around them; for TLS over tcp leave it nil and
+	// configure the environment, since a built client does not expose its
+	// scheme.
+	Client *client.Client
+	// Logger receives the backend's logs, with component=backend. Nil
+	// uses slog.Default().
+	Logger *slog.Logger
+	// ResolveImage is ResolveNever (default) or ResolveChanged.
+	ResolveImage ResolveImage
+	// ResolveTimeout bounds one registry digest lookup. Default 5s.
+	ResolveTimeout time.Duration
+}
+
+// Backend deploys to and reads from one swarm. Methods are safe for
+// concurrent use. The With… methods return per-application copies that
+// share the client and the request counter.
+//
+// Not implemented yet: capability.AllowedReferences,
+// capability.ForbidSecrets and capability.RegistryAuth. Each will be one
+// more field of the per-application copy (see withOutOfBand) checked where
+// specs are written.
+type Backend struct {
+	api     *client.Client
+	counter *counter
+	log     *slog.Logger
+
+	resolve        ResolveImage
+	resolveTimeout time.Duration
+
+	// Per-application settings, set on copies.
+	outOfBand func(service string)
+
+	// hooks lets tests step into a deploy; nil in production.
+	hooks *testHooks
+}
+
+// testHooks are called at points a test cannot otherwise reach, such as
+// between a service's read and its compare-and-swap write.
+type testHooks struct {
+	beforeServiceUpdate func(ctx context.Context, id string, attempt int)
+}
+
+var (
+	_ charts.Backend                 = (*Backend)(nil)
+	_ capability.StacksReader        = (*Backend)(nil)
+	_ capability.StackServicesReader = (*Backend)(nil)
+	_ capability.LiveDrift           = (*Backend)(nil)
+	_ capability.NetworkNamer        = (*Backend)(nil)
+	_ capability.ResourceLister      = (*Backend)(nil)
+	_ capability.ResourceRemover     = (*Backend)(nil)
+	_ capability.SwarmSizer          = (*Backend)(nil)
+	_ capability.DeclaredLister      = (*Backend)(nil)
+	_ capability.OutOfBand           = (*Backend)(nil)
+)
+
+// New returns a Backend. It does not contact the daemon: a swarm that is
+// down when the controller starts is reported by the first read instead.
+func New(_ context.Context, opts Options) (*Backend, error) {
+	switch opts.ResolveImage {
+	case "":
+		opts.ResolveImage = ResolveNever
+	case ResolveNever, ResolveChanged:
+	default:
+		return nil, fmt.Errorf("backend: resolve image %q: want %q or %q", opts.ResolveImage, ResolveNever, ResolveChanged)
+	}
+	if opts.ResolveTimeout <= 0 {
+		opts.ResolveTimeout = 5 * time.Second
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+
+	cnt := newCounter()
+	api, err := countingClient(opts.Client, cnt)
+	if err != nil {
+		return nil, fmt.Errorf("backend: docker client: %w", err)
+	}
+	return &Backend{
+		api:            api,
+		counter:        cnt,
+		log:            logger.With("component", "backend"),
+		resolve:        opts.ResolveImage,
+		resolveTimeout: opts.ResolveTimeout,
+	}, nil
+}
+
+// countingClient returns a client whose every request passes through a
+// countingTransport: built from the environment when base is nil, otherwise
+// sharing base's host and HTTP transport.
+func countingClient(base *client.Client, cnt *counter) (*client.Client, error) {
+	wrap := func(c *client.Client) error {
+		hc := c.HTTPClient()
+		tr, isHTTP := hc.Transport.(*http.Transport)
+		hc.Transport = &countingTransport{next: hc.Transport, c: cnt}
+		if err := client.WithHTTPClient(hc)(c); err != nil {
+			return err
+		}
+		// The client picks https by finding TLS on its own transport, which
+		// the wrapper now hides.
+		if isHTTP && tr.TLSClientConfig != nil {
+			return client.WithScheme("https")(c)
+		}
+		return nil
+	}
+	if base == nil {
+		return client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation(), wrap)
+	}
+	hc := base.HTTPClient()
+	hc.Transport = &countingTransport{next: hc.Transport, c: cnt}
+	opts := []client.Opt{client.WithHost(base.DaemonHost()), client.WithHTTPClient(hc), client.WithAPIVersionNegotiation()}
+	if v := base.ClientVersion(); v != "" {
+		opts = append(opts, client.WithVersion(v))
+	}
+	return client.NewClientWithOpts(opts...)
+}
+
+// Stats returns the requests sent so far by this backend and every copy of
+// it.
+func (b *Backend) Stats() Stats { return b.counter.snapshot() }
+
+// Client returns the counting client the backend talks through.
+func (b *Backend) Client() *client.Client { return b.api }
+
+// clone is the per-application copy every With… method starts from: it
+// shares the client, counter and logger, and owns its settings.
+func (b *Backend) clone() *Backend {
+	c := *b
+	return &c
+}
+
+// WithOutOfBandNotifier returns a copy of b that calls fn with the scoped
+// service name whenever a service write lost its compare-and-swap to
+// another writer and was retried.
+func (b *Backend) WithOutOfBandNotifier(fn func(service string)) charts.Backend {
+	c := b.clone()
+	c.outOfBand = fn
+	return c
+}
+
+// isOutOfSequence reports whether a write was refused because the version it
+// carried is no longer the object's current one.
+func isOutOfSequence(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "update out of sequence")
+}
+
+// isNotFound reports whether err says the object does not exist.
+func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }

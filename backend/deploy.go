@@ -1,0 +1,527 @@
+package backend
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/distribution/reference"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/compose"
+)
+
+// maxCASAttempts bounds how often one service write is tried when another
+// writer keeps moving its version.
+const maxCASAttempts = 3
+
+// pendingPrefix marks the id of a config or secret this deploy is about to
+// create: conversion needs an id for every reference before anything is
+// written, and the real id is only known after the create.
+const pendingPrefix = "flotilla-pending:"
+
+// deployPlan is everything a deploy decided before its first write.
+type deployPlan struct {
+	stack    *compose.Stack
+	networks []string // scoped names to create
+	configs  []string // names to create
+	secrets  []string // names to create
+	services []string // scoped names, sorted
+	live     map[string]swarm.Service
+	heal     map[string]bool
+}
+
+// DeployStack converges req.Stack to req.Manifest. It reads, converts and
+// checks everything first, so invalid input or a missing external object
+// writes nothing; then it creates missing networks, configs and secrets, and
+// creates or updates the services whose desired spec changed. It never
+// removes anything. On an error after the first write, the result says what
+// was written.
+func (b *Backend) DeployStack(ctx context.Context, req charts.DeployRequest) (charts.DeployResult, error) {
+	var res charts.DeployResult
+	if req.Stack == "" {
+		return res, errors.New("deploy: empty stack name")
+	}
+	p, err := b.plan(ctx, req)
+	if err != nil {
+		return res, fmt.Errorf("deploy stack %s: %w", req.Stack, err)
+	}
+	res, err = b.apply(ctx, req, p)
+	if err != nil {
+		return res, fmt.Errorf("deploy stack %s: %w", req.Stack, err)
+	}
+	return res, nil
+}
+
+// plan reads the swarm and converts the manifest without writing.
+func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPlan, error) {
+	decl, err := compose.Convert(ctx, req.Manifest, req.Stack, nil)
+	if err != nil {
+		return nil, fmt.Errorf("convert manifest: %w", err)
+	}
+
+	nets, err := b.api.NetworkList(ctx, network.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list networks: %w", err)
+	}
+	liveNets := make(map[string]network.Summary, len(nets))
+	for _, n := range nets {
+		liveNets[n.Name] = n
+		liveNets[n.ID] = n
+	}
+	liveConfigs, err := b.configIDs(ctx, append(slices.Collect(maps.Keys(decl.Configs)), decl.ExternalConfigs...))
+	if err != nil {
+		return nil, err
+	}
+	liveSecrets, err := b.secretIDs(ctx, append(slices.Collect(maps.Keys(decl.Secrets)), decl.ExternalSecrets...))
+	if err != nil {
+		return nil, err
+	}
+	services, err := b.api.ServiceList(ctx, swarm.ServiceListOptions{Filters: namespace(req.Stack)})
+	if err != nil {
+		return nil, fmt.Errorf("list services: %w", err)
+	}
+
+	p := &deployPlan{live: make(map[string]swarm.Service, len(services)), heal: make(map[string]bool)}
+	for _, s := range services {
+		p.live[s.Spec.Name] = s
+	}
+	for _, h := range req.Heal {
+		p.heal[h] = true
+	}
+
+	var problems []error
+	for _, name := range decl.ExternalNetworks {
+		n, ok := liveNets[name]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Errorf("external network %q does not exist", name))
+		case n.Scope != "swarm":
+			problems = append(problems, fmt.Errorf("external network %q has scope %q, a stack needs %q", name, n.Scope, "swarm"))
+		}
+	}
+	for _, name := range decl.ExternalConfigs {
+		if _, ok := liveConfigs[name]; !ok {
+			problems = append(problems, fmt.Errorf("external config %q does not exist", name))
+		}
+	}
+	for _, name := range decl.ExternalSecrets {
+		if _, ok := liveSecrets[name]; !ok {
+			problems = append(problems, fmt.Errorf("external secret %q does not exist", name))
+		}
+	}
+	for _, name := range sortedKeys(decl.Networks) {
+		if _, ok := liveNets[name]; !ok {
+			p.networks = append(p.networks, name)
+		}
+	}
+	for _, name := range sortedKeys(decl.Configs) {
+		if _, ok := liveConfigs[name]; !ok {
+			p.configs = append(p.configs, name)
+			liveConfigs[name] = pendingPrefix + name
+		}
+	}
+	for _, name := range sortedKeys(decl.Secrets) {
+		if _, ok := liveSecrets[name]; ok {
+			continue
+		}
+		if _, ok := req.Secrets[name]; !ok && decl.Secrets[name].Driver == nil {
+			// Names carry a hash of the content, so a secret that is neither
+			// on the swarm nor given in plaintext cannot be created.
+			problems = append(problems, fmt.Errorf("secret %q is not on the swarm and its plaintext was not supplied", name))
+			continue
+		}
+		p.secrets = append(p.secrets, name)
+		liveSecrets[name] = pendingPrefix + name
+	}
+	if err := errors.Join(problems...); err != nil {
+		return nil, err
+	}
+
+	p.stack, err = compose.Convert(ctx, req.Manifest, req.Stack, mapResolver{configs: liveConfigs, secrets: liveSecrets})
+	if err != nil {
+		return nil, fmt.Errorf("convert manifest: %w", err)
+	}
+	p.services = sortedKeys(p.stack.Services)
+	return p, nil
+}
+
+// apply performs the writes plan decided on, in dependency order.
+func (b *Backend) apply(ctx context.Context, req charts.DeployRequest, p *deployPlan) (charts.DeployResult, error) {
+	var res charts.DeployResult
+	log := b.log.With("stack", req.Stack)
+
+	for _, name := range p.networks {
+		if _, err := b.api.NetworkCreate(ctx, name, p.stack.Networks[name]); err != nil {
+			return res, fmt.Errorf("create network %s: %w", name, err)
+		}
+		res.Writes++
+		log.Info("created network", "network", name)
+	}
+	created := make(map[string]string) // pending id -> real id
+	for _, name := range p.configs {
+		r, err := b.api.ConfigCreate(ctx, p.stack.Configs[name])
+		if err != nil {
+			return res, fmt.Errorf("create config %s: %w", name, err)
+		}
+		res.Writes++
+		created[pendingPrefix+name] = r.ID
+		log.Info("created config", "config", name)
+	}
+	for _, name := range p.secrets {
+		spec := p.stack.Secrets[name]
+		spec.Data = req.Secrets[name]
+		r, err := b.api.SecretCreate(ctx, spec)
+		if err != nil {
+			return res, fmt.Errorf("create secret %s: %w", name, err)
+		}
+		res.Writes++
+		created[pendingPrefix+name] = r.ID
+		log.Info("created secret", "secret", name)
+	}
+
+	for _, name := range p.services {
+		short := unscoped(req.Stack, name)
+		desired := p.stack.Services[name]
+		if err := resolvePending(&desired, created); err != nil {
+			return res, fmt.Errorf("service %s: %w", short, err)
+		}
+		if desired.Labels == nil {
+			desired.Labels = map[string]string{}
+		}
+		if _, ok := desired.Labels[LabelImage]; !ok && desired.TaskTemplate.ContainerSpec != nil {
+			desired.Labels[LabelImage] = desired.TaskTemplate.ContainerSpec.Image
+		}
+		hash, err := specHash(desired)
+		if err != nil {
+			return res, fmt.Errorf("service %s: %w", short, err)
+		}
+
+		live, exists := p.live[name]
+		switch {
+		case !exists:
+			if err := b.createService(ctx, desired, req.Labels, hash); err != nil {
+				return res, fmt.Errorf("create service %s: %w", short, err)
+			}
+			res.Writes++
+			res.Created = append(res.Created, short)
+			log.Info("created service", "service", short)
+		case live.Spec.Labels[LabelSpecHash] == hash && !p.heal[name]:
+			res.Unchanged = append(res.Unchanged, short)
+		default:
+			if err := b.updateService(ctx, live, desired, req.Labels, hash); err != nil {
+				return res, fmt.Errorf("update service %s: %w", short, err)
+			}
+			res.Writes++
+			res.Updated = append(res.Updated, short)
+			log.Info("updated service", "service", short, "heal", p.heal[name])
+		}
+	}
+	return res, nil
+}
+
+func (b *Backend) createService(ctx context.Context, desired swarm.ServiceSpec, labels map[string]string, hash string) error {
+	spec := withLabels(desired, labels, hash)
+	if b.resolve == ResolveChanged {
+		b.pinDigest(ctx, &spec)
+	}
+	r, err := b.api.ServiceCreate(ctx, spec, swarm.ServiceCreateOptions{})
+	if err != nil {
+		return err
+	}
+	b.warn(spec.Name, r.Warnings)
+	return nil
+}
+
+// updateService writes desired over live with compare-and-swap on the
+// version it read. A write refused because someone else wrote first is
+// counted, reported to the out-of-band notifier, and retried from a fresh
+// read, at most maxCASAttempts times in all.
+func (b *Backend) updateService(ctx context.Context, live swarm.Service, desired swarm.ServiceSpec, labels map[string]string, hash string) error {
+	for attempt := 1; ; attempt++ {
+		spec := b.updateSpec(ctx, live, desired, labels, hash)
+		if b.hooks != nil && b.hooks.beforeServiceUpdate != nil {
+			b.hooks.beforeServiceUpdate(ctx, live.ID, attempt)
+		}
+		r, err := b.api.ServiceUpdate(ctx, live.ID, live.Version, spec, swarm.ServiceUpdateOptions{})
+		if err == nil {
+			b.warn(spec.Name, r.Warnings)
+			return nil
+		}
+		if !isOutOfSequence(err) {
+			return err
+		}
+		b.counter.conflict()
+		b.log.Warn("service write lost its compare-and-swap; retrying from a fresh read",
+			"service", desired.Name, "attempt", attempt)
+		if b.outOfBand != nil {
+			b.outOfBand(desired.Name)
+		}
+		if attempt >= maxCASAttempts {
+			return fmt.Errorf("gave up after %d writes refused as out of date: %w", attempt, err)
+		}
+		live, _, err = b.api.ServiceInspectWithRaw(ctx, live.ID, swarm.ServiceInspectOptions{})
+		if err != nil {
+			return fmt.Errorf("re-read after a refused write: %w", err)
+		}
+	}
+}
+
+// updateSpec is the spec written over live: desired plus the deploy's
+// labels, keeping what `docker stack deploy` keeps so that an update does
+// not restart tasks for nothing.
+func (b *Backend) updateSpec(ctx context.Context, live swarm.Service, desired swarm.ServiceSpec, labels map[string]string, hash string) swarm.ServiceSpec {
+	spec := withLabels(desired, labels, hash)
+	// ForceUpdate is a counter someone bumped to force a restart; writing
+	// the manifest's zero back would count as a change and restart again.
+	spec.TaskTemplate.ForceUpdate = live.Spec.TaskTemplate.ForceUpdate
+
+	cs, lcs := spec.TaskTemplate.ContainerSpec, live.Spec.TaskTemplate.ContainerSpec
+	if cs == nil || lcs == nil {
+		return spec
+	}
+	if live.Spec.Labels[LabelImage] == desired.Labels[LabelImage] {
+		// The reference in git did not change: keep the image as the swarm
+		// holds it, which may be pinned to a digest, so a tag and its
+		// digest are not mistaken for a new image.
+		c := *cs
+		c.Image = lcs.Image
+		spec.TaskTemplate.ContainerSpec = &c
+	} else if b.resolve == ResolveChanged {
+		b.pinDigest(ctx, &spec)
+	}
+	return spec
+}
+
+// withLabels returns desired with the deploy's labels and the spec hash on
+// the service, never in the task template: a change there would restart
+// every task for a change that is only bookkeeping.
+func withLabels(desired swarm.ServiceSpec, labels map[string]string, hash string) swarm.ServiceSpec {
+	spec := desired
+	l := make(map[string]string, len(desired.Labels)+len(labels)+1)
+	maps.Copy(l, desired.Labels)
+	maps.Copy(l, labels)
+	l[LabelSpecHash] = hash
+	spec.Labels = l
+	return spec
+}
+
+// pinDigest replaces the image tag with tag@digest when the registry
+// answers within the resolve timeout, and leaves the tag otherwise.
+func (b *Backend) pinDigest(ctx context.Context, spec *swarm.ServiceSpec) {
+	cs := spec.TaskTemplate.ContainerSpec
+	if cs == nil {
+		return
+	}
+	named, err := reference.ParseNormalizedNamed(cs.Image)
+	if err != nil {
+		return
+	}
+	if _, ok := named.(reference.Canonical); ok {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.resolveTimeout)
+	defer cancel()
+	di, err := b.api.DistributionInspect(rctx, cs.Image, "")
+	if err != nil {
+		b.log.Info("image digest not resolved; deploying the tag", "service", spec.Name, "image", cs.Image, "error", err)
+		return
+	}
+	pinned, err := reference.WithDigest(reference.TagNameOnly(named), di.Descriptor.Digest)
+	if err != nil {
+		return
+	}
+	c := *cs
+	c.Image = reference.FamiliarString(pinned)
+	spec.TaskTemplate.ContainerSpec = &c
+}
+
+func (b *Backend) warn(service string, warnings []string) {
+	for _, w := range warnings {
+		b.log.Warn("daemon warning", "service", service, "warning", w)
+	}
+}
+
+// specHash is the hex sha256 of the spec's JSON encoding. encoding/json
+// writes struct fields in declaration order and map keys sorted, so equal
+// specs hash equal.
+func specHash(spec swarm.ServiceSpec) (string, error) {
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return "", fmt.Errorf("hash spec: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// resolvePending swaps the placeholder ids of configs and secrets this
+// deploy created for their real ids. It copies what it changes, since the
+// references are pointers shared with the plan.
+func resolvePending(spec *swarm.ServiceSpec, created map[string]string) error {
+	cs := spec.TaskTemplate.ContainerSpec
+	if cs == nil {
+		return nil
+	}
+	c := *cs
+	c.Configs = make([]*swarm.ConfigReference, len(cs.Configs))
+	for i, r := range cs.Configs {
+		ref := *r
+		if strings.HasPrefix(ref.ConfigID, pendingPrefix) {
+			id, ok := created[ref.ConfigID]
+			if !ok {
+				return fmt.Errorf("config %s was not created", ref.ConfigName)
+			}
+			ref.ConfigID = id
+		}
+		c.Configs[i] = &ref
+	}
+	c.Secrets = make([]*swarm.SecretReference, len(cs.Secrets))
+	for i, r := range cs.Secrets {
+		ref := *r
+		if strings.HasPrefix(ref.SecretID, pendingPrefix) {
+			id, ok := created[ref.SecretID]
+			if !ok {
+				return fmt.Errorf("secret %s was not created", ref.SecretName)
+			}
+			ref.SecretID = id
+		}
+		c.Secrets[i] = &ref
+	}
+	if cs.Configs == nil {
+		c.Configs = nil
+	}
+	if cs.Secrets == nil {
+		c.Secrets = nil
+	}
+	spec.TaskTemplate.ContainerSpec = &c
+	return nil
+}
+
+// mapResolver answers compose.Convert from ids read before the conversion,
+// so converting sends no request of its own.
+type mapResolver struct {
+	configs, secrets map[string]string
+}
+
+func (r mapResolver) ConfigIDs(_ context.Context, names []string) (map[string]string, error) {
+	return pick("config", r.configs, names)
+}
+
+func (r mapResolver) SecretIDs(_ context.Context, names []string) (map[string]string, error) {
+	return pick("secret", r.secrets, names)
+}
+
+func pick(kind string, ids map[string]string, names []string) (map[string]string, error) {
+	out := make(map[string]string, len(names))
+	var missing []string
+	for _, n := range names {
+		id, ok := ids[n]
+		if !ok {
+			missing = append(missing, n)
+			continue
+		}
+		out[n] = id
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%s not found on the swarm: %s", kind, strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+// configIDs returns name to id for those of names that exist, in one
+// request. The daemon's name filter matches prefixes, so names are matched
+// exactly here.
+func (b *Backend) configIDs(ctx context.Context, names []string) (map[string]string, error) {
+	out := make(map[string]string)
+	if len(names) == 0 {
+		return out, nil
+	}
+	list, err := b.api.ConfigList(ctx, swarm.ConfigListOptions{Filters: nameFilter(names)})
+	if err != nil {
+		return nil, fmt.Errorf("list configs: %w", err)
+	}
+	want := setOf(names)
+	for _, c := range list {
+		if want[c.Spec.Name] {
+			out[c.Spec.Name] = c.ID
+		}
+	}
+	return out, nil
+}
+
+// secretIDs is configIDs for secrets.
+func (b *Backend) secretIDs(ctx context.Context, names []string) (map[string]string, error) {
+	out := make(map[string]string)
+	if len(names) == 0 {
+		return out, nil
+	}
+	list, err := b.api.SecretList(ctx, swarm.SecretListOptions{Filters: nameFilter(names)})
+	if err != nil {
+		return nil, fmt.Errorf("list secrets: %w", err)
+	}
+	want := setOf(names)
+	for _, s := range list {
+		if want[s.Spec.Name] {
+			out[s.Spec.Name] = s.ID
+		}
+	}
+	return out, nil
+}
+
+// liveResolver resolves against the swarm as it is, one request per kind
+// asked for. It serves conversions that are not deploys (live drift).
+type liveResolver struct{ b *Backend }
+
+func (r liveResolver) ConfigIDs(ctx context.Context, names []string) (map[string]string, error) {
+	ids, err := r.b.configIDs(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	return pick("config", ids, names)
+}
+
+func (r liveResolver) SecretIDs(ctx context.Context, names []string) (map[string]string, error) {
+	ids, err := r.b.secretIDs(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	return pick("secret", ids, names)
+}
+
+func namespace(stack string) filters.Args {
+	return filters.NewArgs(filters.Arg("label", LabelNamespace+"="+stack))
+}
+
+func nameFilter(names []string) filters.Args {
+	f := filters.NewArgs()
+	for _, n := range names {
+		f.Add("name", n)
+	}
+	return f
+}
+
+func setOf(names []string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+// unscoped strips the stack prefix from a scoped name.
+func unscoped(stack, name string) string {
+	return strings.TrimPrefix(name, stack+"_")
+}

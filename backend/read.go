@@ -1,0 +1,277 @@
+package backend
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/flotilla-gitops/flotilla/charts"
+)
+
+// maxTaskFilterIDs is how many services a task listing names in its filter
+// before it lists every task instead: past that, the query string costs more
+// than the tasks it leaves out.
+const maxTaskFilterIDs = 100
+
+// StackServices reports one stack's services, or nil when the swarm could
+// not be read: for a poller that is "not converged yet".
+func (b *Backend) StackServices(ctx context.Context, stack string) []charts.ServiceState {
+	states, err := b.ReadStackServices(ctx, stack)
+	if err != nil {
+		b.log.Warn("stack services unread; reporting none", "stack", stack, "error", err)
+		return nil
+	}
+	return states
+}
+
+// ReadStackServices reports one stack's services, sorted by name, or an
+// error when the swarm could not be read. A stack with no services is an
+// empty, non-nil slice.
+func (b *Backend) ReadStackServices(ctx context.Context, stack string) ([]charts.ServiceState, error) {
+	m, err := b.ReadStacks(ctx, []string{stack})
+	if err != nil {
+		return nil, err
+	}
+	return m[stack], nil
+}
+
+// ReadStacks reports the services of several stacks from one snapshot: one
+// service listing and one task listing for all of them, plus a node listing
+// only when a global service needs its desired count worked out. Every
+// requested stack is in the map (empty when it has no services), or the
+// error says none could be read.
+func (b *Backend) ReadStacks(ctx context.Context, stacks []string) (map[string][]charts.ServiceState, error) {
+	out := make(map[string][]charts.ServiceState, len(stacks))
+	if len(stacks) == 0 {
+		return out, nil
+	}
+	f := filters.NewArgs()
+	if len(stacks) == 1 {
+		f.Add("label", LabelNamespace+"="+stacks[0])
+	} else {
+		f.Add("label", LabelNamespace)
+	}
+	services, err := b.api.ServiceList(ctx, swarm.ServiceListOptions{Filters: f, Status: true})
+	if err != nil {
+		return nil, fmt.Errorf("read stacks: list services: %w", err)
+	}
+	want := setOf(stacks)
+	services = slices.DeleteFunc(services, func(s swarm.Service) bool {
+		return !want[s.Spec.Labels[LabelNamespace]]
+	})
+
+	tasks, err := b.tasksOf(ctx, services)
+	if err != nil {
+		return nil, fmt.Errorf("read stacks: %w", err)
+	}
+	var eligible *uint64
+	for _, s := range services {
+		if (s.Spec.Mode.Global != nil || s.Spec.Mode.GlobalJob != nil) && s.ServiceStatus == nil {
+			n, err := b.readyNodes(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("read stacks: %w", err)
+			}
+			eligible = &n
+			break
+		}
+	}
+
+	for _, st := range stacks {
+		out[st] = []charts.ServiceState{}
+	}
+	for _, s := range services {
+		st := s.Spec.Labels[LabelNamespace]
+		out[st] = append(out[st], project(st, s, tasks[s.ID], eligible))
+	}
+	for _, states := range out {
+		slices.SortFunc(states, func(a, b charts.ServiceState) int { return cmp.Compare(a.Name, b.Name) })
+	}
+	return out, nil
+}
+
+// tasksOf lists the tasks of services in one request, grouped by service id.
+func (b *Backend) tasksOf(ctx context.Context, services []swarm.Service) (map[string][]swarm.Task, error) {
+	byService := make(map[string][]swarm.Task, len(services))
+	if len(services) == 0 {
+		return byService, nil
+	}
+	f := filters.NewArgs()
+	if len(services) <= maxTaskFilterIDs {
+		for _, s := range services {
+			f.Add("service", s.ID)
+		}
+	}
+	tasks, err := b.api.TaskList(ctx, swarm.TaskListOptions{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	for _, t := range tasks {
+		byService[t.ServiceID] = append(byService[t.ServiceID], t)
+	}
+	return byService, nil
+}
+
+// readyNodes counts nodes that can take tasks: ready and not paused or
+// drained.
+func (b *Backend) readyNodes(ctx context.Context) (uint64, error) {
+	nodes, err := b.api.NodeList(ctx, swarm.NodeListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("list nodes: %w", err)
+	}
+	var n uint64
+	for _, node := range nodes {
+		if node.Status.State == swarm.NodeStateReady && node.Spec.Availability == swarm.NodeAvailabilityActive {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// project turns a service and its tasks into the display projection.
+// eligible is the count of nodes a global service runs on when the daemon
+// did not report its desired count itself.
+func project(stack string, s swarm.Service, tasks []swarm.Task, eligible *uint64) charts.ServiceState {
+	st := charts.ServiceState{
+		Name:    unscoped(stack, s.Spec.Name),
+		ID:      s.ID,
+		Version: s.Version.Index,
+		Labels:  s.Spec.Labels,
+	}
+	if cs := s.Spec.TaskTemplate.ContainerSpec; cs != nil {
+		st.Image = cs.Image
+		st.HasHealthcheck = cs.Healthcheck != nil && len(cs.Healthcheck.Test) > 0 && cs.Healthcheck.Test[0] != "NONE"
+	}
+	if u := s.UpdateStatus; u != nil {
+		st.UpdateState = string(u.State)
+		st.UpdateMessage = u.Message
+	}
+
+	// A job's tasks from earlier runs are not this run's completions.
+	var iteration *uint64
+	if s.JobStatus != nil {
+		iteration = &s.JobStatus.JobIteration.Index
+	}
+	for _, t := range tasks {
+		if iteration != nil && (t.JobIteration == nil || t.JobIteration.Index != *iteration) {
+			continue
+		}
+		switch {
+		case t.Status.State == swarm.TaskStateRunning && t.DesiredState == swarm.TaskStateRunning:
+			st.Running++
+		case t.Status.State == swarm.TaskStateComplete:
+			st.Completed++
+		}
+	}
+
+	m := s.Spec.Mode
+	switch {
+	case m.Replicated != nil:
+		st.Mode = "replicated"
+		if m.Replicated.Replicas != nil {
+			st.Desired = *m.Replicated.Replicas
+		}
+	case m.Global != nil:
+		st.Mode = "global"
+		st.Desired = globalDesired(s, eligible)
+	case m.ReplicatedJob != nil:
+		st.Mode = "replicated-job"
+		switch {
+		case m.ReplicatedJob.TotalCompletions != nil:
+			st.Desired = *m.ReplicatedJob.TotalCompletions
+		case m.ReplicatedJob.MaxConcurrent != nil:
+			st.Desired = *m.ReplicatedJob.MaxConcurrent
+		default:
+			st.Desired = 1
+		}
+	case m.GlobalJob != nil:
+		st.Mode = "global-job"
+		st.Desired = globalDesired(s, eligible)
+	}
+
+	st.Tasks = currentTasks(tasks, st.HasHealthcheck)
+	return st
+}
+
+func globalDesired(s swarm.Service, eligible *uint64) uint64 {
+	if s.ServiceStatus != nil {
+		return s.ServiceStatus.DesiredTasks
+	}
+	if eligible != nil {
+		return *eligible
+	}
+	return 0
+}
+
+// currentTasks keeps the tasks that matter for health: those not being shut
+// down, and the most recent failure of each slot (or node, for global
+// services), newest first.
+func currentTasks(tasks []swarm.Task, healthcheck bool) []charts.TaskState {
+	var out []charts.TaskState
+	lastFailure := make(map[string]swarm.Task)
+	for _, t := range tasks {
+		if t.DesiredState != swarm.TaskStateShutdown && t.DesiredState != swarm.TaskStateRemove {
+			out = append(out, taskState(t, healthcheck))
+		}
+		if t.Status.State == swarm.TaskStateFailed || t.Status.State == swarm.TaskStateRejected {
+			key := fmt.Sprintf("slot %d", t.Slot)
+			if t.Slot == 0 {
+				key = "node " + t.NodeID
+			}
+			if prev, ok := lastFailure[key]; !ok || t.Status.Timestamp.After(prev.Status.Timestamp) {
+				lastFailure[key] = t
+			}
+		}
+	}
+	for _, t := range lastFailure {
+		if t.DesiredState == swarm.TaskStateShutdown || t.DesiredState == swarm.TaskStateRemove {
+			out = append(out, taskState(t, healthcheck))
+		}
+	}
+	slices.SortFunc(out, func(a, b charts.TaskState) int {
+		if c := b.Timestamp.Compare(a.Timestamp); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+func taskState(t swarm.Task, healthcheck bool) charts.TaskState {
+	ts := charts.TaskState{
+		ID:           t.ID,
+		Slot:         t.Slot,
+		NodeID:       t.NodeID,
+		State:        string(t.Status.State),
+		DesiredState: string(t.DesiredState),
+		Message:      t.Status.Message,
+		Err:          t.Status.Err,
+		Timestamp:    t.Status.Timestamp,
+	}
+	if healthcheck {
+		ts.Health = taskHealth(t)
+	}
+	return ts
+}
+
+// taskHealth reads container health from the task's state. A swarm task
+// with a healthcheck stays "starting" until its container first reports
+// healthy, and fails with an "unhealthy container" error when it turns
+// unhealthy; reading it this way needs no request to the task's node.
+func taskHealth(t swarm.Task) string {
+	switch t.Status.State {
+	case swarm.TaskStateStarting:
+		return "starting"
+	case swarm.TaskStateRunning:
+		return "healthy"
+	case swarm.TaskStateFailed:
+		if strings.Contains(t.Status.Err, "unhealthy") {
+			return "unhealthy"
+		}
+	}
+	return ""
+}

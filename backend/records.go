@@ -1,0 +1,209 @@
+package backend
+
+import (
+	"bytes"
+	"cmp"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/flotilla-gitops/flotilla/charts"
+)
+
+// Release records are swarm configs, so the history of a release lives in
+// the swarm with everything else and a restarted controller loses none of it.
+const (
+	recordPrefix = "flotilla-release."
+	recordKind   = "release"
+	// maxRecordSize is Swarm's limit on a config's data.
+	maxRecordSize = 500 * 1024
+	// maxObjectName is Swarm's limit on a config's name.
+	maxObjectName = 64
+)
+
+// objectNameRE is what Swarm accepts as a config name.
+var objectNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+
+// recordName is the config name of one revision:
+// "flotilla-release.<release>.<revision>". A release name that would not fit
+// Swarm's name rules is shortened and followed by a hash of the whole name,
+// so two long names never share records; the labels carry the full name.
+func recordName(release string, revision int) string {
+	rev := "." + strconv.Itoa(revision)
+	name := recordPrefix + release + rev
+	if len(name) <= maxObjectName && objectNameRE.MatchString(name) {
+		return name
+	}
+	sum := sha256.Sum256([]byte(release))
+	tag := hex.EncodeToString(sum[:])[:12]
+	short := []byte(release)
+	for i, c := range short {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			short[i] = '-'
+		}
+	}
+	room := maxObjectName - len(recordPrefix) - len(rev) - 1 - len(tag)
+	if len(short) > room {
+		short = short[:room]
+	}
+	return recordPrefix + string(short) + "-" + tag + rev
+}
+
+// Releases returns the recorded revisions of release, newest first. The
+// daemon's config listing carries the data, so this is one request.
+func (b *Backend) Releases(ctx context.Context, release string) ([]charts.Release, error) {
+	recs, err := b.records(ctx, release)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]charts.Release, 0, len(recs))
+	for _, c := range recs {
+		r, err := decodeRecord(c)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// LatestRelease returns the newest recorded revision of release, or nil when
+// there is none. Planning needs only this one, so only it is decoded.
+func (b *Backend) LatestRelease(ctx context.Context, release string) (*charts.Release, error) {
+	recs, err := b.records(ctx, release)
+	if err != nil || len(recs) == 0 {
+		return nil, err
+	}
+	r, err := decodeRecord(recs[0])
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// RecordRelease stores r as a new record and then drops the oldest records
+// beyond keep (keep < 1 keeps all). The caller numbers revisions; a
+// revision that is already recorded is refused, never overwritten.
+func (b *Backend) RecordRelease(ctx context.Context, r charts.Release, keep int) error {
+	if r.Name == "" || r.Revision < 1 {
+		return fmt.Errorf("record release %q revision %d: need a name and a revision of 1 or more", r.Name, r.Revision)
+	}
+	name := recordName(r.Name, r.Revision)
+	data, err := encodeRecord(r)
+	if err != nil {
+		return fmt.Errorf("record release %s revision %d: %w", r.Name, r.Revision, err)
+	}
+	if len(data) > maxRecordSize {
+		return fmt.Errorf("record release %s revision %d: compressed record is %d bytes, over Swarm's config limit of %d",
+			r.Name, r.Revision, len(data), maxRecordSize)
+	}
+	existing, err := b.records(ctx, r.Name)
+	if err != nil {
+		return fmt.Errorf("record release %s revision %d: %w", r.Name, r.Revision, err)
+	}
+	for _, c := range existing {
+		if c.Spec.Labels[LabelRevision] == strconv.Itoa(r.Revision) {
+			return fmt.Errorf("record release %s revision %d: already recorded; records are never overwritten", r.Name, r.Revision)
+		}
+	}
+	spec := swarm.ConfigSpec{
+		Annotations: swarm.Annotations{
+			Name: name,
+			Labels: map[string]string{
+				LabelRecord:   recordKind,
+				LabelRelease:  r.Name,
+				LabelRevision: strconv.Itoa(r.Revision),
+				LabelOwner:    r.Owner,
+				LabelCommit:   r.Commit,
+			},
+		},
+		Data: data,
+	}
+	if _, err := b.api.ConfigCreate(ctx, spec); err != nil {
+		return fmt.Errorf("record release %s revision %d: create config %s: %w", r.Name, r.Revision, name, err)
+	}
+	b.log.Info("recorded release", "stack", r.Name, "revision", r.Revision)
+
+	if keep < 1 {
+		return nil
+	}
+	existing = append(existing, swarm.Config{Spec: spec}) // stands for the new record when counting
+	sortRecords(existing)
+	var errs []error
+	for _, c := range existing[min(keep, len(existing)):] {
+		if c.ID == "" {
+			continue
+		}
+		if err := b.api.ConfigRemove(ctx, c.ID); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("drop record %s: %w", c.Spec.Name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("record release %s revision %d: recorded, but pruning old records failed: %w", r.Name, r.Revision, err)
+	}
+	return nil
+}
+
+// records lists the record configs of release, newest first.
+func (b *Backend) records(ctx context.Context, release string) ([]swarm.Config, error) {
+	f := filters.NewArgs(
+		filters.Arg("label", LabelRecord+"="+recordKind),
+		filters.Arg("label", LabelRelease+"="+release),
+	)
+	list, err := b.api.ConfigList(ctx, swarm.ConfigListOptions{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("list release records of %s: %w", release, err)
+	}
+	sortRecords(list)
+	return list, nil
+}
+
+func sortRecords(list []swarm.Config) {
+	slices.SortFunc(list, func(a, b swarm.Config) int {
+		return cmp.Compare(revisionOf(b), revisionOf(a))
+	})
+}
+
+func revisionOf(c swarm.Config) int {
+	n, _ := strconv.Atoi(c.Spec.Labels[LabelRevision])
+	return n
+}
+
+func encodeRecord(r charts.Release) ([]byte, error) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if err := json.NewEncoder(zw).Encode(r); err != nil {
+		return nil, fmt.Errorf("encode record: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("compress record: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func decodeRecord(c swarm.Config) (charts.Release, error) {
+	var r charts.Release
+	zr, err := gzip.NewReader(bytes.NewReader(c.Spec.Data))
+	if err != nil {
+		return r, fmt.Errorf("read record %s: %w", c.Spec.Name, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(zr, 64<<20))
+	if err != nil {
+		return r, fmt.Errorf("read record %s: %w", c.Spec.Name, err)
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return r, fmt.Errorf("read record %s: %w", c.Spec.Name, err)
+	}
+	return r, nil
+}

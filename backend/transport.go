@@ -1,0 +1,130 @@
+package backend
+
+import (
+	"maps"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// Stats counts the requests a Backend sent to the daemon. Tests and
+// benchmarks read it to prove that a steady-state pass writes nothing.
+type Stats struct {
+	// Requests counts requests by operation ("service.list",
+	// "service.update", "config.create", ...).
+	Requests map[string]int
+	// Writes counts requests that may change the swarm (any method other
+	// than GET and HEAD), refused ones included.
+	Writes int
+	// Conflicts counts service writes refused because the version they
+	// carried was out of date, each of which was retried from a fresh read.
+	Conflicts int
+}
+
+// Total is the number of requests of every kind.
+func (s Stats) Total() int {
+	n := 0
+	for _, v := range s.Requests {
+		n += v
+	}
+	return n
+}
+
+// Sub returns what happened between an earlier snapshot and s.
+func (s Stats) Sub(earlier Stats) Stats {
+	out := Stats{
+		Requests:  make(map[string]int),
+		Writes:    s.Writes - earlier.Writes,
+		Conflicts: s.Conflicts - earlier.Conflicts,
+	}
+	for k, v := range s.Requests {
+		if d := v - earlier.Requests[k]; d != 0 {
+			out.Requests[k] = d
+		}
+	}
+	return out
+}
+
+// counter is shared by a Backend and every per-application copy of it, so
+// Stats covers all of them.
+type counter struct {
+	mu    sync.Mutex
+	stats Stats
+}
+
+func newCounter() *counter {
+	return &counter{stats: Stats{Requests: make(map[string]int)}}
+}
+
+func (c *counter) request(op string, write bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stats.Requests[op]++
+	if write {
+		c.stats.Writes++
+	}
+}
+
+func (c *counter) conflict() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stats.Conflicts++
+}
+
+func (c *counter) snapshot() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.Requests = maps.Clone(c.stats.Requests)
+	return s
+}
+
+// countingTransport counts every request before handing it on. Counting at
+// the HTTP layer rather than at each call site means no request can be
+// missed, including the client's own version negotiation.
+type countingTransport struct {
+	next http.RoundTripper
+	c    *counter
+}
+
+func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	write := req.Method != http.MethodGet && req.Method != http.MethodHead
+	t.c.request(operation(req.Method, req.URL.Path), write)
+	return t.next.RoundTrip(req)
+}
+
+// operation names a daemon request by object kind and verb, from its method
+// and path: GET /v1.41/services is "service.list", POST
+// /v1.41/services/ID/update is "service.update".
+func operation(method, path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if len(parts) > 0 && len(parts[0]) > 1 && parts[0][0] == 'v' && strings.ContainsAny(parts[0][1:2], "0123456789") {
+		parts = parts[1:]
+	}
+	if len(parts) == 0 || parts[0] == "" {
+		return "other"
+	}
+	kind := strings.TrimSuffix(parts[0], "s")
+	switch parts[0] {
+	case "_ping":
+		return "ping"
+	case "info", "version", "events":
+		return parts[0]
+	case "distribution":
+		return "distribution.inspect"
+	}
+	switch {
+	case len(parts) == 1 && method == http.MethodGet:
+		return kind + ".list"
+	case len(parts) == 2 && parts[1] == "create" && method == http.MethodPost:
+		return kind + ".create"
+	case len(parts) == 2 && method == http.MethodGet:
+		return kind + ".inspect"
+	case len(parts) == 2 && method == http.MethodDelete:
+		return kind + ".remove"
+	case len(parts) >= 3:
+		return kind + "." + parts[len(parts)-1]
+	default:
+		return kind + "." + strings.ToLower(method)
+	}
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/backend"
+	"github.com/flotilla-gitops/flotilla/reconcile"
+	"github.com/flotilla-gitops/flotilla/source"
+)
+
+func init() { extraCommands = append(extraCommands, newControllerCmd) }
+
+// controllerOptions are the flags of `flotilla controller`.
+type controllerOptions struct {
+	config       string
+	dataDir      string
+	controllerID string
+	logFormat    string
+	logLevel     string
+	once         bool
+}
+
+func newControllerCmd() *cobra.Command {
+	o := &controllerOptions{}
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Reconcile every application of an applications file onto the swarm",
+		Long: `Reconcile every application of an applications file onto the local swarm,
+each on its own interval, until interrupted.
+
+The swarm is reached through the usual Docker environment (DOCKER_HOST, ...).
+The data directory only caches git checkouts: the swarm holds the record of
+what was deployed, so a controller restarted with an empty data directory
+redeploys nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.config == "" {
+				return usageError{errors.New("--config is required")}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runController(ctx, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.config, "config", "c", "", "applications file (required)")
+	f.StringVar(&o.dataDir, "data", defaultDataDir(), "directory for the git cache")
+	f.StringVar(&o.controllerID, "controller-id", "flotilla", "this controller's id in owner stamps; controllers with different ids never touch each other's stacks")
+	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.BoolVar(&o.once, "once", false, "run one pass per application (applying even manual ones is NOT implied), print a summary and exit; exit 1 if any pass failed")
+	return cmd
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("FLOTILLA_DATA"); d != "" {
+		return d
+	}
+	return filepath.Join(".", ".flotilla")
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageError{fmt.Errorf("--log-level: %w", err)}
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, usageError{fmt.Errorf("--log-format: %q is not text or json", format)}
+	}
+}
+
+func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.Writer) error {
+	logger, err := newLogger(stderr, o.logFormat, o.logLevel)
+	if err != nil {
+		return err
+	}
+	file, err := application.Load(o.config)
+	if err != nil {
+		printProblems(stderr, err)
+		return exitError{exitFailed}
+	}
+	be, err := backend.New(ctx, backend.Options{Logger: logger})
+	if err != nil {
+		return fmt.Errorf("connect to the swarm: %w", err)
+	}
+	fetcher := source.New(source.Options{CacheDir: filepath.Join(o.dataDir, "git"), Logger: logger})
+	ctl, err := reconcile.New(reconcile.Options{
+		ControllerID: o.controllerID,
+		Backend:      be,
+		Fetcher:      fetcher,
+		Logger:       logger,
+	}, file.Applications)
+	if err != nil {
+		return err
+	}
+	if o.once {
+		failed := false
+		for _, a := range file.Applications {
+			res, err := ctl.Reconcile(ctx, a.Name)
+			if err == nil {
+				err = res.Err
+			}
+			printResult(stdout, a.Name, res, err)
+			failed = failed || err != nil
+		}
+		if failed {
+			return exitError{exitFailed}
+		}
+		return nil
+	}
+	logger.Info("controller started", "component", "controller", "applications", len(file.Applications), "controller_id", o.controllerID)
+	return ctl.Run(ctx)
+}
+
+// printResult writes one line per application for --once.
+func printResult(w io.Writer, app string, res reconcile.Result, err error) {
+	s := res.Status
+	if err != nil {
+		fmt.Fprintf(w, "%s: FAILED: %v\n", app, err)
+		return
+	}
+	line := fmt.Sprintf("%s: %s, sync %s, health %s", app, res.Action, s.Sync, s.Health)
+	if res.Deployed != nil {
+		d := res.Deployed
+		line += fmt.Sprintf(", revision %d (created %d, updated %d, unchanged %d, %d writes)",
+			res.Revision, len(d.Created), len(d.Updated), len(d.Unchanged), d.Writes)
+	}
+	if s.HealthMessage != "" {
+		line += ": " + s.HealthMessage
+	}
+	fmt.Fprintln(w, line)
+}
+
+// printProblems writes every problem of a joined error on its own line.
+func printProblems(w io.Writer, err error) {
+	var multi interface{ Unwrap() []error }
+	if errors.As(err, &multi) {
+		for _, e := range multi.Unwrap() {
+			fmt.Fprintln(w, e)
+		}
+		return
+	}
+	fmt.Fprintln(w, err)
+}

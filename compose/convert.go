@@ -1,0 +1,276 @@
+package compose
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/docker/cli/cli/compose/convert"
+	composetypes "github.com/docker/cli/cli/compose/types"
+	"github.com/docker/docker/api/types/swarm"
+	"github.com/docker/docker/client"
+)
+
+// apiVersion is the engine API version conversion targets: the oldest
+// daemon Flotilla supports (20.10), so no field a newer API adds is set.
+const apiVersion = "1.41"
+
+// defaultNetworkDriver is what `docker stack deploy` creates a network with
+// when the compose file names no driver.
+const defaultNetworkDriver = "overlay"
+
+// Convert turns a manifest made by Render into the swarm objects it
+// declares for stack, using docker/cli's own convert package so that a
+// compose file means exactly what it means to `docker stack deploy`.
+//
+// Services reference configs and secrets by id. With r nil every reference
+// gets an empty id: that is a conversion for declaration only, which works
+// even when none of the objects exist any more (a stored revision whose
+// configs a sweep has deleted). With r set, ids come from r, and a name r
+// does not know is an error.
+//
+// Secrets come back with Data nil; the caller has the plaintext (from
+// Render) and fills it in.
+func Convert(ctx context.Context, manifest, stack string, r Resolver) (*Stack, error) {
+	m, cfg, err := decodeManifest(manifest)
+	if err != nil {
+		return nil, err
+	}
+	if m.Stack != stack {
+		return nil, fmt.Errorf("manifest was rendered for stack %q, not %q: its object names are scoped to it", m.Stack, stack)
+	}
+	ns := convert.NewNamespace(stack)
+	st := &Stack{
+		Namespace: stack,
+		Services:  map[string]swarm.ServiceSpec{},
+		Configs:   map[string]swarm.ConfigSpec{},
+		Secrets:   map[string]swarm.SecretSpec{},
+	}
+
+	nets, external := convert.Networks(ns, cfg.Networks, declaredNetworks(cfg.Services))
+	for name, opts := range nets {
+		if opts.Driver == "" {
+			opts.Driver = defaultNetworkDriver
+		}
+		nets[name] = opts
+	}
+	st.Networks = nets
+	st.ExternalNetworks = sortedUnique(external)
+
+	if err := convertConfigs(ns, cfg, m, st); err != nil {
+		return nil, err
+	}
+	if err := convertSecrets(ns, cfg, m, st); err != nil {
+		return nil, err
+	}
+	for key, v := range cfg.Volumes {
+		switch {
+		case v.External.External:
+			st.ExternalVolumes = append(st.ExternalVolumes, v.Name)
+		case v.Name != "":
+			st.Volumes = append(st.Volumes, v.Name)
+		default:
+			st.Volumes = append(st.Volumes, ns.Scope(key))
+		}
+	}
+	st.Volumes = sortedUnique(st.Volumes)
+	st.ExternalVolumes = sortedUnique(st.ExternalVolumes)
+
+	api, err := newRefClient(ctx, ns, cfg, r)
+	if err != nil {
+		return nil, err
+	}
+	services, err := convertServices(ctx, ns, cfg, api)
+	if err != nil {
+		return nil, err
+	}
+	for _, spec := range services {
+		st.Services[spec.Name] = spec
+	}
+	return st, nil
+}
+
+// declaredNetworks is every network a service attaches to, "default" for a
+// service that names none — the set `docker stack deploy` creates.
+func declaredNetworks(services []composetypes.ServiceConfig) map[string]struct{} {
+	out := map[string]struct{}{}
+	for _, s := range services {
+		if len(s.Networks) == 0 {
+			out["default"] = struct{}{}
+		}
+		for name := range s.Networks {
+			out[name] = struct{}{}
+		}
+	}
+	return out
+}
+
+// convertConfigs builds the specs convert.Configs would, with the data from
+// the manifest instead of from a file on disk.
+func convertConfigs(ns convert.Namespace, cfg *composetypes.Config, m *manifestIn, st *Stack) error {
+	for _, key := range sortedKeys(cfg.Configs) {
+		c := cfg.Configs[key]
+		if c.External.External {
+			st.ExternalConfigs = append(st.ExternalConfigs, c.Name)
+			continue
+		}
+		mc, ok := m.Configs[c.Name]
+		if !ok {
+			return fmt.Errorf("manifest has no data for config %q (%s)", c.Name, key)
+		}
+		data, err := mc.bytes()
+		if err != nil {
+			return fmt.Errorf("manifest data of config %q: %w", c.Name, err)
+		}
+		spec := swarm.ConfigSpec{
+			Annotations: swarm.Annotations{Name: c.Name, Labels: convert.AddStackLabel(ns, maps.Clone(c.Labels))},
+			Data:        data,
+		}
+		if c.TemplateDriver != "" {
+			spec.Templating = &swarm.Driver{Name: c.TemplateDriver}
+		}
+		st.Configs[c.Name] = spec
+	}
+	st.ExternalConfigs = sortedUnique(st.ExternalConfigs)
+	return nil
+}
+
+// convertSecrets builds the specs convert.Secrets would, without data.
+func convertSecrets(ns convert.Namespace, cfg *composetypes.Config, m *manifestIn, st *Stack) error {
+	for _, key := range sortedKeys(cfg.Secrets) {
+		s := cfg.Secrets[key]
+		if s.External.External {
+			st.ExternalSecrets = append(st.ExternalSecrets, s.Name)
+			continue
+		}
+		name := s.Name
+		if s.Driver != "" && name == "" {
+			name = ns.Scope(key)
+		}
+		if s.Driver == "" {
+			if _, ok := m.Secrets[name]; !ok {
+				return fmt.Errorf("manifest does not declare secret %q (%s)", name, key)
+			}
+		}
+		spec := swarm.SecretSpec{
+			Annotations: swarm.Annotations{Name: name, Labels: convert.AddStackLabel(ns, maps.Clone(s.Labels))},
+		}
+		if s.Driver != "" {
+			spec.Driver = &swarm.Driver{Name: s.Driver, Options: s.DriverOpts}
+		}
+		if s.TemplateDriver != "" {
+			spec.Templating = &swarm.Driver{Name: s.TemplateDriver}
+		}
+		st.Secrets[name] = spec
+	}
+	st.ExternalSecrets = sortedUnique(st.ExternalSecrets)
+	return nil
+}
+
+// convertServices runs convert.Services against the reference client. That
+// client answers only the three calls conversion is known to make; any
+// other would reach the nil client it embeds and panic, which is turned
+// into an error here rather than taking the controller down.
+func convertServices(ctx context.Context, ns convert.Namespace, cfg *composetypes.Config, api *refClient) (specs map[string]swarm.ServiceSpec, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			specs, err = nil, fmt.Errorf("convert services: unexpected call needing a docker daemon: %v", r)
+		}
+	}()
+	specs, err = convert.Services(ctx, ns, cfg, api)
+	if err != nil {
+		return nil, fmt.Errorf("convert services: %w", err)
+	}
+	return specs, nil
+}
+
+// refClient is the client.APIClient convert.Services is given. Conversion
+// uses a client only to turn config and secret names into ids and to ask
+// its API version; refClient answers those from a Resolver (or with empty
+// ids) so conversion never touches a daemon. The embedded interface is nil
+// on purpose: see convertServices.
+type refClient struct {
+	client.APIClient
+	configs map[string]string // nil: declaration only, every id empty
+	secrets map[string]string
+}
+
+var _ client.APIClient = (*refClient)(nil)
+
+// newRefClient resolves, once, the ids of every config and secret cfg
+// declares, so that the per-service lookups convert makes cost nothing.
+func newRefClient(ctx context.Context, ns convert.Namespace, cfg *composetypes.Config, r Resolver) (*refClient, error) {
+	c := &refClient{}
+	if r == nil {
+		return c, nil
+	}
+	var configNames, secretNames []string
+	for key, v := range cfg.Configs {
+		configNames = append(configNames, objectName(ns, key, composetypes.FileObjectConfig(v)))
+	}
+	for key, v := range cfg.Secrets {
+		secretNames = append(secretNames, objectName(ns, key, composetypes.FileObjectConfig(v)))
+	}
+	c.configs, c.secrets = map[string]string{}, map[string]string{}
+	if len(configNames) > 0 {
+		ids, err := r.ConfigIDs(ctx, sortedUnique(configNames))
+		if err != nil {
+			return nil, fmt.Errorf("resolve config ids: %w", err)
+		}
+		maps.Copy(c.configs, ids)
+	}
+	if len(secretNames) > 0 {
+		ids, err := r.SecretIDs(ctx, sortedUnique(secretNames))
+		if err != nil {
+			return nil, fmt.Errorf("resolve secret ids: %w", err)
+		}
+		maps.Copy(c.secrets, ids)
+	}
+	return c, nil
+}
+
+// objectName is the swarm name a service reference to key uses: the one in
+// the manifest, which Render always sets for what the stack creates, or
+// the scoped key for a driver-backed secret.
+func objectName(ns convert.Namespace, key string, obj composetypes.FileObjectConfig) string {
+	if obj.Name != "" {
+		return obj.Name
+	}
+	return ns.Scope(key)
+}
+
+func (*refClient) ClientVersion() string { return apiVersion }
+
+func (c *refClient) ConfigList(_ context.Context, opts swarm.ConfigListOptions) ([]swarm.Config, error) {
+	var out []swarm.Config
+	for _, name := range opts.Filters.Get("name") {
+		id, ok := c.configs[name]
+		if !ok && c.configs != nil {
+			return nil, fmt.Errorf("config %q not found", name)
+		}
+		out = append(out, swarm.Config{ID: id, Spec: swarm.ConfigSpec{Annotations: swarm.Annotations{Name: name}}})
+	}
+	return out, nil
+}
+
+func (c *refClient) SecretList(_ context.Context, opts swarm.SecretListOptions) ([]swarm.Secret, error) {
+	var out []swarm.Secret
+	for _, name := range opts.Filters.Get("name") {
+		id, ok := c.secrets[name]
+		if !ok && c.secrets != nil {
+			return nil, fmt.Errorf("secret %q not found", name)
+		}
+		out = append(out, swarm.Secret{ID: id, Spec: swarm.SecretSpec{Annotations: swarm.Annotations{Name: name}}})
+	}
+	return out, nil
+}
+
+func sortedUnique(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return slices.Compact(s)
+}

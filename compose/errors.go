@@ -1,0 +1,142 @@
+package compose
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/docker/cli/cli/compose/loader"
+	"gopkg.in/yaml.v3"
+
+	"github.com/flotilla-gitops/flotilla/fault"
+)
+
+// ErrUnsupported is wrapped by refusals of compose features that a GitOps
+// render cannot honour the way `docker stack deploy` does on a workstation
+// (relative bind mounts, config content inline in the file).
+var ErrUnsupported = errors.New("not supported by flotilla")
+
+// Patterns of the loader's messages that name the offending field. The
+// loader has no typed error for them, so the field is read from the text;
+// a message that matches none keeps its text and names no field.
+var (
+	// The schema validator: "services.web Additional property foo is not allowed".
+	additionalRE = regexp.MustCompile(`^(\S+) Additional property (\S+) is not allowed$`)
+	// The schema validator's other messages start with the dotted field.
+	schemaRE = regexp.MustCompile(`^((?:version|services|networks|volumes|configs|secrets)(?:\.\S+)?) `)
+	// Interpolation: "invalid interpolation format for services.web.image: ..."
+	// and "error while interpolating services.web.image: ...".
+	interpRE = regexp.MustCompile(`(?:interpolation format for|while interpolating) (\S+?):? `)
+	// yaml.v3: "yaml: line 4: mapping values are not allowed in this context".
+	yamlLineRE = regexp.MustCompile(`^yaml: line (\d+):`)
+)
+
+// loadFault turns an error of loader.Load about one compose file into a
+// fault.Error naming the file, the field when the message gives it, and the
+// line when the field can be found in the file's YAML.
+func loadFault(file string, src []byte, err error) *fault.Error {
+	fe := &fault.Error{File: file, Err: err}
+	var forbidden *loader.ForbiddenPropertiesError
+	if errors.As(err, &forbidden) {
+		names := make([]string, 0, len(forbidden.Properties))
+		for name := range forbidden.Properties {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		fe.Err = fmt.Errorf("unsupported service options %s: %s", strings.Join(names, ", "), forbidden.Properties[names[0]])
+		return fe
+	}
+	msg := err.Error()
+	switch {
+	case additionalRE.MatchString(msg):
+		m := additionalRE.FindStringSubmatch(msg)
+		fe.Field = joinField(m[1], m[2])
+		fe.Err = fmt.Errorf("unknown key %q", m[2])
+		if hint := unsupportedHint(fe.Field); hint != "" {
+			fe.Err = fmt.Errorf("unknown key %q (%s): %w", m[2], hint, ErrUnsupported)
+		}
+	case interpRE.MatchString(msg):
+		fe.Field = interpRE.FindStringSubmatch(msg)[1]
+	case schemaRE.MatchString(msg):
+		fe.Field = schemaRE.FindStringSubmatch(msg)[1]
+		fe.Err = errors.New(strings.TrimSpace(strings.TrimPrefix(msg, fe.Field)))
+	}
+	if fe.Field != "" && src != nil {
+		fe.Line = lineOf(src, fe.Field)
+	}
+	return fe
+}
+
+// unsupportedHint explains keys a newer compose spec has and the v3 schema
+// that `docker stack deploy` uses does not.
+func unsupportedHint(field string) string {
+	parts := strings.Split(field, ".")
+	if len(parts) == 3 && (parts[0] == "configs" || parts[0] == "secrets") &&
+		(parts[2] == "content" || parts[2] == "environment") {
+		return "inline " + parts[0] + " need a newer compose spec than docker stack deploy reads; use file:"
+	}
+	return ""
+}
+
+func joinField(parent, child string) string {
+	if parent == "" || parent == "(root)" {
+		return child
+	}
+	return parent + "." + child
+}
+
+// yamlFault is a compose or env file that is not YAML at all.
+func yamlFault(file string, err error) *fault.Error {
+	fe := &fault.Error{File: file, Err: err}
+	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+		fe.Line, _ = strconv.Atoi(m[1])
+		fe.Err = errors.New(strings.TrimSpace(strings.TrimPrefix(err.Error(), m[0])))
+	}
+	return fe
+}
+
+// lineOf finds the 1-based line of a dotted field path in src, or the
+// nearest ancestor that exists; 0 when src does not parse. Numeric parts
+// index sequences.
+func lineOf(src []byte, field string) int {
+	var doc yaml.Node
+	if yaml.Unmarshal(src, &doc) != nil || len(doc.Content) == 0 {
+		return 0
+	}
+	node := doc.Content[0]
+	line := node.Line
+	for _, part := range strings.Split(field, ".") {
+		node = child(node, part)
+		if node == nil {
+			break
+		}
+		line = node.Line
+	}
+	return line
+}
+
+// child returns the value of key in a mapping (its key node's line is the
+// one reported) or the element at an index of a sequence.
+func child(n *yaml.Node, key string) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				v := *n.Content[i+1]
+				v.Line = n.Content[i].Line
+				return &v
+			}
+		}
+	case yaml.SequenceNode:
+		if i, err := strconv.Atoi(key); err == nil && i >= 0 && i < len(n.Content) {
+			return n.Content[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package compose
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/docker/cli/cli/compose/loader"
+	composetypes "github.com/docker/cli/cli/compose/types"
+	"gopkg.in/yaml.v3"
+)
+
+// manifestKind names the manifest format so a stored release can be told
+// apart from anything else and a future format can be recognised.
+const manifestKind = "flotilla.compose/v1"
+
+// manifestOut is the manifest as Render writes it. See the package
+// documentation for the format.
+type manifestOut struct {
+	Kind    string                     `yaml:"kind"`
+	Stack   string                     `yaml:"stack"`
+	Compose *composetypes.Config       `yaml:"compose"`
+	Configs map[string]manifestConfig  `yaml:"configs,omitempty"`
+	Secrets map[string]manifestSecret  `yaml:"secrets,omitempty"`
+}
+
+// manifestIn is the same document as Convert reads it: the compose part is
+// kept as a node and handed back to the loader, so it is read by exactly
+// the code that read the original files.
+type manifestIn struct {
+	Kind    string                    `yaml:"kind"`
+	Stack   string                    `yaml:"stack"`
+	Compose yaml.Node                 `yaml:"compose"`
+	Configs map[string]manifestConfig `yaml:"configs"`
+	Secrets map[string]manifestSecret `yaml:"secrets"`
+}
+
+// manifestConfig is the content of one config the stack creates. Text is
+// stored as text so that a manifest diff reads like a file diff; anything
+// that is not UTF-8 is stored as base64.
+type manifestConfig struct {
+	Key    string `yaml:"key"`
+	Data   string `yaml:"data,omitempty"`
+	Base64 string `yaml:"base64,omitempty"`
+}
+
+// manifestSecret stands for one secret the stack creates: its compose key
+// and a digest, so that a changed secret changes the manifest even when
+// its name was fixed with `name:`. Never the plaintext.
+type manifestSecret struct {
+	Key    string `yaml:"key"`
+	SHA256 string `yaml:"sha256"`
+}
+
+func newManifestConfig(key string, data []byte) manifestConfig {
+	if utf8.Valid(data) {
+		return manifestConfig{Key: key, Data: string(data)}
+	}
+	return manifestConfig{Key: key, Base64: base64.StdEncoding.EncodeToString(data)}
+}
+
+func (c manifestConfig) bytes() ([]byte, error) {
+	if c.Base64 != "" {
+		if c.Data != "" {
+			return nil, errors.New("both data and base64 are set")
+		}
+		return base64.StdEncoding.DecodeString(c.Base64)
+	}
+	return []byte(c.Data), nil
+}
+
+// encodeManifest writes m deterministically: yaml.v3 sorts map keys, and the
+// compose model carries no paths, file names or extension fields.
+func encodeManifest(m *manifestOut) (string, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(m); err != nil {
+		return "", fmt.Errorf("encode manifest: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return "", fmt.Errorf("encode manifest: %w", err)
+	}
+	return b.String(), nil
+}
+
+// decodeManifest parses a manifest and loads its compose part. Unknown keys
+// are refused: a manifest is machine-written, so one is a sign of a
+// different format rather than a typo.
+func decodeManifest(text string) (*manifestIn, *composetypes.Config, error) {
+	var m manifestIn
+	dec := yaml.NewDecoder(strings.NewReader(text))
+	dec.KnownFields(true)
+	if err := dec.Decode(&m); err != nil {
+		return nil, nil, fmt.Errorf("parse manifest: %w", err)
+	}
+	if m.Kind != manifestKind {
+		return nil, nil, fmt.Errorf("parse manifest: kind %q, want %q", m.Kind, manifestKind)
+	}
+	if m.Compose.Kind == 0 {
+		return nil, nil, errors.New("parse manifest: no compose section")
+	}
+	raw, err := yaml.Marshal(&m.Compose)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse manifest: %w", err)
+	}
+	dict, err := loader.ParseYAML(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse manifest compose section: %w", err)
+	}
+	cfg, err := load(composetypes.ConfigDetails{
+		WorkingDir:  loaderRoot,
+		ConfigFiles: []composetypes.ConfigFile{{Filename: "manifest", Config: dict}},
+		Environment: map[string]string{},
+	}, true)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load manifest compose section: %w", err)
+	}
+	return &m, cfg, nil
+}
+
+// stripExtras drops every x- extension field. The loader keeps them but
+// nothing converts them into a swarm object, and dropping them keeps a
+// change to a YAML anchor holder (x-common: &common) from changing the
+// manifest when no service changed.
+func stripExtras(cfg *composetypes.Config) {
+	cfg.Extras = nil
+	for i := range cfg.Services {
+		cfg.Services[i].Extras = nil
+	}
+	for k, v := range cfg.Networks {
+		v.Extras = nil
+		cfg.Networks[k] = v
+	}
+	for k, v := range cfg.Volumes {
+		v.Extras = nil
+		cfg.Volumes[k] = v
+	}
+	for k, v := range cfg.Configs {
+		v.Extras = nil
+		cfg.Configs[k] = v
+	}
+	for k, v := range cfg.Secrets {
+		v.Extras = nil
+		cfg.Secrets[k] = v
+	}
+}
+
+// ServiceNames returns the unscoped names of the services a manifest
+// declares, sorted. It reads only the manifest and needs no daemon.
+func ServiceNames(manifest string) ([]string, error) {
+	_, cfg, err := decodeManifest(manifest)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(cfg.Services))
+	for _, s := range cfg.Services {
+		names = append(names, s.Name)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// ManifestStack returns the stack name a manifest was rendered for.
+func ManifestStack(manifest string) (string, error) {
+	var head struct {
+		Kind  string `yaml:"kind"`
+		Stack string `yaml:"stack"`
+	}
+	if err := yaml.Unmarshal([]byte(manifest), &head); err != nil {
+		return "", fmt.Errorf("parse manifest: %w", err)
+	}
+	if head.Kind != manifestKind {
+		return "", fmt.Errorf("parse manifest: kind %q, want %q", head.Kind, manifestKind)
+	}
+	return head.Stack, nil
+}

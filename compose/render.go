@@ -1,0 +1,574 @@
+package compose
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/distribution/reference"
+	"github.com/docker/cli/cli/compose/loader"
+	"github.com/docker/cli/cli/compose/schema"
+	"github.com/docker/cli/cli/compose/template"
+	composetypes "github.com/docker/cli/cli/compose/types"
+	"github.com/docker/cli/pkg/kvfile"
+
+	"github.com/flotilla-gitops/flotilla/fault"
+	"github.com/flotilla-gitops/flotilla/source"
+)
+
+// defaultFiles are tried in order when Dir.Files is empty, the same names
+// docker compose looks for.
+var defaultFiles = []string{"compose.yaml", "compose.yml", "docker-compose.yml", "docker-compose.yaml"}
+
+// loaderRoot is the working directory the loader is given instead of the
+// checkout. The loader turns relative paths (config and secret files, bind
+// mount sources) into absolute ones under its working directory; under this
+// made-up root they can be recognised afterwards as relative, mapped back to
+// the repository, and the real checkout directory — which differs between
+// hosts and commits — never enters the loaded model at all. It is deep so
+// that a path climbing out of the repository with ".." still lands under it
+// (up to 32 levels) and is recognised as relative rather than absolute.
+var loaderRoot = loaderTop + strings.Repeat("/-", 32)
+
+// loaderTop is the top of loaderRoot: anything under it was a relative path.
+const loaderTop = "/flotilla-checkout"
+
+// Render loads the compose project d for stack the way `docker stack deploy
+// -c f1 -c f2 ...` would, and returns the manifest that a deploy converts and
+// a release stores, with the plaintext of its secrets kept apart.
+//
+// What differs from `docker stack deploy`, and why:
+//
+//   - Interpolation sees only the variables of d.EnvFiles, never the
+//     controller's environment, so a render means the same on every host.
+//   - Every file is read through source.Contain: nothing outside the
+//     checkout, by "..", absolute path or symlink, is ever opened.
+//   - Configs and secrets the stack creates get a content-hashed name (see
+//     hashedName), so a change rolls out as a new object. One with an
+//     explicit `name:` keeps it: the author opted out of rotation, and a
+//     changed file then cannot replace the object while it is in use.
+//   - A relative bind mount source is refused: it would resolve inside the
+//     checkout, a directory that does not exist on the swarm's nodes.
+//
+// Bad input gives a *fault.Error naming the file (relative to d.Root), and
+// the field and line when they are known.
+func Render(stack string, d Dir) (*Rendered, error) {
+	if err := checkStack(stack); err != nil {
+		return nil, err
+	}
+	p, err := openProject(d)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.readEnvFiles(d.EnvFiles); err != nil {
+		return nil, err
+	}
+	if err := p.readComposeFiles(d.Files); err != nil {
+		return nil, err
+	}
+	cfg, err := p.load()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.checkServices(cfg); err != nil {
+		return nil, err
+	}
+	return p.render(stack, cfg)
+}
+
+// project is one Render in progress.
+type project struct {
+	root  string // Dir.Root as given
+	dir   string // project directory relative to root, slash-separated, "." for root
+	env   map[string]string
+	files []composeFile
+	warns []string
+}
+
+// composeFile is one parsed compose file.
+type composeFile struct {
+	rel  string // relative to the repository root, for messages
+	src  []byte
+	dict map[string]any
+}
+
+func openProject(d Dir) (*project, error) {
+	dir := d.Path
+	if dir == "" {
+		dir = "."
+	}
+	if filepath.IsAbs(dir) {
+		return nil, &fault.Error{File: dir, Err: fmt.Errorf("project path must be relative: %w", source.ErrOutsideRepository)}
+	}
+	dir = filepath.ToSlash(filepath.Clean(dir))
+	abs, err := source.Contain(d.Root, dir)
+	if err != nil {
+		return nil, &fault.Error{File: dir, Err: err}
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return nil, &fault.Error{File: dir, Err: fmt.Errorf("project directory not found: %w", fs.ErrNotExist)}
+	}
+	return &project{root: d.Root, dir: dir, env: map[string]string{}}, nil
+}
+
+// repoRel is name (relative to the project directory) relative to the
+// repository root, slash-separated, as messages show it.
+func (p *project) repoRel(name string) string {
+	return path.Join(p.dir, filepath.ToSlash(name))
+}
+
+// read returns the content of name, relative to the project directory,
+// refusing anything outside the checkout. Error messages name the file by
+// its repository path, never by where the checkout happens to be.
+func (p *project) read(name string) ([]byte, error) {
+	rel := p.repoRel(name)
+	if filepath.IsAbs(name) {
+		return nil, fmt.Errorf("%q: %w (absolute path)", name, source.ErrOutsideRepository)
+	}
+	abs, err := source.Contain(p.root, filepath.FromSlash(rel))
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(abs)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, &fs.PathError{Op: "read", Path: rel, Err: pe.Err}
+		}
+		return nil, fmt.Errorf("read %s: %w", rel, err)
+	}
+	return data, nil
+}
+
+func (p *project) exists(name string) bool {
+	abs, err := source.Contain(p.root, filepath.FromSlash(p.repoRel(name)))
+	if err != nil {
+		return false
+	}
+	st, err := os.Stat(abs)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// lookup is the only environment interpolation and env_file see.
+func (p *project) lookup(key string) (string, bool) {
+	v, ok := p.env[key]
+	return v, ok
+}
+
+func (p *project) readEnvFiles(names []string) error {
+	for _, name := range names {
+		data, err := p.read(name)
+		if err != nil {
+			return &fault.Error{File: p.repoRel(name), Err: err}
+		}
+		if err := parseDotenv(data, p.env); err != nil {
+			fe := &fault.Error{File: p.repoRel(name), Err: err}
+			var le *lineError
+			if errors.As(err, &le) {
+				fe.Line, fe.Err = le.line, le.err
+			}
+			return fe
+		}
+	}
+	return nil
+}
+
+func (p *project) readComposeFiles(names []string) error {
+	if len(names) == 0 {
+		for _, name := range defaultFiles {
+			if p.exists(name) {
+				names = []string{name}
+				break
+			}
+		}
+		if len(names) == 0 {
+			return &fault.Error{File: p.dir, Err: fmt.Errorf("no compose file (%s): %w", strings.Join(defaultFiles, ", "), fs.ErrNotExist)}
+		}
+	}
+	for _, name := range names {
+		rel := p.repoRel(name)
+		src, err := p.read(name)
+		if err != nil {
+			return &fault.Error{File: rel, Err: err}
+		}
+		dict, err := parseYAML(src)
+		if err != nil {
+			return yamlFault(rel, err)
+		}
+		if err := p.inlineEnvFiles(rel, src, dict); err != nil {
+			return err
+		}
+		p.files = append(p.files, composeFile{rel: rel, src: src, dict: dict})
+	}
+	return nil
+}
+
+// parseYAML is loader.ParseYAML, which can panic on shapes the schema has
+// not had a chance to refuse yet.
+func parseYAML(src []byte) (dict map[string]any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("unreadable compose file: %v", r)
+		}
+	}()
+	return loader.ParseYAML(src)
+}
+
+// inlineEnvFiles replaces every service's env_file with the variables it
+// holds, written into the service's environment under its own entries.
+//
+// The loader would read env_file itself, relative to its working directory
+// and with the controller's environment filling bare names, before anything
+// could check the path. Reading the files here, contained and with the
+// project's variables, and handing the loader an environment with the same
+// precedence (env file first, the service's own entries over it, "$"
+// escaped so the values are taken literally as env files are) gives the
+// result `docker stack deploy` would, without either leak.
+func (p *project) inlineEnvFiles(file string, src []byte, dict map[string]any) error {
+	services, _ := dict["services"].(map[string]any)
+	for _, name := range sortedKeys(services) {
+		svc, ok := services[name].(map[string]any)
+		if !ok {
+			continue
+		}
+		raw, ok := svc["env_file"]
+		if !ok {
+			continue
+		}
+		field := "services." + name + ".env_file"
+		fail := func(err error) error {
+			return &fault.Error{File: file, Line: lineOf(src, field), Field: field, Err: err}
+		}
+		paths, err := stringOrList(raw)
+		if err != nil {
+			return fail(err)
+		}
+		vars := map[string]any{}
+		for _, rawPath := range paths {
+			name, err := template.Substitute(rawPath, p.lookup)
+			if err != nil {
+				return fail(err)
+			}
+			data, err := p.read(name)
+			if err != nil {
+				return fail(err)
+			}
+			lines, err := kvfile.ParseFromReader(bytes.NewReader(data), p.lookup)
+			if err != nil {
+				return fail(fmt.Errorf("env file %s: %w", p.repoRel(name), err))
+			}
+			for _, l := range lines {
+				k, v, _ := strings.Cut(l, "=")
+				vars[k] = strings.ReplaceAll(v, "$", "$$")
+			}
+		}
+		own, ok := environmentMap(svc["environment"])
+		if !ok {
+			// Malformed: leave it for the schema to name precisely.
+			delete(svc, "env_file")
+			continue
+		}
+		for k, v := range own {
+			vars[k] = v
+		}
+		svc["environment"] = vars
+		delete(svc, "env_file")
+	}
+	return nil
+}
+
+// stringOrList reads a compose string_or_list value.
+func stringOrList(v any) ([]string, error) {
+	switch v := v.(type) {
+	case string:
+		return []string{v}, nil
+	case []any:
+		out := make([]string, 0, len(v))
+		for _, e := range v {
+			s, ok := e.(string)
+			if !ok {
+				return nil, fmt.Errorf("must be a string or a list of strings")
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("must be a string or a list of strings")
+}
+
+// environmentMap reads a service's environment in either of its forms as
+// the loader would, a bare name mapping to nil. ok is false for a shape the
+// schema will refuse.
+func environmentMap(v any) (map[string]any, bool) {
+	out := map[string]any{}
+	switch v := v.(type) {
+	case nil:
+	case map[string]any:
+		for k, e := range v {
+			out[k] = e
+		}
+	case []any:
+		for _, e := range v {
+			s, ok := e.(string)
+			if !ok {
+				return nil, false
+			}
+			if k, val, has := strings.Cut(s, "="); has {
+				out[k] = val
+			} else {
+				out[k] = nil
+			}
+		}
+	default:
+		return nil, false
+	}
+	return out, true
+}
+
+// load runs the loader over every compose file, merging them in order.
+func (p *project) load() (*composetypes.Config, error) {
+	// The loader refuses files of different versions; say which one.
+	first := schema.Version(p.files[0].dict)
+	for _, f := range p.files[1:] {
+		if v := schema.Version(f.dict); v != first {
+			return nil, &fault.Error{File: f.rel, Line: lineOf(f.src, "version"), Field: "version", Err: fmt.Errorf(
+				"version %s differs from %s in %s: merged files must declare the same version (none means %s)",
+				v, first, p.files[0].rel, schema.Version(nil))}
+		}
+	}
+	details := p.details(p.files)
+	cfg, err := load(details, false)
+	if err == nil {
+		return cfg, nil
+	}
+	// Find the file at fault: every file is validated on its own before the
+	// merge, so loading each alone names the first bad one. If each loads
+	// alone, the merge itself failed, which the last file caused.
+	if len(p.files) > 1 {
+		for _, f := range p.files {
+			if _, ferr := load(p.details([]composeFile{f}), false); ferr != nil {
+				return nil, loadFault(f.rel, f.src, ferr)
+			}
+		}
+	}
+	last := p.files[len(p.files)-1]
+	return nil, loadFault(last.rel, last.src, err)
+}
+
+func (p *project) details(files []composeFile) composetypes.ConfigDetails {
+	cf := make([]composetypes.ConfigFile, 0, len(files))
+	for _, f := range files {
+		cf = append(cf, composetypes.ConfigFile{Filename: f.rel, Config: f.dict})
+	}
+	return composetypes.ConfigDetails{
+		WorkingDir:  path.Join(loaderRoot, p.dir),
+		ConfigFiles: cf,
+		Environment: p.env,
+	}
+}
+
+// load is loader.Load made safe to call on any input: the loader's
+// transforms assume what schema validation should have guaranteed, and a
+// panic in a controller would take every application down with one file.
+func load(details composetypes.ConfigDetails, skipInterpolation bool) (cfg *composetypes.Config, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			cfg, err = nil, fmt.Errorf("compose file could not be loaded: %v", r)
+		}
+	}()
+	return loader.Load(details, func(o *loader.Options) {
+		o.SkipInterpolation = skipInterpolation
+	})
+}
+
+// origin is the compose file that last set the dotted field: with several
+// files merged, the one whose value won.
+func (p *project) origin(field string) composeFile {
+	parts := strings.Split(field, ".")
+	for i := len(p.files) - 1; i >= 0; i-- {
+		var node any = p.files[i].dict
+		found := true
+		for _, part := range parts {
+			m, ok := node.(map[string]any)
+			if !ok {
+				found = false
+				break
+			}
+			if node, ok = m[part]; !ok {
+				found = false
+				break
+			}
+		}
+		if found {
+			return p.files[i]
+		}
+	}
+	return p.files[len(p.files)-1]
+}
+
+// fault is a problem with a field of the merged model, reported against
+// the file that set it.
+func (p *project) fault(field string, err error) *fault.Error {
+	f := p.origin(field)
+	return &fault.Error{File: f.rel, Line: lineOf(f.src, field), Field: field, Err: err}
+}
+
+// checkServices refuses what `docker stack deploy` refuses before
+// converting (an image that is not a reference) and what only a GitOps
+// deploy must (a bind mount of a path inside the checkout).
+func (p *project) checkServices(cfg *composetypes.Config) error {
+	for _, svc := range cfg.Services {
+		field := "services." + svc.Name
+		if svc.Image == "" {
+			return p.fault(field, errors.New("no image specified"))
+		}
+		if _, err := reference.ParseAnyReference(svc.Image); err != nil {
+			return p.fault(field+".image", fmt.Errorf("invalid image reference %q: %w", svc.Image, err))
+		}
+		for _, v := range svc.Volumes {
+			if v.Type != "bind" || !within(loaderTop, v.Source) {
+				continue
+			}
+			return p.fault(field+".volumes", fmt.Errorf(
+				"bind mount of relative path %q at %s: it would resolve inside the repository checkout, which does not exist on swarm nodes; use an absolute host path or a named volume: %w",
+				p.userPath(v.Source), v.Target, ErrUnsupported))
+		}
+	}
+	for _, name := range loader.GetUnsupportedProperties(p.dicts()...) {
+		p.warns = append(p.warns, "ignoring unsupported service option "+name)
+	}
+	dep := loader.GetDeprecatedProperties(p.dicts()...)
+	for _, name := range sortedKeys(dep) {
+		p.warns = append(p.warns, "ignoring deprecated service option "+name+": "+dep[name])
+	}
+	return nil
+}
+
+func (p *project) dicts() []map[string]any {
+	out := make([]map[string]any, 0, len(p.files))
+	for _, f := range p.files {
+		out = append(out, f.dict)
+	}
+	return out
+}
+
+// render names and reads every config and secret the stack creates and
+// writes the manifest.
+func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, error) {
+	m := &manifestOut{
+		Kind:    manifestKind,
+		Stack:   stack,
+		Compose: cfg,
+		Configs: map[string]manifestConfig{},
+		Secrets: map[string]manifestSecret{},
+	}
+	out := &Rendered{Secrets: map[string][]byte{}}
+
+	for _, key := range sortedKeys(cfg.Configs) {
+		obj := composetypes.FileObjectConfig(cfg.Configs[key])
+		data, name, err := p.fileObject(stack, "configs", key, &obj)
+		if err != nil {
+			return nil, err
+		}
+		if data != nil {
+			if _, dup := m.Configs[name]; dup {
+				return nil, p.fault("configs."+key+".name", fmt.Errorf("config name %q is used twice", name))
+			}
+			m.Configs[name] = newManifestConfig(key, data)
+		}
+		cfg.Configs[key] = composetypes.ConfigObjConfig(obj)
+	}
+	for _, key := range sortedKeys(cfg.Secrets) {
+		obj := composetypes.FileObjectConfig(cfg.Secrets[key])
+		data, name, err := p.fileObject(stack, "secrets", key, &obj)
+		if err != nil {
+			return nil, err
+		}
+		if data != nil {
+			if _, dup := m.Secrets[name]; dup {
+				return nil, p.fault("secrets."+key+".name", fmt.Errorf("secret name %q is used twice", name))
+			}
+			m.Secrets[name] = manifestSecret{Key: key, SHA256: digest(data)}
+			out.Secrets[name] = data
+		}
+		cfg.Secrets[key] = composetypes.SecretConfig(obj)
+	}
+
+	stripExtras(cfg)
+	text, err := encodeManifest(m)
+	if err != nil {
+		return nil, err
+	}
+	out.Manifest = text
+	out.Warnings = p.warns
+	return out, nil
+}
+
+// fileObject reads the content of one config or secret the stack creates
+// and gives it its swarm name, rewriting obj from "file: path" to
+// "name: hashed". External and driver-backed objects have no content here
+// and are left as they are (data nil).
+func (p *project) fileObject(stack, kind, key string, obj *composetypes.FileObjectConfig) ([]byte, string, error) {
+	if obj.External.External || obj.Driver != "" {
+		return nil, "", nil
+	}
+	field := kind + "." + key + ".file"
+	workDir := path.Join(loaderRoot, p.dir)
+	if obj.File == "" || obj.File == workDir {
+		return nil, "", p.fault(kind+"."+key, errors.New("no file: set file: to a path in the repository, or external: true"))
+	}
+	if !within(loaderRoot, obj.File) {
+		return nil, "", p.fault(field, fmt.Errorf("%q: %w", p.userPath(obj.File), source.ErrOutsideRepository))
+	}
+	rel, err := filepath.Rel(workDir, obj.File)
+	if err != nil {
+		return nil, "", p.fault(field, err)
+	}
+	data, err := p.read(rel)
+	if err != nil {
+		return nil, "", p.fault(field, err)
+	}
+	name := obj.Name
+	if name == "" {
+		if name, err = hashedName(stack, key, data); err != nil {
+			return nil, "", p.fault(kind+"."+key, err)
+		}
+	}
+	obj.File = ""
+	obj.Name = name
+	return data, name, nil
+}
+
+// userPath shows a path the loader made absolute the way the user could
+// have written it: relative to the project when it was relative.
+func (p *project) userPath(abs string) string {
+	if within(loaderTop, abs) {
+		if rel, err := filepath.Rel(path.Join(loaderRoot, p.dir), abs); err == nil {
+			rel = filepath.ToSlash(rel)
+			if !strings.HasPrefix(rel, "../") {
+				rel = "./" + rel
+			}
+			return rel
+		}
+	}
+	return abs
+}
+
+func within(dir, p string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,121 @@
+// Package events carries what the controller does to whoever is watching: the
+// API's Server-Sent Events stream, the CLI's live progress, notification sinks.
+//
+// A Broker numbers every event, keeps the most recent ones in a ring so that a
+// client reconnecting with the last id it saw misses nothing still held, and
+// gives each subscriber its own bounded queue. The controller publishes from
+// its reconcile passes, so Publish never waits for a reader: a subscriber that
+// falls behind is cut off with a Lagged marker and may come back with its last
+// id.
+package events
+
+import (
+	"time"
+)
+
+// Type names what happened. The set is closed; a consumer's switch over it
+// should cover every value.
+type Type string
+
+// Types the controller publishes.
+const (
+	SyncStarted     Type = "sync.started"
+	SyncSucceeded   Type = "sync.succeeded"
+	SyncFailed      Type = "sync.failed"
+	DriftDetected   Type = "drift.detected"
+	DriftCorrected  Type = "drift.corrected"
+	OutOfBandChange Type = "outofband.change"
+	// HealthChanged is published for an application whose rolled-up health
+	// moved, and, with Service set, for one service whose tasks or update
+	// state moved (see Progress).
+	HealthChanged Type = "health.changed"
+	Pruned        Type = "pruned"
+)
+
+// Markers a Broker itself puts into a subscription. They are never
+// published and never replayed.
+const (
+	// Lagged is the last event of a subscription that fell behind and was
+	// closed. ID is the last event it did receive; resubscribing after it
+	// loses nothing still in the ring.
+	Lagged Type = "stream.lagged"
+	// Gap opens a replay that could not start where asked: events between
+	// the requested id and the oldest one held were dropped from the ring,
+	// or the id came from an earlier controller process. A consumer that
+	// keeps state should reload it.
+	Gap Type = "stream.gap"
+)
+
+// Valid reports whether t is a published type or a marker.
+func (t Type) Valid() bool {
+	switch t {
+	case SyncStarted, SyncSucceeded, SyncFailed, DriftDetected, DriftCorrected,
+		OutOfBandChange, HealthChanged, Pruned, Lagged, Gap:
+		return true
+	}
+	return false
+}
+
+// Marker reports whether t is a Broker marker rather than something the
+// controller did.
+func (t Type) Marker() bool { return t == Lagged || t == Gap }
+
+// Event is one thing that happened to an application. Every string in it is
+// meant for display: publishers pass error text through the sanitiser first.
+type Event struct {
+	// ID is assigned by Publish and increases by one per event.
+	ID   uint64    `json:"id"`
+	Time time.Time `json:"time"`
+	Type Type      `json:"type"`
+
+	App      string `json:"app,omitempty"`
+	Stack    string `json:"stack,omitempty"`
+	Service  string `json:"service,omitempty"`
+	Revision string `json:"revision,omitempty"`
+	Message  string `json:"message,omitempty"`
+	// Data holds type-specific detail, such as the counts of Progress.
+	Data map[string]any `json:"data,omitempty"`
+}
+
+// Keys of Data for a service progress event.
+const (
+	DataRunning     = "running"
+	DataDesired     = "desired"
+	DataUpdateState = "updateState"
+)
+
+// Progress returns a HealthChanged event for one service: how many tasks run
+// out of how many are wanted, and Swarm's update state ("updating",
+// "completed", "paused", ...). The CLI draws its live sync view from these.
+func Progress(app, stack, service string, running, desired int, updateState, message string) Event {
+	return Event{
+		Type: HealthChanged, App: app, Stack: stack, Service: service, Message: message,
+		Data: map[string]any{DataRunning: running, DataDesired: desired, DataUpdateState: updateState},
+	}
+}
+
+// ProgressOf reads back what Progress put into an event, whether the event
+// was built in process or decoded from JSON (where numbers are float64).
+func ProgressOf(e Event) (running, desired int, updateState string, ok bool) {
+	if e.Type != HealthChanged || e.Service == "" || e.Data == nil {
+		return 0, 0, "", false
+	}
+	r, ok1 := asInt(e.Data[DataRunning])
+	d, ok2 := asInt(e.Data[DataDesired])
+	s, _ := e.Data[DataUpdateState].(string)
+	return r, d, s, ok1 && ok2
+}
+
+func asInt(v any) (int, bool) {
+	switch n := v.(type) {
+	case int:
+		return n, true
+	case int64:
+		return int(n), true
+	case uint64:
+		return int(n), true
+	case float64:
+		return int(n), true
+	}
+	return 0, false
+}

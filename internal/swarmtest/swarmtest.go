@@ -1,0 +1,317 @@
+// Package swarmtest is the shared harness of every integration test package
+// that needs the real swarm: one check and image build in TestMain, a random
+// stack name per test, cleanup that leaves nothing behind, and polling with a
+// deadline instead of sleeps.
+//
+// A test package uses it as
+//
+//	func TestMain(m *testing.M) { os.Exit(swarmtest.Main(m)) }
+//
+// Without a reachable swarm manager the package's tests are skipped, unless
+// CI or FLOTILLA_REQUIRE_SWARM is set, in which case they fail: a CI run that
+// silently tested nothing would look green.
+package swarmtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/swarm"
+	"github.com/docker/docker/client"
+)
+
+// Images built locally by scripts/build-test-image.sh. They hold the same
+// program and differ in image id, so a change from one to the other is a real
+// image change that still runs.
+const (
+	Image  = "flotilla-test/app:1"
+	Image2 = "flotilla-test/app:2"
+)
+
+// Label keys the cleanup selects by. They are spelled out here rather than
+// imported from package backend so backend's own tests can use this package.
+const (
+	namespaceLabel = "com.docker.stack.namespace"
+	releaseLabel   = "io.flotilla.release"
+	recordLabel    = "io.flotilla.record"
+)
+
+// requireEnv lists the variables that turn a missing swarm into a failure.
+var requireEnv = []string{"CI", "FLOTILLA_REQUIRE_SWARM"}
+
+var (
+	shared    *client.Client
+	sharedErr error
+	once      sync.Once
+)
+
+func sharedClient() (*client.Client, error) {
+	once.Do(func() {
+		shared, sharedErr = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	})
+	return shared, sharedErr
+}
+
+// Main checks the swarm, builds the test images, and runs the package's tests.
+// It returns the exit code for os.Exit.
+func Main(m *testing.M) int {
+	if err := ready(); err != nil {
+		required := ""
+		for _, k := range requireEnv {
+			if os.Getenv(k) != "" {
+				required = k
+				break
+			}
+		}
+		if required != "" {
+			fmt.Fprintf(os.Stderr, "\n*** swarmtest: FAIL: no usable swarm (%s is set, so this is not a skip): %v\n"+
+				"*** run scripts/swarm-up.sh to start one\n\n", required, err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "\n*** swarmtest: SKIPPING every test in this package: no usable swarm: %v\n"+
+			"*** run scripts/swarm-up.sh to start one; set FLOTILLA_REQUIRE_SWARM=1 to make this a failure\n\n", err)
+		return 0
+	}
+	if err := buildImages(); err != nil {
+		fmt.Fprintf(os.Stderr, "\n*** swarmtest: FAIL: building test images: %v\n\n", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// ready reports why the daemon cannot run the tests, or nil.
+func ready() error {
+	c, err := sharedClient()
+	if err != nil {
+		return fmt.Errorf("docker client: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := c.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("docker daemon at %s does not answer: %w", c.DaemonHost(), err)
+	}
+	if info.Swarm.LocalNodeState != swarm.LocalNodeStateActive || !info.Swarm.ControlAvailable {
+		return fmt.Errorf("node is not a swarm manager (state %q, manager %v)",
+			info.Swarm.LocalNodeState, info.Swarm.ControlAvailable)
+	}
+	return nil
+}
+
+func buildImages() error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(root, "scripts", "build-test-image.sh"))
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, out)
+	}
+	return nil
+}
+
+// repoRoot walks up from the working directory (a package directory under
+// go test) to the directory holding go.mod.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Client returns the shared Docker client.
+func Client(t testing.TB) *client.Client {
+	t.Helper()
+	c, err := sharedClient()
+	if err != nil {
+		t.Fatalf("docker client: %v", err)
+	}
+	return c
+}
+
+// Name returns a random name that is safe as a stack name, a DNS label and a
+// swarm object name prefix: lowercase, starting with a letter, at most 20
+// characters. prefix is shortened to fit.
+func Name(t testing.TB, prefix string) string {
+	t.Helper()
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatalf("random name: %v", err)
+	}
+	clean := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + ('a' - 'A')
+		default:
+			return -1
+		}
+	}, prefix)
+	if len(clean) > 11 {
+		clean = clean[:11]
+	}
+	return "t" + clean + hex.EncodeToString(b[:])
+}
+
+// Cleanup registers removal of everything stack left on the swarm: its
+// services, networks, configs and secrets (by namespace label) and its
+// release records. Errors are reported, not fatal, so one leftover does not
+// hide a test's own failure.
+func Cleanup(t testing.TB, stack string) {
+	t.Helper()
+	c := Client(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := RemoveAll(ctx, c, stack); err != nil {
+			t.Errorf("cleanup of stack %s: %v", stack, err)
+		}
+	})
+}
+
+// RemoveAll deletes every object of stack, release records included, and
+// waits for its tasks to go so its networks can be removed.
+func RemoveAll(ctx context.Context, c *client.Client, stack string) error {
+	ns := filters.NewArgs(filters.Arg("label", namespaceLabel+"="+stack))
+	var errs []error
+
+	services, err := c.ServiceList(ctx, swarm.ServiceListOptions{Filters: ns})
+	if err != nil {
+		return fmt.Errorf("list services: %w", err)
+	}
+	for _, s := range services {
+		if err := c.ServiceRemove(ctx, s.ID); err != nil && !notFound(err) {
+			errs = append(errs, fmt.Errorf("remove service %s: %w", s.Spec.Name, err))
+		}
+	}
+	if len(services) > 0 {
+		errs = append(errs, waitNoTasks(ctx, c, services))
+	}
+
+	networks, err := c.NetworkList(ctx, network.ListOptions{Filters: ns})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list networks: %w", err))
+	}
+	for _, n := range networks {
+		if err := removeNetwork(ctx, c, n.ID); err != nil {
+			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
+		}
+	}
+
+	secrets, err := c.SecretList(ctx, swarm.SecretListOptions{Filters: ns})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list secrets: %w", err))
+	}
+	for _, s := range secrets {
+		if err := c.SecretRemove(ctx, s.ID); err != nil && !notFound(err) {
+			errs = append(errs, fmt.Errorf("remove secret %s: %w", s.Spec.Name, err))
+		}
+	}
+
+	records := filters.NewArgs(
+		filters.Arg("label", recordLabel),
+		filters.Arg("label", releaseLabel+"="+stack),
+	)
+	for _, f := range []filters.Args{ns, records} {
+		configs, err := c.ConfigList(ctx, swarm.ConfigListOptions{Filters: f})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list configs: %w", err))
+			continue
+		}
+		for _, cfg := range configs {
+			if err := c.ConfigRemove(ctx, cfg.ID); err != nil && !notFound(err) {
+				errs = append(errs, fmt.Errorf("remove config %s: %w", cfg.Spec.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// waitNoTasks waits until the removed services' tasks are gone: a network
+// cannot be removed while a container is still attached to it. The daemon
+// refuses a filter naming a removed service, so every task is listed.
+func waitNoTasks(ctx context.Context, c *client.Client, services []swarm.Service) error {
+	removed := make(map[string]bool, len(services))
+	for _, s := range services {
+		removed[s.ID] = true
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		tasks, err := c.TaskList(ctx, swarm.TaskListOptions{})
+		if err == nil && !slices.ContainsFunc(tasks, func(t swarm.Task) bool { return removed[t.ServiceID] }) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("tasks of %d removed services still present after 30s", len(services))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(150 * time.Millisecond):
+		}
+	}
+}
+
+// removeNetwork retries briefly: the daemon may still be detaching the last
+// container when the task list is already empty.
+func removeNetwork(ctx context.Context, c *client.Client, id string) error {
+	var err error
+	for range 40 {
+		err = c.NetworkRemove(ctx, id)
+		if err == nil || notFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+func notFound(err error) bool { return cerrdefs.IsNotFound(err) }
+
+// Eventually polls cond every 150ms until it reports true or timeout passes,
+// then fails the test with the last message cond gave.
+func Eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v: %s", timeout, msg)
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+}

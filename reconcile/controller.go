@@ -1,0 +1,452 @@
+// Package reconcile runs the loop that converges each application's stack to
+// its repository: fetch, render, plan, observe, gate, apply, confirm. It holds
+// only a charts.Backend; every richer feature is asked for through package
+// capability, and a missing one is reported in the application's status.
+//
+// One Controller drives every application. Passes are started in batches by
+// one scheduler so that the swarm is read once per batch, however many
+// applications are due; each pass then runs on its own goroutine, so a slow
+// repository never holds up another application.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/capability"
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/fault"
+	"github.com/flotilla-gitops/flotilla/source"
+)
+
+// Options configure a Controller.
+type Options struct {
+	// ControllerID names this controller in owner stamps
+	// ("<controller-id>/<application>"). Default "flotilla".
+	ControllerID string
+	// Backend is the swarm. Required.
+	Backend charts.Backend
+	// Fetcher provides revisions. Required.
+	Fetcher Fetcher
+	// Render makes a manifest. Default compose.Render.
+	Render Renderer
+	// Logger receives structured logs. Default slog.Default().
+	Logger *slog.Logger
+	// Clock is the time source. Default time.Now.
+	Clock func() time.Time
+	// Tick is how often the scheduler looks for due applications.
+	// Default 1s.
+	Tick time.Duration
+	// Backoff bounds the retry delay after a transient failure.
+	// Default 5s doubling to the application's interval.
+	Backoff time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.ControllerID == "" {
+		o.ControllerID = "flotilla"
+	}
+	if o.Render == nil {
+		o.Render = compose.Render
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Tick <= 0 {
+		o.Tick = time.Second
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = 5 * time.Second
+	}
+}
+
+// SyncRequest asks a manual (or automated) application to apply now.
+type SyncRequest struct {
+	// By names who asked, for the release record and the logs.
+	By string
+	// done receives the pass result once.
+	done chan Result
+}
+
+// Result is what one pass did.
+type Result struct {
+	App    string
+	Action charts.Action
+	// Deployed is set when the pass deployed.
+	Deployed *charts.DeployResult
+	// Revision is the release revision recorded, 0 if none.
+	Revision int
+	Status   application.Status
+	Err      error
+}
+
+// appState is the controller's bookkeeping for one application.
+type appState struct {
+	app      application.Application
+	status   application.Status
+	next     time.Time
+	running  bool
+	failures int
+	pending  []*SyncRequest
+}
+
+// Controller reconciles a set of applications.
+type Controller struct {
+	opts Options
+	log  *slog.Logger
+
+	mu   sync.Mutex
+	apps map[string]*appState
+	wake chan struct{}
+
+	relMu    sync.Mutex
+	releases map[string]*charts.Release // newest record per stack, a cache of the swarm's
+}
+
+// New returns a Controller for apps, which must already be defaulted and
+// validated (application.Defaults, application.Validate).
+func New(opts Options, apps []application.Application) (*Controller, error) {
+	opts.defaults()
+	if opts.Backend == nil || opts.Fetcher == nil {
+		return nil, errors.New("reconcile: Backend and Fetcher are required")
+	}
+	c := &Controller{
+		opts:     opts,
+		log:      opts.Logger.With("component", "reconcile"),
+		apps:     make(map[string]*appState, len(apps)),
+		wake:     make(chan struct{}, 1),
+		releases: map[string]*charts.Release{},
+	}
+	for _, a := range apps {
+		c.apps[a.Name] = &appState{app: a, status: c.initialStatus(a)}
+	}
+	return c, nil
+}
+
+func (c *Controller) initialStatus(a application.Application) application.Status {
+	return application.Status{
+		Name:        a.Name,
+		Stack:       a.Stack,
+		Sync:        application.SyncUnknown,
+		Health:      application.HealthUnknown,
+		Unavailable: c.unavailable(),
+	}
+}
+
+// unavailable lists the features this backend cannot offer, in the words the
+// status shows.
+func (c *Controller) unavailable() []string {
+	var out []string
+	check := func(ok bool, feature, capName string) {
+		if !ok {
+			out = append(out, (&capability.ErrUnavailable{Feature: feature, Capability: capName}).Error())
+		}
+	}
+	b := c.opts.Backend
+	_, ok := capability.As[capability.LiveDrift](b)
+	check(ok, "live drift", "LiveDrift")
+	_, ok = capability.As[capability.StackServicesReader](b)
+	check(ok, "trusted health reads", "StackServicesReader")
+	_, ok = capability.As[capability.StacksReader](b)
+	check(ok, "batched swarm reads", "StacksReader")
+	return out
+}
+
+// Run drives every application until ctx ends, then waits for passes in
+// flight to finish.
+func (c *Controller) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	t := time.NewTicker(c.opts.Tick)
+	defer t.Stop()
+	for {
+		c.startDue(ctx, &wg)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-c.wake:
+		}
+	}
+}
+
+// startDue starts a pass for every application that is due or has a sync
+// request, after one read of the swarm for all of them.
+func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup) {
+	now := c.now()
+	c.mu.Lock()
+	var due []*appState
+	for _, a := range c.apps {
+		if a.running {
+			continue
+		}
+		if len(a.pending) > 0 || !now.Before(a.next) {
+			a.running = true
+			due = append(due, a)
+		}
+	}
+	c.mu.Unlock()
+	if len(due) == 0 {
+		return
+	}
+	stacks := make([]string, 0, len(due))
+	for _, a := range due {
+		stacks = append(stacks, a.app.Stack)
+	}
+	slices.Sort(stacks)
+	stacks = slices.Compact(stacks)
+	read, err := capability.ReadStacks(ctx, c.opts.Backend, stacks)
+	snap := &snapshot{stacks: read, err: err}
+	for _, a := range due {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.runPass(ctx, a, snap)
+		}()
+	}
+}
+
+// runPass runs one pass for a and schedules the next.
+func (c *Controller) runPass(ctx context.Context, a *appState, snap *snapshot) {
+	c.mu.Lock()
+	reqs := a.pending
+	a.pending = nil
+	app := a.app
+	c.mu.Unlock()
+
+	var req *SyncRequest
+	if len(reqs) > 0 {
+		req = reqs[0]
+	}
+	res := c.pass(ctx, app, req, snap)
+
+	c.mu.Lock()
+	a.running = false
+	a.status = res.Status
+	interval := app.SyncPolicy.Interval.Duration
+	if interval <= 0 {
+		interval = application.DefaultInterval
+	}
+	if res.Err != nil && KindOf(res.Err) == Transient {
+		a.failures++
+		a.next = c.now().Add(min(c.opts.Backoff<<min(a.failures-1, 10), interval))
+	} else {
+		a.failures = 0
+		a.next = c.now().Add(interval)
+	}
+	c.mu.Unlock()
+	for _, r := range reqs {
+		r.done <- res
+	}
+}
+
+// Reconcile runs one pass of the named application now, on the caller's
+// goroutine, reading the swarm for it alone. Tests and one-shot tools use it;
+// the controller's own loop uses Run.
+func (c *Controller) Reconcile(ctx context.Context, name string) (Result, error) {
+	return c.reconcileNow(ctx, name, nil)
+}
+
+// SyncNow runs one pass that applies even a manual application, like an
+// explicit sync, and waits for it.
+func (c *Controller) SyncNow(ctx context.Context, name, by string) (Result, error) {
+	return c.reconcileNow(ctx, name, &SyncRequest{By: by})
+}
+
+func (c *Controller) reconcileNow(ctx context.Context, name string, req *SyncRequest) (Result, error) {
+	c.mu.Lock()
+	a, ok := c.apps[name]
+	if !ok {
+		c.mu.Unlock()
+		return Result{}, fmt.Errorf("application %q: %w", name, ErrNotFound)
+	}
+	if a.running {
+		c.mu.Unlock()
+		return Result{}, fmt.Errorf("application %q: %w", name, ErrBusy)
+	}
+	a.running = true
+	app := a.app
+	c.mu.Unlock()
+	res := c.pass(ctx, app, req, nil)
+	c.mu.Lock()
+	a.running = false
+	a.status = res.Status
+	c.mu.Unlock()
+	return res, nil
+}
+
+// RequestSync queues an explicit sync for the controller's loop and returns a
+// channel that receives the result of the pass that serves it.
+func (c *Controller) RequestSync(name, by string) (<-chan Result, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.apps[name]
+	if !ok {
+		return nil, fmt.Errorf("application %q: %w", name, ErrNotFound)
+	}
+	r := &SyncRequest{By: by, done: make(chan Result, 1)}
+	a.pending = append(a.pending, r)
+	c.poke()
+	return r.done, nil
+}
+
+// Refresh makes the application due now, without forcing a manual one to
+// apply.
+func (c *Controller) Refresh(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.apps[name]
+	if !ok {
+		return fmt.Errorf("application %q: %w", name, ErrNotFound)
+	}
+	a.next = time.Time{}
+	c.poke()
+	return nil
+}
+
+func (c *Controller) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Errors the controller's methods return.
+var (
+	ErrNotFound = errors.New("no such application")
+	ErrBusy     = errors.New("a pass is already running")
+)
+
+// Status returns the application's last published status.
+func (c *Controller) Status(name string) (application.Status, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.apps[name]
+	if !ok {
+		return application.Status{}, false
+	}
+	return a.status, true
+}
+
+// Statuses returns every application's status, sorted by name.
+func (c *Controller) Statuses() []application.Status {
+	c.mu.Lock()
+	out := make([]application.Status, 0, len(c.apps))
+	for _, a := range c.apps {
+		out = append(out, a.status)
+	}
+	c.mu.Unlock()
+	slices.SortFunc(out, func(a, b application.Status) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// pass runs the steps for one application and always publishes a status.
+func (c *Controller) pass(ctx context.Context, app application.Application, req *SyncRequest, snap *snapshot) (res Result) {
+	c.mu.Lock()
+	prev := c.apps[app.Name].status
+	c.mu.Unlock()
+	p := &pass{
+		app:      app,
+		owner:    c.opts.ControllerID + "/" + app.Name,
+		request:  req,
+		snapshot: snap,
+		status:   prev,
+		log:      c.log.With("app", app.Name, "stack", app.Stack),
+	}
+	p.status.Name, p.status.Stack = app.Name, app.Stack
+	p.status.Unavailable = c.unavailable()
+	var err error
+	for _, s := range steps {
+		if err = s.run(c, ctx, p); err != nil {
+			break
+		}
+	}
+	if errors.Is(err, errGated) {
+		err = nil
+		p.log.Info("manual application planned, waiting for a sync", "action", p.action)
+	}
+	c.finish(p, err)
+	res = Result{App: app.Name, Action: p.action, Deployed: p.deployed, Status: p.status, Err: err}
+	if p.recorded != nil {
+		res.Revision = p.recorded.Revision
+	}
+	return res
+}
+
+// finish records the pass's outcome in its status and logs it once.
+func (c *Controller) finish(p *pass, err error) {
+	p.status.LastPass = c.now()
+	if err == nil {
+		p.status.LastError = ""
+		c.publish(p)
+		return
+	}
+	msg := source.SanitizeString(fault.WithApp(p.app.Name, err).Error())
+	p.status.LastError = msg
+	if p.status.Sync == "" || p.rendered == nil {
+		p.status.Sync = application.SyncUnknown
+	}
+	c.publish(p)
+	p.log.Error("pass failed, nothing more was applied", "kind", KindOf(err), "error", msg)
+}
+
+// publish stores p's status as the application's current one.
+func (c *Controller) publish(p *pass) {
+	c.mu.Lock()
+	if a, ok := c.apps[p.app.Name]; ok {
+		a.status = p.status
+	}
+	c.mu.Unlock()
+}
+
+// latestRelease returns the newest record of stack, from the cache when this
+// controller wrote or read it before, from the swarm otherwise.
+func (c *Controller) latestRelease(ctx context.Context, stack string) (*charts.Release, error) {
+	c.relMu.Lock()
+	r, ok := c.releases[stack]
+	c.relMu.Unlock()
+	if ok {
+		return r, nil
+	}
+	rs, err := c.opts.Backend.Releases(ctx, stack)
+	if err != nil {
+		return nil, fmt.Errorf("read release records: %w", err)
+	}
+	if len(rs) > 0 {
+		r = &rs[0]
+	}
+	c.relMu.Lock()
+	c.releases[stack] = r
+	c.relMu.Unlock()
+	return r, nil
+}
+
+func (c *Controller) rememberRelease(r charts.Release) {
+	c.relMu.Lock()
+	c.releases[r.Name] = &r
+	c.relMu.Unlock()
+}
+
+func (c *Controller) forgetRelease(stack string) {
+	c.relMu.Lock()
+	delete(c.releases, stack)
+	c.relMu.Unlock()
+}

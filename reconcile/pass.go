@@ -1,0 +1,282 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/capability"
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/fault"
+	"github.com/flotilla-gitops/flotilla/source"
+)
+
+// Labels Flotilla stamps on every service it writes. They are per-deploy
+// metadata, so they go on service labels only.
+const (
+	LabelOwner    = "io.flotilla.owner"
+	LabelRelease  = "io.flotilla.release"
+	LabelRevision = "io.flotilla.revision"
+	LabelCommit   = "io.flotilla.commit"
+)
+
+// Trigger values recorded with a release.
+const (
+	TriggerAutomated = "automated"
+	TriggerSync      = "sync"
+)
+
+// pass is one reconcile of one application. Steps fill it in order.
+type pass struct {
+	app     application.Application
+	owner   string
+	request *SyncRequest // non-nil for an explicit sync
+	// snapshot is the swarm read shared by every application of a batch.
+	snapshot *snapshot
+
+	rev      *source.Revision
+	rendered *compose.Rendered
+	declared *compose.Stack
+	latest   *charts.Release
+	action   charts.Action
+
+	deployed *charts.DeployResult
+	recorded *charts.Release
+	status   application.Status
+	log      *slog.Logger
+}
+
+// snapshot is one read of the swarm for many stacks; err is set when the read
+// failed, in which case no stack in it can be trusted.
+type snapshot struct {
+	stacks map[string][]charts.ServiceState
+	err    error
+}
+
+// step is one stage of a pass. The first step that fails ends the pass.
+type step struct {
+	name string
+	run  func(c *Controller, ctx context.Context, p *pass) error
+}
+
+// steps is the pass, in order. Each does one thing; see its function's doc.
+var steps = []step{
+	{"fetch", (*Controller).fetch},
+	{"render", (*Controller).render},
+	{"plan", (*Controller).plan},
+	{"observe", (*Controller).observe},
+	{"gate", (*Controller).gate},
+	{"apply", (*Controller).apply},
+	{"confirm", (*Controller).confirm},
+}
+
+// errGated ends a pass early without failing it: a manual application that
+// was planned and reported but not asked to sync.
+var errGated = errors.New("gated")
+
+// fetch resolves the application's revision to a commit and its tree.
+func (c *Controller) fetch(ctx context.Context, p *pass) error {
+	rev, err := c.opts.Fetcher.Fetch(ctx, source.Request{
+		RepoURL:     p.app.Source.RepoURL,
+		Revision:    p.app.Source.Revision,
+		Credentials: p.app.Source.Credentials,
+	})
+	if err != nil {
+		if errors.Is(err, source.ErrRevisionNotFound) {
+			return stalled("fetch", err)
+		}
+		return transient("fetch", err)
+	}
+	p.rev = rev
+	p.status.SeenRevision = rev.Commit
+	return nil
+}
+
+// render turns the checkout into a manifest and converts it without the
+// swarm, so that everything a deploy could object to is found before any
+// write.
+func (c *Controller) render(ctx context.Context, p *pass) error {
+	r, err := c.opts.Render(p.app.Stack, compose.Dir{
+		Root:     p.rev.Dir,
+		Path:     p.app.Source.Path,
+		Files:    p.app.Source.Compose.Files,
+		EnvFiles: p.app.Source.Compose.EnvFiles,
+	})
+	if err != nil {
+		return stalled("render", err)
+	}
+	declared, err := compose.Convert(ctx, r.Manifest, p.app.Stack, nil)
+	if err != nil {
+		return stalled("render", err)
+	}
+	p.rendered, p.declared = r, declared
+	return nil
+}
+
+// plan compares the manifest with the newest release record.
+func (c *Controller) plan(ctx context.Context, p *pass) error {
+	latest, err := c.latestRelease(ctx, p.app.Stack)
+	if err != nil {
+		return transient("plan", err)
+	}
+	if latest != nil && !c.mayTakeOver(latest.Owner, p.app.Name) {
+		return stalled("plan", fmt.Errorf("stack %q is owned by %q, not by this controller (%q)", p.app.Stack, latest.Owner, c.opts.ControllerID))
+	}
+	p.latest = latest
+	p.action = charts.Plan(p.rendered.Manifest, p.owner, latest)
+	if latest != nil {
+		p.status.LastAppliedRevision = latest.Revision
+		p.status.Revision = latest.Commit
+	}
+	return nil
+}
+
+// mayTakeOver reports whether a stack recorded as owned by owner may be
+// deployed by this controller's application app. Another controller's stack
+// never is; another application of this controller's is (a rename hands the
+// stack over), since the applications file already refuses two applications
+// on one stack.
+func (c *Controller) mayTakeOver(owner, app string) bool {
+	id, _, ok := splitOwner(owner)
+	return ok && id == c.opts.ControllerID
+}
+
+// observe reads what runs and records sync and health before anything is
+// written, so a pass that fails later still leaves an honest status.
+func (c *Controller) observe(ctx context.Context, p *pass) error {
+	snap := p.snapshot
+	if snap == nil {
+		s, err := capability.ReadStacks(ctx, c.opts.Backend, []string{p.app.Stack})
+		snap = &snapshot{stacks: s, err: err}
+	}
+	c.applyHealth(p, snap)
+	switch p.action {
+	case charts.Unchanged:
+		p.status.Sync = application.Synced
+		p.status.SyncReason = application.ReasonNone
+	default:
+		p.status.Sync = application.OutOfSync
+		p.status.SyncReason = application.ReasonGit
+	}
+	c.publish(p)
+	return nil
+}
+
+// gate stops a manual application that was not asked to sync: it has been
+// planned and reported, and that is all it gets.
+func (c *Controller) gate(_ context.Context, p *pass) error {
+	if p.app.SyncPolicy.Automated == nil && p.request == nil {
+		return errGated
+	}
+	return nil
+}
+
+// apply deploys a changed manifest and records the revision. An unchanged
+// plan writes nothing at all.
+func (c *Controller) apply(ctx context.Context, p *pass) error {
+	if p.action == charts.Unchanged {
+		return nil
+	}
+	next := 1
+	if p.latest != nil {
+		next = p.latest.Revision + 1
+	}
+	res, err := c.opts.Backend.DeployStack(ctx, charts.DeployRequest{
+		Stack:    p.app.Stack,
+		Manifest: p.rendered.Manifest,
+		Secrets:  p.rendered.Secrets,
+		Labels: map[string]string{
+			LabelOwner:    p.owner,
+			LabelRelease:  p.app.Stack,
+			LabelRevision: strconv.Itoa(next),
+			LabelCommit:   p.rev.Commit,
+		},
+	})
+	if err != nil {
+		var fe *fault.Error
+		if errors.As(err, &fe) {
+			return stalled("apply", err)
+		}
+		return transient("apply", err)
+	}
+	p.deployed = &res
+	trigger := TriggerAutomated
+	if p.request != nil {
+		trigger = TriggerSync
+		if p.request.By != "" {
+			trigger += " by " + p.request.By
+		}
+	}
+	rec := charts.Release{
+		Name:     p.app.Stack,
+		Revision: next,
+		Owner:    p.owner,
+		Manifest: p.rendered.Manifest,
+		Commit:   p.rev.Commit,
+		Author:   p.rev.Author,
+		Message:  p.rev.Message,
+		Time:     c.now(),
+		Trigger:  trigger,
+	}
+	if err := c.opts.Backend.RecordRelease(ctx, rec, p.app.History); err != nil {
+		c.forgetRelease(p.app.Stack)
+		return transient("record", err)
+	}
+	c.rememberRelease(rec)
+	p.recorded = &rec
+	p.log.Info("deployed revision", "revision", next, "commit", shortCommit(p.rev.Commit),
+		"created", len(res.Created), "updated", len(res.Updated), "unchanged", len(res.Unchanged), "writes", res.Writes)
+	return nil
+}
+
+// confirm plans again after a deploy. A release that still differs right
+// after its own deploy is reported rather than redeployed in a loop.
+func (c *Controller) confirm(ctx context.Context, p *pass) error {
+	if p.recorded == nil {
+		return nil
+	}
+	latest, err := c.latestRelease(ctx, p.app.Stack)
+	if err != nil {
+		return transient("confirm", err)
+	}
+	if a := charts.Plan(p.rendered.Manifest, p.owner, latest); a != charts.Unchanged {
+		return transient("confirm", fmt.Errorf("release %s still plans as %s right after revision %d was recorded", p.app.Stack, a, p.recorded.Revision))
+	}
+	p.status.Sync = application.Synced
+	p.status.SyncReason = application.ReasonNone
+	p.status.Revision = p.rev.Commit
+	p.status.LastAppliedRevision = p.recorded.Revision
+	p.status.LastSyncTime = c.now()
+	// Health after a deploy is read fresh: the batch snapshot predates it.
+	states, trusted, rerr := capability.ReadStack(ctx, c.opts.Backend, p.app.Stack)
+	snap := &snapshot{stacks: map[string][]charts.ServiceState{}, err: rerr}
+	if trusted {
+		snap.stacks[p.app.Stack] = states
+	}
+	c.applyHealth(p, snap)
+	return nil
+}
+
+func splitOwner(owner string) (controller, app string, ok bool) {
+	for i := len(owner) - 1; i >= 0; i-- {
+		if owner[i] == '/' {
+			return owner[:i], owner[i+1:], i > 0 && i < len(owner)-1
+		}
+	}
+	return "", "", false
+}
+
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
+}
+
+// now is the controller's clock.
+func (c *Controller) now() time.Time { return c.opts.Clock() }

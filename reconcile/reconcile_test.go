@@ -1,0 +1,422 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/charts/chartstest"
+	"github.com/flotilla-gitops/flotilla/source"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// fakeFetcher serves revisions from directories the test writes.
+type fakeFetcher struct {
+	mu      sync.Mutex
+	commits map[string]string // revision → commit
+	dirs    map[string]string // commit → dir
+	err     error
+	calls   int
+}
+
+func newFakeFetcher() *fakeFetcher {
+	return &fakeFetcher{commits: map[string]string{}, dirs: map[string]string{}}
+}
+
+func (f *fakeFetcher) Fetch(_ context.Context, req source.Request) (*source.Revision, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.err != nil {
+		return nil, f.err
+	}
+	c, ok := f.commits[req.Revision]
+	if !ok {
+		return nil, fmt.Errorf("revision %q: %w", req.Revision, source.ErrRevisionNotFound)
+	}
+	return &source.Revision{Commit: c, Dir: f.dirs[c]}, nil
+}
+
+// commit writes files as a new commit of revision "main".
+func (f *fakeFetcher) commit(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := fmt.Sprintf("%040d", len(f.dirs)+1)
+	f.dirs[c] = dir
+	f.commits["main"] = c
+	return c
+}
+
+const composeV1 = `version: "3.8"
+services:
+  web:
+    image: example/web:1
+    environment:
+      MESSAGE: one
+    networks: [back]
+    configs: [{source: conf, target: /etc/app.conf}]
+  worker:
+    image: example/worker:1
+    networks: [back]
+networks:
+  back: {}
+configs:
+  conf:
+    file: ./app.conf
+`
+
+func repoFiles(compose string) map[string]string {
+	return map[string]string{"docker-compose.yml": compose, "app.conf": "listen 80\n"}
+}
+
+func testApp(name string, automated bool) application.Application {
+	a := application.Application{
+		Name:    name,
+		Stack:   name,
+		History: 10,
+		Source:  application.Source{RepoURL: "/repo", Revision: "main", Path: "."},
+	}
+	a.SyncPolicy.Interval.Duration = time.Minute
+	if automated {
+		a.SyncPolicy.Automated = &application.Automated{}
+	}
+	return a
+}
+
+func newTestController(t *testing.T, b charts.Backend, f Fetcher, apps ...application.Application) *Controller {
+	t.Helper()
+	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet}, apps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func mustReconcile(t *testing.T, c *Controller, name string) Result {
+	t.Helper()
+	res, err := c.Reconcile(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestAutomatedApplicationInstallsThenStaysUnchanged(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	commit := f.commit(t, repoFiles(composeV1))
+	c := newTestController(t, b, f, testApp("shop", true))
+
+	res := mustReconcile(t, c, "shop")
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if res.Action != charts.Install || res.Revision != 1 {
+		t.Fatalf("first pass: action %s revision %d, want install 1", res.Action, res.Revision)
+	}
+	if got := res.Deployed.Created; !slices.Equal(got, []string{"web", "worker"}) {
+		t.Fatalf("created %v", got)
+	}
+	st := res.Status
+	if st.Sync != application.Synced || st.Revision != commit || st.LastAppliedRevision != 1 {
+		t.Fatalf("status after install: %+v", st)
+	}
+	writes := b.Writes()
+
+	res = mustReconcile(t, c, "shop")
+	if res.Err != nil || res.Action != charts.Unchanged || res.Deployed != nil {
+		t.Fatalf("second pass: %+v", res)
+	}
+	if b.Writes() != writes {
+		t.Fatalf("unchanged pass wrote %d times", b.Writes()-writes)
+	}
+	rs, _ := b.Releases(context.Background(), "shop")
+	if len(rs) != 1 {
+		t.Fatalf("records: %d, want 1", len(rs))
+	}
+	if rs[0].Owner != "ctl/shop" || rs[0].Commit != commit {
+		t.Fatalf("record: %+v", rs[0])
+	}
+}
+
+func TestCommitChangingOneServiceUpdatesOnlyThatService(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	c := newTestController(t, b, f, testApp("shop", true))
+	mustReconcile(t, c, "shop")
+	workerV := b.ServiceVersion("shop", "shop_worker")
+
+	f.commit(t, repoFiles(strings.Replace(composeV1, "MESSAGE: one", "MESSAGE: two", 1)))
+	res := mustReconcile(t, c, "shop")
+	if res.Err != nil || res.Action != charts.Upgrade {
+		t.Fatalf("pass: %+v", res)
+	}
+	if !slices.Equal(res.Deployed.Updated, []string{"web"}) || res.Deployed.Writes != 1 {
+		t.Fatalf("deploy: %+v", res.Deployed)
+	}
+	if b.ServiceVersion("shop", "shop_worker") != workerV {
+		t.Fatal("worker was written")
+	}
+	if res.Revision != 2 {
+		t.Fatalf("revision %d", res.Revision)
+	}
+}
+
+func TestCommitThatRendersTheSameManifestDeploysNothing(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	c := newTestController(t, b, f, testApp("shop", true))
+	mustReconcile(t, c, "shop")
+
+	files := repoFiles("# a comment only a reader sees\n" + composeV1)
+	files["README.md"] = "docs changed\n"
+	commit := f.commit(t, files)
+	res := mustReconcile(t, c, "shop")
+	if res.Err != nil || res.Action != charts.Unchanged || res.Deployed != nil {
+		t.Fatalf("pass: %+v", res)
+	}
+	if res.Status.SeenRevision != commit {
+		t.Fatalf("seen revision %q, want %q", res.Status.SeenRevision, commit)
+	}
+}
+
+func TestManualApplicationIsPlannedButNotAppliedUntilSync(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	c := newTestController(t, b, f, testApp("shop", false))
+
+	res := mustReconcile(t, c, "shop")
+	if res.Err != nil || res.Action != charts.Install || res.Deployed != nil {
+		t.Fatalf("manual pass: %+v", res)
+	}
+	if res.Status.Sync != application.OutOfSync || res.Status.SyncReason != application.ReasonGit {
+		t.Fatalf("manual status: %+v", res.Status)
+	}
+	if b.Writes() != 0 {
+		t.Fatal("manual application was applied")
+	}
+
+	res, err := c.SyncNow(context.Background(), "shop", "alice")
+	if err != nil || res.Err != nil || res.Revision != 1 {
+		t.Fatalf("sync: %+v %v", res, err)
+	}
+	rs, _ := b.Releases(context.Background(), "shop")
+	if rs[0].Trigger != "sync by alice" {
+		t.Fatalf("trigger %q", rs[0].Trigger)
+	}
+	if res.Status.Sync != application.Synced {
+		t.Fatalf("after sync: %+v", res.Status)
+	}
+}
+
+func TestRestartedControllerPlansFromTheSwarmAndRedeploysNothing(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	mustReconcile(t, newTestController(t, b, f, testApp("shop", true)), "shop")
+	writes := b.Writes()
+
+	res := mustReconcile(t, newTestController(t, b, f, testApp("shop", true)), "shop")
+	if res.Err != nil || res.Action != charts.Unchanged || b.Writes() != writes {
+		t.Fatalf("restart: %+v, %d writes", res, b.Writes()-writes)
+	}
+}
+
+func TestBrokenInputIsReportedAndLeavesTheStackRunning(t *testing.T) {
+	cases := map[string]map[string]string{
+		"invalid yaml":       {"docker-compose.yml": "services: [oops\n"},
+		"unknown key":        repoFiles(strings.Replace(composeV1, "    image: example/worker:1", "    image: example/worker:1\n    imagez: x", 1)),
+		"missing file":       {"other.yml": composeV1},
+		"config out of repo": repoFiles(strings.Replace(composeV1, "./app.conf", "../../etc/passwd", 1)),
+	}
+	for name, files := range cases {
+		t.Run(name, func(t *testing.T) {
+			b := chartstest.NewMinimal()
+			f := newFakeFetcher()
+			f.commit(t, repoFiles(composeV1))
+			c := newTestController(t, b, f, testApp("shop", true))
+			mustReconcile(t, c, "shop")
+			writes := b.Writes()
+
+			f.commit(t, files)
+			res := mustReconcile(t, c, "shop")
+			if res.Err == nil {
+				t.Fatal("broken input passed")
+			}
+			if KindOf(res.Err) != Stalled {
+				t.Fatalf("kind %s, want stalled", KindOf(res.Err))
+			}
+			if b.Writes() != writes {
+				t.Fatal("broken input wrote to the swarm")
+			}
+			msg := res.Status.LastError
+			if !strings.Contains(msg, `application "shop"`) || !strings.Contains(msg, "docker-compose.yml") {
+				t.Fatalf("error does not name application and file: %q", msg)
+			}
+			if res.Status.LastAppliedRevision != 1 {
+				t.Fatalf("applied revision lost: %+v", res.Status)
+			}
+		})
+	}
+}
+
+func TestFetchFailuresAreClassified(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	c := newTestController(t, b, f, testApp("shop", true))
+
+	res := mustReconcile(t, c, "shop") // no commit: revision not found
+	if !errors.Is(res.Err, source.ErrRevisionNotFound) || KindOf(res.Err) != Stalled {
+		t.Fatalf("missing revision: %v (%s)", res.Err, KindOf(res.Err))
+	}
+	f.err = fmt.Errorf("dial: %w", source.ErrUnreachable)
+	res = mustReconcile(t, c, "shop")
+	if !errors.Is(res.Err, source.ErrUnreachable) || KindOf(res.Err) != Transient {
+		t.Fatalf("unreachable: %v (%s)", res.Err, KindOf(res.Err))
+	}
+	if res.Status.Sync != application.SyncUnknown {
+		t.Fatalf("sync %s, want Unknown", res.Status.Sync)
+	}
+}
+
+func TestMinimalBackendReportsEveryLostFeature(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	c := newTestController(t, b, f, testApp("shop", true))
+	res := mustReconcile(t, c, "shop")
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	for _, want := range []string{
+		"live drift unavailable: backend lacks LiveDrift",
+		"trusted health reads unavailable: backend lacks StackServicesReader",
+		"batched swarm reads unavailable: backend lacks StacksReader",
+	} {
+		if !slices.Contains(res.Status.Unavailable, want) {
+			t.Errorf("status does not say %q: %v", want, res.Status.Unavailable)
+		}
+	}
+	if res.Status.Health != application.Healthy {
+		t.Fatalf("health %s (%s)", res.Status.Health, res.Status.HealthMessage)
+	}
+}
+
+func TestUnreadableSwarmIsUnknownNotMissing(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	c := newTestController(t, b, f, testApp("shop", true))
+	mustReconcile(t, c, "shop")
+
+	b.FailReads = true
+	res := mustReconcile(t, c, "shop")
+	if res.Status.Health != application.HealthUnknown {
+		t.Fatalf("health %s, want Unknown", res.Status.Health)
+	}
+}
+
+func TestStackOwnedByAnotherControllerIsRefused(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	other, err := New(Options{ControllerID: "other", Backend: b, Fetcher: f, Logger: quiet}, []application.Application{testApp("shop", true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustReconcile(t, other, "shop")
+	writes := b.Writes()
+
+	res := mustReconcile(t, newTestController(t, b, f, testApp("shop", true)), "shop")
+	if res.Err == nil || !strings.Contains(res.Err.Error(), `owned by "other/shop"`) {
+		t.Fatalf("takeover: %v", res.Err)
+	}
+	if b.Writes() != writes {
+		t.Fatal("takeover wrote")
+	}
+}
+
+func TestRenamedApplicationTakesOverItsStack(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	mustReconcile(t, newTestController(t, b, f, testApp("shop", true)), "shop")
+
+	renamed := testApp("store", true)
+	renamed.Stack = "shop"
+	res := mustReconcile(t, newTestController(t, b, f, renamed), "store")
+	if res.Err != nil || res.Action != charts.Upgrade {
+		t.Fatalf("rename: %+v", res)
+	}
+	if len(res.Deployed.Updated)+len(res.Deployed.Created) != 0 {
+		t.Fatalf("rename rewrote services: %+v", res.Deployed)
+	}
+}
+
+func TestRunLoopSyncsEveryApplicationAndServesSyncRequests(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	auto, manual := testApp("auto", true), testApp("manual", false)
+	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Tick: 10 * time.Millisecond, Logger: quiet}, []application.Application{auto, manual})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, _ := c.Status("auto")
+		if st.Sync == application.Synced {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("auto never synced: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ch, err := c.RequestSync("manual", "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-ch:
+		if res.Err != nil || res.Revision != 1 {
+			t.Fatalf("sync result: %+v", res)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("sync request not served")
+	}
+	if _, err := c.RequestSync("nope", "bob"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown app: %v", err)
+	}
+}
