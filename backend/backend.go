@@ -86,8 +86,8 @@ type Options struct {
 //
 // Not implemented yet: capability.AllowedReferences,
 // capability.ForbidSecrets and capability.RegistryAuth. Each will be one
-// more field of the per-application copy (see withOutOfBand) checked where
-// specs are written.
+// more field of the per-application copy, set by its With… method the way
+// WithOutOfBandNotifier sets outOfBand, and checked where specs are written.
 type Backend struct {
 	api     *client.Client
 	counter *counter
@@ -199,8 +199,9 @@ func (b *Backend) clone() *Backend {
 }
 
 // WithOutOfBandNotifier returns a copy of b that calls fn with the scoped
-// service name whenever a service write lost its compare-and-swap to
-// another writer and was retried.
+// service name each time a service write loses its compare-and-swap to
+// another writer. The write is retried from a fresh read, up to
+// maxCASAttempts writes in all.
 func (b *Backend) WithOutOfBandNotifier(fn func(service string)) charts.Backend {
 	c := b.clone()
 	c.outOfBand = fn
@@ -208,7 +209,8 @@ func (b *Backend) WithOutOfBandNotifier(fn func(service string)) charts.Backend 
 }
 
 // isOutOfSequence reports whether a write was refused because the version it
-// carried is no longer the object's current one.
+// carried is no longer the object's current one. The daemon sends this as an
+// rpc error of unknown kind, so its message is all there is to match.
 func isOutOfSequence(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "update out of sequence")
 }

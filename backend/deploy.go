@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -218,7 +219,7 @@ func (b *Backend) apply(ctx context.Context, req charts.DeployRequest, p *deploy
 		case live.Spec.Labels[LabelSpecHash] == hash && !p.heal[name]:
 			res.Unchanged = append(res.Unchanged, short)
 		default:
-			if err := b.updateService(ctx, live, desired, req.Labels, hash); err != nil {
+			if err := b.updateService(ctx, log.With("service", short), live, desired, req.Labels, hash); err != nil {
 				return res, fmt.Errorf("update service %s: %w", short, err)
 			}
 			res.Writes++
@@ -246,7 +247,7 @@ func (b *Backend) createService(ctx context.Context, desired swarm.ServiceSpec, 
 // version it read. A write refused because someone else wrote first is
 // counted, reported to the out-of-band notifier, and retried from a fresh
 // read, at most maxCASAttempts times in all.
-func (b *Backend) updateService(ctx context.Context, live swarm.Service, desired swarm.ServiceSpec, labels map[string]string, hash string) error {
+func (b *Backend) updateService(ctx context.Context, log *slog.Logger, live swarm.Service, desired swarm.ServiceSpec, labels map[string]string, hash string) error {
 	for attempt := 1; ; attempt++ {
 		spec := b.updateSpec(ctx, live, desired, labels, hash)
 		if b.hooks != nil && b.hooks.beforeServiceUpdate != nil {
@@ -261,14 +262,13 @@ func (b *Backend) updateService(ctx context.Context, live swarm.Service, desired
 			return err
 		}
 		b.counter.conflict()
-		b.log.Warn("service write lost its compare-and-swap; retrying from a fresh read",
-			"service", desired.Name, "attempt", attempt)
 		if b.outOfBand != nil {
 			b.outOfBand(desired.Name)
 		}
 		if attempt >= maxCASAttempts {
 			return fmt.Errorf("gave up after %d writes refused as out of date: %w", attempt, err)
 		}
+		log.Warn("another writer changed the service first; retrying from a fresh read", "attempt", attempt)
 		live, _, err = b.api.ServiceInspectWithRaw(ctx, live.ID, swarm.ServiceInspectOptions{})
 		if err != nil {
 			return fmt.Errorf("re-read after a refused write: %w", err)

@@ -15,7 +15,9 @@ package sweep
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -177,7 +179,7 @@ func Decide(in Input) Plan {
 		if c.Declared == nil {
 			err := c.Err
 			if err == nil {
-				err = fmt.Errorf("no declaration")
+				err = errors.New("no declaration")
 			}
 			p.Unproven = append(p.Unproven, fmt.Sprintf("revision %d (%s): %v", c.Revision, c.Owner, err))
 			if owners[c.Owner] {
@@ -233,11 +235,6 @@ func Decide(in Input) Plan {
 			if current[it.Key()] {
 				continue
 			}
-			if in.Current == nil {
-				it.Reason = "the current revision's declarations are unknown, so nothing is deleted"
-				p.Kept = append(p.Kept, it)
-				continue
-			}
 			cl := claims[it.Key()]
 			switch {
 			case cl == nil || cl.own < 0:
@@ -249,6 +246,9 @@ func Decide(in Input) Plan {
 			case foreignUnread >= 0 && foreignUnread < cl.own:
 				c := in.History[foreignUnread]
 				it.Reason = fmt.Sprintf("revision %d of %s is newer than this application's claim and could not be read", c.Revision, c.Owner)
+				p.Kept = append(p.Kept, it)
+			case in.Current == nil:
+				it.Reason = "what the current revision declares is unknown, so nothing is deleted"
 				p.Kept = append(p.Kept, it)
 			default:
 				it.Reason = fmt.Sprintf("declared by revision %d, not by the current one", cl.ownRev)
@@ -277,27 +277,27 @@ func judge(in Input, k Kind, proven []Item, claims map[string]*claimed, currentF
 	if k == KindService {
 		return proven, nil
 	}
-	retained := map[string]int{}
+	var retained map[string]bool
 	if k == KindConfig || k == KindSecret {
 		retained = retain(in, k, proven, claims, currentFamilies)
 	}
 	for _, it := range proven {
 		users := stillUsedBy(in.Live.ServiceRefs[it.Key()], deleting)
 		switch {
-		case retained[it.Name] > 0:
-			it.Reason = fmt.Sprintf("kept for rollback: superseded version %d of the newest %d (retainRotated)", retained[it.Name], max(in.RetainRotated, 0))
+		case k == KindVolume && !in.PruneVolumes:
+			it.Reason = "pruneVolumes is off; to remove it, run on each node: docker volume rm " + it.Name
+			kept = append(kept, it)
+		case k == KindVolume && !in.VolumesCoverSwarm:
+			it.Reason = "the volume listing may not cover every node; to remove it, run on each node: docker volume rm " + it.Name
+			kept = append(kept, it)
+		case retained[it.Name]:
+			it.Reason = fmt.Sprintf("kept for rollback: one of the %d newest superseded versions (retainRotated)", in.RetainRotated)
 			kept = append(kept, it)
 		case !in.Live.RefsKnown:
 			it.Reason = "whether a live service still uses it is unknown"
 			kept = append(kept, it)
 		case len(users) > 0:
 			it.Reason = "in use by service " + strings.Join(users, ", ")
-			kept = append(kept, it)
-		case k == KindVolume && !in.PruneVolumes:
-			it.Reason = "pruneVolumes is off; to remove it, run on each node: docker volume rm " + it.Name
-			kept = append(kept, it)
-		case k == KindVolume && !in.VolumesCoverSwarm:
-			it.Reason = "the volume listing may not cover every node; to remove it, run on each node: docker volume rm " + it.Name
 			kept = append(kept, it)
 		default:
 			del = append(del, it)
@@ -307,23 +307,23 @@ func judge(in Input, k Kind, proven []Item, claims map[string]*claimed, currentF
 }
 
 // retain ranks the superseded versions in each still-declared family by the
-// newest of this application's records that declared them, and returns the
-// rank (from 1) of those within RetainRotated. Versions in use count towards
-// the window: it is about the newest versions, not the unused ones.
-func retain(in Input, k Kind, proven []Item, claims map[string]*claimed, currentFamilies map[string]bool) map[string]int {
+// newest of this application's records that declared them, and returns those
+// within RetainRotated. Versions in use count towards the window: it holds
+// the newest versions, whether or not a service still mounts them.
+func retain(in Input, k Kind, proven []Item, claims map[string]*claimed, currentFamilies map[string]bool) map[string]bool {
 	families := map[string][]Item{}
 	for _, it := range proven {
 		if f, ok := family(in.Stack, it.Name); ok && currentFamilies[Key(k, f)] {
 			families[f] = append(families[f], it)
 		}
 	}
-	out := map[string]int{}
+	out := map[string]bool{}
 	for _, members := range families {
 		slices.SortFunc(members, func(a, b Item) int {
 			return cmp.Or(cmp.Compare(claims[a.Key()].own, claims[b.Key()].own), cmp.Compare(a.Name, b.Name))
 		})
 		for i := 0; i < len(members) && i < in.RetainRotated; i++ {
-			out[members[i].Name] = i + 1
+			out[members[i].Name] = true
 		}
 	}
 	return out
@@ -436,14 +436,7 @@ func sortItems(items []Item) {
 	})
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 func joinInts(n []int) string {
 	s := make([]string, len(n))

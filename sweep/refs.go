@@ -1,0 +1,62 @@
+package sweep
+
+import (
+	"slices"
+
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/swarm"
+)
+
+// RefsOf builds Live.ServiceRefs from live services keyed by scoped name:
+// for every network, config, secret and named volume one of them uses, the
+// services that use it. The previous spec counts as much as the current one,
+// since a Swarm rollback goes back to it and needs what it mounted.
+//
+// networks is the stack's network listing, scoped name to id: a service
+// names its attachments by id, and the sweep knows networks by name.
+func RefsOf(services map[string]swarm.Service, networks map[string]string) map[string][]string {
+	byID := make(map[string]string, len(networks))
+	for name, id := range networks {
+		byID[id] = name
+	}
+	out := map[string][]string{}
+	add := func(k Kind, name, service string) {
+		if name != "" {
+			key := Key(k, name)
+			if !slices.Contains(out[key], service) {
+				out[key] = append(out[key], service)
+			}
+		}
+	}
+	for _, name := range sortedKeys(services) {
+		s := services[name]
+		for _, spec := range []*swarm.ServiceSpec{&s.Spec, s.PreviousSpec} {
+			if spec == nil {
+				continue
+			}
+			for _, n := range spec.TaskTemplate.Networks {
+				if nn, ok := byID[n.Target]; ok {
+					add(KindNetwork, nn, name)
+				} else {
+					add(KindNetwork, n.Target, name)
+				}
+			}
+			cs := spec.TaskTemplate.ContainerSpec
+			if cs == nil {
+				continue
+			}
+			for _, c := range cs.Configs {
+				add(KindConfig, c.ConfigName, name)
+			}
+			for _, c := range cs.Secrets {
+				add(KindSecret, c.SecretName, name)
+			}
+			for _, m := range cs.Mounts {
+				if m.Type == mount.TypeVolume {
+					add(KindVolume, m.Source, name)
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,344 @@
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/flotilla-gitops/flotilla/capability"
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/compose"
+)
+
+// RunInput is what Run needs besides the backend. The fields mean what the
+// Input fields of the same name mean.
+type RunInput struct {
+	Stack  string
+	Owner  string
+	Owners []string
+	// Current is what the revision being applied declares (as
+	// compose.Convert gives it); an empty Stack for an application that no
+	// longer declares the stack at all. Nil deletes nothing.
+	Current       *compose.Stack
+	RetainRotated int
+	PruneVolumes  bool
+	// Failures is the previous Report's Failures.
+	Failures map[string]int
+	// DryRun decides and reports but deletes nothing, for diff and
+	// sync --dry-run.
+	DryRun bool
+}
+
+// Report says what one sweep did, or would have done.
+type Report struct {
+	Plan Plan
+	// DryRun means nothing was deleted: Plan.Delete is what a sweep would
+	// remove. DryRunCause is empty when the caller asked for a dry run and
+	// names the missing capability when the backend forced one.
+	DryRun      bool
+	DryRunCause string
+	// Degraded lists the parts of the sweep lost for lack of a capability,
+	// in the words status shows.
+	Degraded []string
+	Removed  []Item
+	Failed   []Failure
+	// Deferred were not attempted because a service using them could not be
+	// removed; they are not counted as failures.
+	Deferred []Item
+	// OwnStack is set when the backend refused a removal because the stack
+	// is the controller's own. It is one flag however many refusals there
+	// were, and a refusal is not a failure: retrying cannot change it.
+	OwnStack bool
+	Refused  []Item
+	// Failures is what to pass as RunInput.Failures on the next pass:
+	// consecutive failures per resource still to be deleted.
+	Failures map[string]int
+}
+
+// Failure is one deletion that failed on this pass.
+type Failure struct {
+	Item
+	Error string
+	// Count is the consecutive failures of this resource, this one included.
+	Count int
+}
+
+// Stuck reports whether the failure deserves to be reported loudly.
+func (f Failure) Stuck() bool { return f.Count >= StuckAfter }
+
+// Stuck lists the failures that reached StuckAfter.
+func (r Report) Stuck() []Failure {
+	var out []Failure
+	for _, f := range r.Failed {
+		if f.Stuck() {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Messages renders the report as lines for status, events and diff output.
+func (r Report) Messages() []string {
+	var out []string
+	out = append(out, r.Degraded...)
+	if r.OwnStack {
+		out = append(out, fmt.Sprintf("the controller's own stack is not swept: the backend refused to remove %d resource(s)", len(r.Refused)))
+	}
+	if r.DryRun {
+		suffix := ""
+		if r.DryRunCause != "" {
+			suffix = ": " + r.DryRunCause
+		}
+		for _, it := range r.Plan.Delete {
+			out = append(out, "would remove "+it.String()+suffix)
+		}
+	}
+	for _, it := range r.Removed {
+		out = append(out, "removed "+it.String())
+	}
+	for _, f := range r.Failed {
+		if f.Stuck() {
+			out = append(out, fmt.Sprintf("could not remove %s %d times in a row, retrying every pass: %s", f.Item, f.Count, f.Error))
+		} else {
+			out = append(out, fmt.Sprintf("could not remove %s, will retry: %s", f.Item, f.Error))
+		}
+	}
+	for _, it := range r.Deferred {
+		out = append(out, fmt.Sprintf("did not remove %s: %s", it, it.Reason))
+	}
+	for _, it := range r.Plan.Kept {
+		out = append(out, fmt.Sprintf("kept %s: %s", it, it.Reason))
+	}
+	for _, it := range r.Plan.Unmanaged {
+		out = append(out, fmt.Sprintf("unmanaged %s, not touched: %s", it, it.Reason))
+	}
+	for _, u := range r.Plan.Unproven {
+		out = append(out, "could not check the claims of "+u)
+	}
+	return out
+}
+
+// Run sweeps one stack: it reads what the swarm holds and what the stack's
+// records declared, decides, and removes what the plan allows in its order.
+//
+// Each capability it lacks costs its part and is named in Report.Degraded:
+// without ResourceLister only services are swept; without LiveDrift only
+// services are (no spec says what is in use); without DeclaredLister the
+// history is converted with LiveDrift.DesiredServices, whose records that
+// mounted since-deleted objects fail and prove nothing; without
+// ResourceRemover the plan is reported as a dry run.
+//
+// A failed read returns an error and deletes nothing. A failed deletion does
+// not: it is reported, counted in Report.Failures and retried next pass.
+func Run(ctx context.Context, b charts.Backend, in RunInput) (Report, error) {
+	rep := Report{Failures: maps.Clone(in.Failures)}
+	if rep.Failures == nil {
+		rep.Failures = map[string]int{}
+	}
+	live, degraded, err := readLive(ctx, b, in.Stack)
+	rep.Degraded = append(rep.Degraded, degraded...)
+	if err != nil {
+		return rep, fmt.Errorf("sweep %s: %w", in.Stack, err)
+	}
+	history, degraded, err := readHistory(ctx, b, in.Stack)
+	rep.Degraded = append(rep.Degraded, degraded...)
+	if err != nil {
+		return rep, fmt.Errorf("sweep %s: %w", in.Stack, err)
+	}
+	if in.PruneVolumes {
+		// No capability lists or removes volumes yet, so Live.Volumes stays
+		// empty and none is ever deleted.
+		rep.Degraded = append(rep.Degraded, "volume sweep unavailable: no backend capability lists or removes volumes")
+	}
+
+	rep.Plan = Decide(Input{
+		Stack:         in.Stack,
+		Owner:         in.Owner,
+		Owners:        in.Owners,
+		Current:       in.Current,
+		History:       history,
+		Live:          live,
+		RetainRotated: in.RetainRotated,
+		PruneVolumes:  in.PruneVolumes,
+		Failures:      in.Failures,
+	})
+
+	rm, ok := capability.As[capability.ResourceRemover](b)
+	if !ok {
+		lost := &capability.ErrUnavailable{Feature: "removal", Capability: "ResourceRemover"}
+		rep.Degraded = append(rep.Degraded, lost.Error())
+		rep.DryRun, rep.DryRunCause = true, "backend lacks ResourceRemover"
+	}
+	if in.DryRun {
+		rep.DryRun, rep.DryRunCause = true, ""
+	}
+	if rep.DryRun {
+		return rep, nil
+	}
+	return rep, remove(ctx, rm, live.ServiceRefs, &rep)
+}
+
+// remove deletes the plan's items in order and records each outcome. A
+// network, config or secret used by a service that could not be removed is
+// not tried: the daemon would refuse it, and counting that refusal would
+// blame the wrong resource.
+func remove(ctx context.Context, rm capability.ResourceRemover, refs map[string][]string, rep *Report) error {
+	next := map[string]int{}
+	failedServices := map[string]bool{}
+	for i, it := range rep.Plan.Delete {
+		if err := ctx.Err(); err != nil {
+			for _, rest := range rep.Plan.Delete[i:] {
+				if rest.Failures > 0 {
+					next[rest.Key()] = rest.Failures
+				}
+			}
+			rep.Failures = next
+			return err
+		}
+		if blockers := usedByAny(refs[it.Key()], failedServices); len(blockers) > 0 {
+			it.Reason = "service " + strings.Join(blockers, ", ") + " that uses it could not be removed"
+			rep.Deferred = append(rep.Deferred, it)
+			if it.Failures > 0 {
+				next[it.Key()] = it.Failures
+			}
+			continue
+		}
+		err := removeOne(ctx, rm, it)
+		switch {
+		case err == nil:
+			rep.Removed = append(rep.Removed, it)
+		case errors.Is(err, capability.ErrOwnStack):
+			rep.OwnStack = true
+			rep.Refused = append(rep.Refused, it)
+			if it.Kind == KindService {
+				failedServices[it.Name] = true
+			}
+		default:
+			f := Failure{Item: it, Error: err.Error(), Count: it.Failures + 1}
+			rep.Failed = append(rep.Failed, f)
+			next[it.Key()] = f.Count
+			if it.Kind == KindService {
+				failedServices[it.Name] = true
+			}
+		}
+	}
+	rep.Failures = next
+	return nil
+}
+
+func usedByAny(users []string, services map[string]bool) []string {
+	var out []string
+	for _, u := range users {
+		if services[u] {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func removeOne(ctx context.Context, rm capability.ResourceRemover, it Item) error {
+	switch it.Kind {
+	case KindService:
+		return rm.RemoveService(ctx, it.ID)
+	case KindNetwork:
+		return rm.RemoveNetwork(ctx, it.ID)
+	case KindConfig:
+		return rm.RemoveConfig(ctx, it.ID)
+	case KindSecret:
+		return rm.RemoveSecret(ctx, it.ID)
+	case KindVolume:
+		return fmt.Errorf("remove volume %s: %w", it.Name, errors.ErrUnsupported)
+	}
+	return fmt.Errorf("remove %s: unknown kind", it)
+}
+
+// readLive lists the stack's resources. If b implements LiveDrift, services
+// come with their specs and so with what they use; otherwise only their
+// names and ids are known (from ReadStack), and nothing they might use is
+// deleted. If b implements ResourceLister, networks, configs and secrets are
+// listed; otherwise they are left out and so neither deleted nor reported.
+func readLive(ctx context.Context, b charts.Backend, stack string) (Live, []string, error) {
+	var l Live
+	var degraded []string
+	lister, hasLister := capability.As[capability.ResourceLister](b)
+	if hasLister {
+		var err error
+		if l.Networks, err = lister.LiveNetworks(ctx, stack); err != nil {
+			return l, degraded, err
+		}
+		if l.Configs, err = lister.LiveConfigs(ctx, stack); err != nil {
+			return l, degraded, err
+		}
+		if l.Secrets, err = lister.LiveSecrets(ctx, stack); err != nil {
+			return l, degraded, err
+		}
+	} else {
+		lost := &capability.ErrUnavailable{Feature: "sweep of networks, configs and secrets", Capability: "ResourceLister"}
+		degraded = append(degraded, lost.Error())
+	}
+
+	if ld, ok := capability.As[capability.LiveDrift](b); ok {
+		services, err := ld.LiveServices(ctx, stack)
+		if err != nil {
+			return l, degraded, err
+		}
+		l.Services = make(map[string]string, len(services))
+		for name, s := range services {
+			l.Services[name] = s.ID
+		}
+		l.ServiceRefs, l.RefsKnown = RefsOf(services, l.Networks), true
+		return l, degraded, nil
+	}
+	states, _, err := capability.ReadStack(ctx, b, stack)
+	if err != nil {
+		return l, degraded, err
+	}
+	l.Services = make(map[string]string, len(states))
+	for _, s := range states {
+		l.Services[stack+"_"+s.Name] = s.ID
+	}
+	if hasLister {
+		lost := &capability.ErrUnavailable{Feature: "sweep of networks, configs and secrets", Capability: "LiveDrift"}
+		degraded = append(degraded, lost.Error())
+	}
+	return l, degraded, nil
+}
+
+// readHistory turns the stack's release records into claims, newest first.
+// If b implements DeclaredLister each record is converted by name alone;
+// otherwise LiveDrift.DesiredServices is tried, which fails for a record
+// that mounted something since deleted, and with neither no record proves
+// anything. A record that does not convert becomes a claim with Err set.
+func readHistory(ctx context.Context, b charts.Backend, stack string) ([]Claim, []string, error) {
+	releases, err := b.Releases(ctx, stack)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read release records: %w", err)
+	}
+	var degraded []string
+	var convert func(ctx context.Context, manifest, stack string) (*compose.Stack, error)
+	if dl, ok := capability.As[capability.DeclaredLister](b); ok {
+		convert = dl.DeclaredResources
+	} else {
+		lost := &capability.ErrUnavailable{Feature: "proof from revisions whose configs or secrets are gone", Capability: "DeclaredLister"}
+		degraded = append(degraded, lost.Error())
+		if ld, ok := capability.As[capability.LiveDrift](b); ok {
+			convert = ld.DesiredServices
+		} else {
+			convert = func(context.Context, string, string) (*compose.Stack, error) {
+				return nil, &capability.ErrUnavailable{Feature: "conversion of stored revisions", Capability: "DeclaredLister or LiveDrift"}
+			}
+		}
+	}
+	claims := make([]Claim, 0, len(releases))
+	for _, r := range releases {
+		c := Claim{Revision: r.Revision, Owner: r.Owner}
+		c.Declared, c.Err = convert(ctx, r.Manifest, stack)
+		if c.Err != nil {
+			c.Declared = nil
+		}
+		claims = append(claims, c)
+	}
+	return claims, degraded, nil
+}
