@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
 
 	"github.com/flotilla-gitops/flotilla/backend"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -221,20 +222,14 @@ func TestLiveChangeReportsExactlyThatField(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			spec := copySpec(t, before.Spec)
-			tt.change(&spec)
-			if _, err := api.ServiceUpdate(ctx, before.ID, before.Version, spec, swarm.ServiceUpdateOptions{}); err != nil {
-				t.Fatalf("update: %v", err)
-			}
 			t.Cleanup(func() {
-				now, _, err := api.ServiceInspectWithRaw(ctx, web, swarm.ServiceInspectOptions{})
-				if err == nil {
-					_, err = api.ServiceUpdate(ctx, now.ID, now.Version, before.Spec, swarm.ServiceUpdateOptions{})
-				}
-				if err != nil {
+				if err := updateService(ctx, api, web, func(s *swarm.ServiceSpec) { *s = copySpec(t, before.Spec) }); err != nil {
 					t.Errorf("restore %s: %v", web, err)
 				}
 			})
+			if err := updateService(ctx, api, web, tt.change); err != nil {
+				t.Fatalf("update: %v", err)
+			}
 
 			changes := diffAll(t, ctx, d)
 			for svc, cs := range changes {
@@ -248,6 +243,34 @@ func TestLiveChangeReportsExactlyThatField(t *testing.T) {
 			}
 		})
 	}
+}
+
+// updateService changes a service as `docker service update` does: read it,
+// change the spec, write it back with the version read. Swarm's updater
+// bumps the version as it records progress, so a write that lost that race
+// is retried from a fresh read.
+func updateService(ctx context.Context, api *client.Client, name string, change func(*swarm.ServiceSpec)) error {
+	var err error
+	for range 50 {
+		var svc swarm.Service
+		svc, _, err = api.ServiceInspectWithRaw(ctx, name, swarm.ServiceInspectOptions{})
+		if err != nil {
+			return err
+		}
+		spec := svc.Spec
+		b, _ := json.Marshal(spec)
+		spec = swarm.ServiceSpec{}
+		if err := json.Unmarshal(b, &spec); err != nil {
+			return err
+		}
+		change(&spec)
+		_, err = api.ServiceUpdate(ctx, svc.ID, svc.Version, spec, swarm.ServiceUpdateOptions{})
+		if err == nil || !strings.Contains(err.Error(), "out of sequence") {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
 }
 
 // copySpec deep-copies a spec so a change to it cannot reach the original.
