@@ -158,6 +158,26 @@ type Status struct {
 	LastPass time.Time `json:"lastPass,omitzero"`
 
 	Services []ServiceStatus `json:"services,omitempty"`
+
+	// Sweep is what the last sweep removed, would remove, or left alone and
+	// why; nil until a sweep has run.
+	Sweep *SweepStatus `json:"sweep,omitempty"`
+}
+
+// SweepStatus reports one sweep of an application's stack.
+type SweepStatus struct {
+	// DryRun is set when nothing was deleted: Pending is then what a
+	// sweep with prune on would remove.
+	DryRun bool `json:"dryRun"`
+	// Pending lists "kind name" of what would be removed.
+	Pending []string `json:"pending,omitempty"`
+	// Removed lists "kind name" of what this sweep removed.
+	Removed []string `json:"removed,omitempty"`
+	// Unmanaged lists "kind name" of resources in the stack's namespace that
+	// no record of this application proves it created; never touched.
+	Unmanaged []string `json:"unmanaged,omitempty"`
+	// Messages are the sweep's report lines, for people.
+	Messages []string `json:"messages,omitempty"`
 }
 
 // ServiceStatus is one service of the application's stack.

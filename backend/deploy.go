@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -244,9 +245,11 @@ func (b *Backend) createService(ctx context.Context, desired swarm.ServiceSpec, 
 }
 
 // updateService writes desired over live with compare-and-swap on the
-// version it read. A write refused because someone else wrote first is
-// counted, reported to the out-of-band notifier, and retried from a fresh
-// read, at most maxCASAttempts times in all.
+// version it read. A write refused because the version moved is counted and
+// retried from a fresh read, at most maxCASAttempts writes in all. The
+// out-of-band notifier hears of it when the fresh read shows another writer
+// changed the spec (or when the backend gives up); a version moved by the
+// swarm's own bookkeeping, as right after a create, is not news.
 func (b *Backend) updateService(ctx context.Context, log *slog.Logger, live swarm.Service, desired swarm.ServiceSpec, labels map[string]string, hash string) error {
 	for attempt := 1; ; attempt++ {
 		spec := b.updateSpec(ctx, live, desired, labels, hash)
@@ -262,17 +265,27 @@ func (b *Backend) updateService(ctx context.Context, log *slog.Logger, live swar
 			return err
 		}
 		b.counter.conflict()
-		if b.outOfBand != nil {
-			b.outOfBand(desired.Name)
-		}
 		if attempt >= maxCASAttempts {
+			b.notifyOutOfBand(desired.Name)
 			return fmt.Errorf("gave up after %d writes refused as out of date: %w", attempt, err)
 		}
-		log.Warn("another writer changed the service first; retrying from a fresh read", "attempt", attempt)
-		live, _, err = b.api.ServiceInspectWithRaw(ctx, live.ID, swarm.ServiceInspectOptions{})
+		fresh, _, err := b.api.ServiceInspectWithRaw(ctx, live.ID, swarm.ServiceInspectOptions{})
 		if err != nil {
 			return fmt.Errorf("re-read after a refused write: %w", err)
 		}
+		if reflect.DeepEqual(fresh.Spec, live.Spec) {
+			log.Debug("service version moved without a spec change; retrying", "attempt", attempt)
+		} else {
+			log.Warn("another writer changed the service first; retrying from a fresh read", "attempt", attempt)
+			b.notifyOutOfBand(desired.Name)
+		}
+		live = fresh
+	}
+}
+
+func (b *Backend) notifyOutOfBand(service string) {
+	if b.outOfBand != nil {
+		b.outOfBand(service)
 	}
 }
 

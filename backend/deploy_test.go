@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -275,21 +276,17 @@ func TestDeployStack_secretWithoutPlaintextWritesNothing(t *testing.T) {
 
 func TestDeployStack_keepsPinnedImageWhileTagUnchanged(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	b := newBackend(t)
-	api := swarmtest.Client(t)
 	stack := swarmtest.Name(t, "pin")
 	swarmtest.Cleanup(t, stack)
 
 	deploy(t, b, stack, fixture{}, nil)
 	// Stand in for a digest a registry pinned: the live image differs from
 	// the reference in git, the stack image label does not.
-	s := services(t, b, stack)["worker"]
 	pinned := swarmtest.Image2
-	s.Spec.TaskTemplate.ContainerSpec.Image = pinned
-	if _, err := api.ServiceUpdate(ctx, s.ID, s.Version, s.Spec, swarm.ServiceUpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateBehindBack(t, services(t, b, stack)["worker"].ID, func(s *swarm.ServiceSpec) {
+		s.TaskTemplate.ContainerSpec.Image = pinned
+	})
 
 	res := deploy(t, b, stack, fixture{Message: "other"}, nil)
 	if !slices.Equal(res.Updated, []string{"worker"}) {
@@ -312,7 +309,6 @@ func TestDeployStack_keepsPinnedImageWhileTagUnchanged(t *testing.T) {
 func TestDeployStack_retriesLostCompareAndSwapAndReportsIt(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t)
-	api := swarmtest.Client(t)
 	stack := swarmtest.Name(t, "cas")
 	swarmtest.Cleanup(t, stack)
 
@@ -327,18 +323,9 @@ func TestDeployStack_retriesLostCompareAndSwapAndReportsIt(t *testing.T) {
 	}).(*Backend)
 	// Another writer moves the service between the backend's read and its
 	// write, once.
-	nb.hooks = &testHooks{beforeServiceUpdate: func(ctx context.Context, id string, attempt int) {
-		if attempt != 1 {
-			return
-		}
-		s, _, err := api.ServiceInspectWithRaw(ctx, id, swarm.ServiceInspectOptions{})
-		if err != nil {
-			t.Errorf("inspect: %v", err)
-			return
-		}
-		s.Spec.Labels["someone"] = "else"
-		if _, err := api.ServiceUpdate(ctx, id, s.Version, s.Spec, swarm.ServiceUpdateOptions{}); err != nil {
-			t.Errorf("concurrent update: %v", err)
+	nb.hooks = &testHooks{beforeServiceUpdate: func(_ context.Context, id string, attempt int) {
+		if attempt == 1 {
+			updateBehindBack(t, id, func(s *swarm.ServiceSpec) { s.Labels["someone"] = "else" })
 		}
 	}}
 
@@ -368,19 +355,14 @@ func TestDeployStack_retriesLostCompareAndSwapAndReportsIt(t *testing.T) {
 func TestDeployStack_givesUpAfterRepeatedLostWrites(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t)
-	api := swarmtest.Client(t)
 	stack := swarmtest.Name(t, "casmax")
 	swarmtest.Cleanup(t, stack)
 	deploy(t, b, stack, fixture{}, nil)
 
-	b.hooks = &testHooks{beforeServiceUpdate: func(ctx context.Context, id string, _ int) {
-		s, _, err := api.ServiceInspectWithRaw(ctx, id, swarm.ServiceInspectOptions{})
-		if err == nil {
-			_, err = api.ServiceUpdate(ctx, id, s.Version, s.Spec, swarm.ServiceUpdateOptions{})
-		}
-		if err != nil {
-			t.Errorf("concurrent update: %v", err)
-		}
+	var n int
+	b.hooks = &testHooks{beforeServiceUpdate: func(_ context.Context, id string, _ int) {
+		n++
+		updateBehindBack(t, id, func(s *swarm.ServiceSpec) { s.Labels["writer"] = strconv.Itoa(n) })
 	}}
 	r := render(t, stack, fixture{Message: "never"})
 	_, err := b.DeployStack(context.Background(), charts.DeployRequest{Stack: stack, Manifest: r.Manifest, Secrets: r.Secrets})

@@ -199,3 +199,27 @@ func services(t *testing.T, b *Backend, stack string) map[string]swarm.Service {
 	}
 	return out
 }
+
+// updateBehindBack changes a service the way another writer would. The
+// swarm bumps a new service's version on its own (network allocation), so a
+// write refused as out of date is retried from a fresh read.
+func updateBehindBack(t *testing.T, id string, change func(*swarm.ServiceSpec)) {
+	t.Helper()
+	api := swarmtest.Client(t)
+	ctx := context.Background()
+	for range 10 {
+		s, _, err := api.ServiceInspectWithRaw(ctx, id, swarm.ServiceInspectOptions{})
+		if err != nil {
+			t.Fatalf("inspect service %s: %v", id, err)
+		}
+		change(&s.Spec)
+		_, err = api.ServiceUpdate(ctx, id, s.Version, s.Spec, swarm.ServiceUpdateOptions{})
+		if err == nil {
+			return
+		}
+		if !isOutOfSequence(err) {
+			t.Fatalf("update service %s: %v", id, err)
+		}
+	}
+	t.Fatalf("update service %s: still out of sequence after 10 tries", id)
+}

@@ -188,16 +188,13 @@ func TestReadStacks_reportsFailingTasks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := newBackend(t)
-	api := swarmtest.Client(t)
 	stack := swarmtest.Name(t, "fail")
 	swarmtest.Cleanup(t, stack)
 	deploy(t, b, stack, fixture{Replicas: 1}, nil)
 
-	s := services(t, b, stack)["cache"]
-	s.Spec.TaskTemplate.ContainerSpec.Args = []string{"exit", "3"}
-	if _, err := api.ServiceUpdate(ctx, s.ID, s.Version, s.Spec, swarm.ServiceUpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateBehindBack(t, services(t, b, stack)["cache"].ID, func(s *swarm.ServiceSpec) {
+		s.TaskTemplate.ContainerSpec.Args = []string{"exit", "3"}
+	})
 	swarmtest.Eventually(t, 30*time.Second, func() (bool, string) {
 		states, err := b.ReadStackServices(ctx, stack)
 		if err != nil {

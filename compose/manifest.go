@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/docker/cli/cli/compose/loader"
@@ -21,11 +22,11 @@ const manifestKind = "flotilla.compose/v1"
 // manifestOut is the manifest as Render writes it. See the package
 // documentation for the format.
 type manifestOut struct {
-	Kind    string                     `yaml:"kind"`
-	Stack   string                     `yaml:"stack"`
-	Compose *composetypes.Config       `yaml:"compose"`
-	Configs map[string]manifestConfig  `yaml:"configs,omitempty"`
-	Secrets map[string]manifestSecret  `yaml:"secrets,omitempty"`
+	Kind    string                    `yaml:"kind"`
+	Stack   string                    `yaml:"stack"`
+	Compose *composetypes.Config      `yaml:"compose"`
+	Configs map[string]manifestConfig `yaml:"configs,omitempty"`
+	Secrets map[string]manifestSecret `yaml:"secrets,omitempty"`
 }
 
 // manifestIn is the same document as Convert reads it: the compose part is
@@ -112,15 +113,50 @@ func decodeManifest(text string) (*manifestIn, *composetypes.Config, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("parse manifest compose section: %w", err)
 	}
+	sum := digest(raw)
+	validated := validatedManifests.has(sum)
 	cfg, err := load(composetypes.ConfigDetails{
 		WorkingDir:  loaderRoot,
 		ConfigFiles: []composetypes.ConfigFile{{Filename: "manifest", Config: dict}},
 		Environment: map[string]string{},
-	}, true)
+	}, loadOptions{skipInterpolation: true, skipValidation: validated})
 	if err != nil {
 		return nil, nil, fmt.Errorf("load manifest compose section: %w", err)
 	}
+	if !validated {
+		validatedManifests.add(sum)
+	}
 	return &m, cfg, nil
+}
+
+// validatedManifests remembers the digests of compose sections that passed
+// schema validation. Validation is most of the cost of a Convert, and the
+// reconciler converts the same manifest on every pass; the same text
+// cannot validate differently the second time.
+var validatedManifests = &digestSet{max: 512}
+
+// digestSet is a small set that forgets everything when it fills up,
+// which costs one re-validation per manifest and needs no bookkeeping.
+type digestSet struct {
+	mu  sync.Mutex
+	max int
+	m   map[string]struct{}
+}
+
+func (s *digestSet) has(d string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[d]
+	return ok
+}
+
+func (s *digestSet) add(d string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil || len(s.m) >= s.max {
+		s.m = make(map[string]struct{}, s.max)
+	}
+	s.m[d] = struct{}{}
 }
 
 // stripExtras drops every x- extension field. The loader keeps them but

@@ -343,7 +343,7 @@ func (p *project) load() (*composetypes.Config, error) {
 		}
 	}
 	details := p.details(p.files)
-	cfg, err := load(details, false)
+	cfg, err := load(details, loadOptions{})
 	if err == nil {
 		return cfg, nil
 	}
@@ -352,7 +352,7 @@ func (p *project) load() (*composetypes.Config, error) {
 	// alone, the merge itself failed, which the last file caused.
 	if len(p.files) > 1 {
 		for _, f := range p.files {
-			if _, ferr := load(p.details([]composeFile{f}), false); ferr != nil {
+			if _, ferr := load(p.details([]composeFile{f}), loadOptions{}); ferr != nil {
 				return nil, loadFault(f.rel, f.src, ferr)
 			}
 		}
@@ -376,15 +376,24 @@ func (p *project) details(files []composeFile) composetypes.ConfigDetails {
 // load is loader.Load made safe to call on any input: the loader's
 // transforms assume what schema validation should have guaranteed, and a
 // panic in a controller would take every application down with one file.
-func load(details composetypes.ConfigDetails, skipInterpolation bool) (cfg *composetypes.Config, err error) {
+func load(details composetypes.ConfigDetails, opts loadOptions) (cfg *composetypes.Config, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			cfg, err = nil, fmt.Errorf("compose file could not be loaded: %v", r)
 		}
 	}()
 	return loader.Load(details, func(o *loader.Options) {
-		o.SkipInterpolation = skipInterpolation
+		o.SkipInterpolation = opts.skipInterpolation
+		o.SkipValidation = opts.skipValidation
 	})
+}
+
+// loadOptions are the loader options a manifest load turns off: its text
+// is already interpolated (a "$" in it is literal), and validation can be
+// skipped for text that passed it before.
+type loadOptions struct {
+	skipInterpolation bool
+	skipValidation    bool
 }
 
 // origin is the compose file that last set the dotted field: with several

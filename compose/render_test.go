@@ -19,7 +19,7 @@ import (
 func fixture(t *testing.T) Dir {
 	t.Helper()
 	root := t.TempDir()
-	if err := os.CopyFS(filepath.Join(root, "stack"), os.DirFS("testdata/stack")); err != nil {
+	if err := copyFixture(root); err != nil {
 		t.Fatal(err)
 	}
 	return Dir{
@@ -28,6 +28,11 @@ func fixture(t *testing.T) Dir {
 		Files:    []string{"compose.yaml", "compose.prod.yaml"},
 		EnvFiles: []string{"app.env"},
 	}
+}
+
+// copyFixture copies testdata/stack to root/stack.
+func copyFixture(root string) error {
+	return os.CopyFS(filepath.Join(root, "stack"), os.DirFS("testdata/stack"))
 }
 
 func write(t *testing.T, d Dir, name, content string) {

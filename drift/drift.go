@@ -80,7 +80,7 @@ func Diff(desired, live swarm.ServiceSpec, opts Options) []Change {
 			continue
 		}
 		if f == "image" && dok && lok {
-			if sameImage(dv.text, lv.text) {
+			if SameImage(dv.text, lv.text) {
 				continue
 			}
 		} else if dv.text == lv.text && dok == lok {

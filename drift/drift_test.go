@@ -495,8 +495,8 @@ func TestSameImage(t *testing.T) {
 		{"not a ref", "app:1", false},
 	}
 	for _, tt := range tests {
-		if got := sameImage(tt.desired, tt.live); got != tt.same {
-			t.Errorf("sameImage(%q, %q) = %v, want %v", tt.desired, tt.live, got, tt.same)
+		if got := SameImage(tt.desired, tt.live); got != tt.same {
+			t.Errorf("SameImage(%q, %q) = %v, want %v", tt.desired, tt.live, got, tt.same)
 		}
 	}
 }

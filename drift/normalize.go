@@ -36,7 +36,7 @@ func flatten(s swarm.ServiceSpec, opts Options) fields {
 		c = &swarm.ContainerSpec{}
 	}
 
-	// The image is compared by sameImage, not as text: see there.
+	// The image is compared by SameImage, not as text: see there.
 	f.set("image", c.Image)
 	// The daemon treats an empty Command or Args like an absent one (the
 	// image's entrypoint and cmd apply), and JSON round trips turn one
@@ -146,14 +146,16 @@ func (f fields) label(opts Options, field, key, v string) {
 	f.set(field, v)
 }
 
-// sameImage reports whether two image references name the same image.
+// SameImage reports whether two image references name the same image; it is
+// the rule Diff uses for the "image" field, exported so that a writer that
+// keeps a live digest pinned can keep it only when this says so.
 // The docker client writes the familiar form with a tag
 // (docker.io/library/app becomes app:latest) before sending a service, and
 // a digest may be pinned after the tag (app:1@sha256:…) by the client or the
 // backend resolving it against a registry. A tag in the repository and
 // tag@digest on the swarm are therefore the same image unless the tag
 // differs; a digest in the repository must match the live digest.
-func sameImage(desired, live string) bool {
+func SameImage(desired, live string) bool {
 	if desired == live {
 		return true
 	}

@@ -74,6 +74,11 @@ func (o *Options) defaults() {
 type SyncRequest struct {
 	// By names who asked, for the release record and the logs.
 	By string
+	// Prune lets this sync's sweep delete, even when the application's
+	// policy does not prune.
+	Prune bool
+	// DryRun plans and reports without writing anything.
+	DryRun bool
 	// done receives the pass result once.
 	done chan Result
 }
@@ -98,6 +103,7 @@ type appState struct {
 	running  bool
 	failures int
 	pending  []*SyncRequest
+	sweep    sweepState
 }
 
 // Controller reconciles a set of applications.

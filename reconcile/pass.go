@@ -72,6 +72,7 @@ var steps = []step{
 	{"observe", (*Controller).observe},
 	{"gate", (*Controller).gate},
 	{"apply", (*Controller).apply},
+	{"sweep", (*Controller).sweepStep},
 	{"confirm", (*Controller).confirm},
 }
 
@@ -169,8 +170,15 @@ func (c *Controller) observe(ctx context.Context, p *pass) error {
 
 // gate stops a manual application that was not asked to sync: it has been
 // planned and reported, and that is all it gets.
-func (c *Controller) gate(_ context.Context, p *pass) error {
+func (c *Controller) gate(ctx context.Context, p *pass) error {
+	if p.request != nil && p.request.DryRun {
+		return errGated
+	}
 	if p.app.SyncPolicy.Automated == nil && p.request == nil {
+		// Not applied, but what a sync would remove is still worth showing.
+		if err := c.sweepStep(ctx, p); err != nil {
+			p.log.Warn("could not work out pending removals", "error", err)
+		}
 		return errGated
 	}
 	return nil

@@ -152,10 +152,8 @@ type Plan struct {
 
 // claimed is what History says about one resource.
 type claimed struct {
-	own      int // index in History of the newest own record declaring it; -1 if none
-	foreign  int // index of the newest other owner's record declaring it; -1 if none
-	ownRev   int
-	foreignC *Claim
+	own     int // index in History of the newest own record declaring it; -1 if none
+	foreign int // index of the newest other owner's record declaring it; -1 if none
 }
 
 // Decide sorts the stack's live resources into what may be deleted, what is
@@ -174,8 +172,7 @@ func Decide(in Input) Plan {
 	foreignUnread := -1
 	var ownUnread []int
 	claims := map[string]*claimed{}
-	for i := range in.History {
-		c := &in.History[i]
+	for i, c := range in.History {
 		if c.Declared == nil {
 			err := c.Err
 			if err == nil {
@@ -199,9 +196,9 @@ func Decide(in Input) Plan {
 				}
 				switch {
 				case owners[c.Owner] && cl.own < 0:
-					cl.own, cl.ownRev = i, c.Revision
+					cl.own = i
 				case !owners[c.Owner] && cl.foreign < 0:
-					cl.foreign, cl.foreignC = i, c
+					cl.foreign = i
 				}
 			}
 		}
@@ -238,10 +235,11 @@ func Decide(in Input) Plan {
 			cl := claims[it.Key()]
 			switch {
 			case cl == nil || cl.own < 0:
-				it.Reason = unmanagedReason(cl, ownUnread)
+				it.Reason = unmanagedReason(in.History, cl, ownUnread)
 				p.Unmanaged = append(p.Unmanaged, it)
 			case cl.foreign >= 0 && cl.foreign < cl.own:
-				it.Reason = fmt.Sprintf("declared since by revision %d of %s", cl.foreignC.Revision, cl.foreignC.Owner)
+				c := in.History[cl.foreign]
+				it.Reason = fmt.Sprintf("declared since by revision %d of %s", c.Revision, c.Owner)
 				p.Kept = append(p.Kept, it)
 			case foreignUnread >= 0 && foreignUnread < cl.own:
 				c := in.History[foreignUnread]
@@ -251,7 +249,7 @@ func Decide(in Input) Plan {
 				it.Reason = "what the current revision declares is unknown, so nothing is deleted"
 				p.Kept = append(p.Kept, it)
 			default:
-				it.Reason = fmt.Sprintf("declared by revision %d, not by the current one", cl.ownRev)
+				it.Reason = fmt.Sprintf("declared by revision %d, not by the current one", in.History[cl.own].Revision)
 				proven = append(proven, it)
 			}
 		}
@@ -359,10 +357,11 @@ func stillUsedBy(users []string, deleting map[string]bool) []string {
 
 // unmanagedReason says what little is known about a resource no record of
 // this application declares.
-func unmanagedReason(cl *claimed, ownUnread []int) string {
+func unmanagedReason(history []Claim, cl *claimed, ownUnread []int) string {
 	switch {
-	case cl != nil && cl.foreignC != nil:
-		return fmt.Sprintf("declared by revision %d of %s, not by this application", cl.foreignC.Revision, cl.foreignC.Owner)
+	case cl != nil && cl.foreign >= 0:
+		c := history[cl.foreign]
+		return fmt.Sprintf("declared by revision %d of %s, not by this application", c.Revision, c.Owner)
 	case len(ownUnread) > 0:
 		return fmt.Sprintf("not declared by any readable revision; revision %s could not be read", joinInts(ownUnread))
 	default:

@@ -125,10 +125,10 @@ func (r Report) Messages() []string {
 //
 // Each capability it lacks costs its part and is named in Report.Degraded:
 // without ResourceLister only services are swept; without LiveDrift only
-// services are (no spec says what is in use); without DeclaredLister the
-// history is converted with LiveDrift.DesiredServices, whose records that
-// mounted since-deleted objects fail and prove nothing; without
-// ResourceRemover the plan is reported as a dry run.
+// services are too, because no spec says what else is still in use; without
+// DeclaredLister the history is converted with LiveDrift.DesiredServices, so
+// a record that mounted something since deleted fails and proves nothing;
+// without ResourceRemover the plan is reported as a dry run.
 //
 // A failed read returns an error and deletes nothing. A failed deletion does
 // not: it is reported, counted in Report.Failures and retried next pass.

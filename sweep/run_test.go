@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/flotilla-gitops/flotilla/capability"
@@ -147,11 +148,37 @@ func (s *store) remove(k Kind, id string, del func(name string)) error {
 
 // The fakes, each named for what it lacks.
 type (
-	fullFake        struct{ core; drift; declarer; lister; remover }
-	fakeNoRemover   struct{ core; drift; declarer; lister }
-	fakeNoLister    struct{ core; drift; declarer; remover }
-	fakeNoDeclared  struct{ core; drift; lister; remover }
-	fakeNoDrift     struct{ core; declarer; lister; remover }
+	fullFake struct {
+		core
+		drift
+		declarer
+		lister
+		remover
+	}
+	fakeNoRemover struct {
+		core
+		drift
+		declarer
+		lister
+	}
+	fakeNoLister struct {
+		core
+		drift
+		declarer
+		remover
+	}
+	fakeNoDeclared struct {
+		core
+		drift
+		lister
+		remover
+	}
+	fakeNoDrift struct {
+		core
+		declarer
+		lister
+		remover
+	}
 	fakeBackendOnly struct{ core }
 	// wrapper decorates a backend and hides its methods, as a per-application
 	// wrapper does; capabilities must still be found through Unwrap.
@@ -187,8 +214,8 @@ var (
 
 	_ charts.Backend = (*fakeBackendOnly)(nil)
 
-	_ charts.Backend      = (*wrapper)(nil)
-	_ capability.Wrapper  = (*wrapper)(nil)
+	_ charts.Backend     = (*wrapper)(nil)
+	_ capability.Wrapper = (*wrapper)(nil)
 )
 
 func (w *wrapper) DeployStack(ctx context.Context, r charts.DeployRequest) (charts.DeployResult, error) {
@@ -197,7 +224,9 @@ func (w *wrapper) DeployStack(ctx context.Context, r charts.DeployRequest) (char
 func (w *wrapper) StackServices(ctx context.Context, s string) []charts.ServiceState {
 	return w.inner.StackServices(ctx, s)
 }
-func (w *wrapper) RemoveStack(ctx context.Context, s string) error { return w.inner.RemoveStack(ctx, s) }
+func (w *wrapper) RemoveStack(ctx context.Context, s string) error {
+	return w.inner.RemoveStack(ctx, s)
+}
 func (w *wrapper) Releases(ctx context.Context, r string) ([]charts.Release, error) {
 	return w.inner.Releases(ctx, r)
 }
@@ -321,7 +350,7 @@ func TestRun_withoutResourceRemoverReportsADryRun(t *testing.T) {
 	if len(s.removed) != 0 {
 		t.Fatalf("removed %v without a remover", s.removed)
 	}
-	if !rep.DryRun || keys(rep.Plan.Delete) == nil || !slices.Equal(keys(rep.Plan.Delete), everyRemoval) {
+	if !rep.DryRun || !slices.Equal(keys(rep.Plan.Delete), everyRemoval) {
 		t.Errorf("DryRun=%v Delete=%v, want a dry run of %v", rep.DryRun, keys(rep.Plan.Delete), everyRemoval)
 	}
 	msgs := rep.Messages()
@@ -485,4 +514,8 @@ func TestRefsOf(t *testing.T) {
 			t.Errorf("refs[%s] = %v, want [s_web]", k, refs[k])
 		}
 	}
+}
+
+func mountVolume(name string) mount.Mount {
+	return mount.Mount{Type: mount.TypeVolume, Source: name, Target: "/data"}
 }

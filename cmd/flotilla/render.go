@@ -9,6 +9,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -145,7 +146,8 @@ func renderDir(opts renderOptions) (compose.Dir, error) {
 
 // renderedObjects is what render prints of a compose.Stack: the objects a
 // deploy writes, in the swarm API's own field names. Secrets are listed by
-// name with their labels; Convert never fills their data.
+// name with their labels; Convert never fills their data. Config data is
+// shown as text, or base64 when it is not UTF-8.
 type renderedObjects struct {
 	Services         any      `json:"services"`
 	Networks         any      `json:"networks,omitempty"`
@@ -159,13 +161,17 @@ type renderedObjects struct {
 }
 
 func formatObjects(st *compose.Stack, format string) ([]byte, error) {
-	secrets := map[string]map[string]string{}
+	secrets := map[string]any{}
 	for name, s := range st.Secrets {
-		secrets[name] = s.Labels
+		secrets[name] = map[string]any{"labels": s.Labels}
 	}
 	configs := map[string]any{}
 	for name, c := range st.Configs {
-		configs[name] = map[string]any{"labels": c.Labels, "data": string(c.Data)}
+		if utf8.Valid(c.Data) {
+			configs[name] = map[string]any{"labels": c.Labels, "data": string(c.Data)}
+		} else {
+			configs[name] = map[string]any{"labels": c.Labels, "base64": c.Data}
+		}
 	}
 	obj := renderedObjects{
 		Services:         st.Services,
