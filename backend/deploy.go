@@ -20,6 +20,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/drift"
 )
 
 // maxCASAttempts bounds how often one service write is tried when another
@@ -302,10 +303,12 @@ func (b *Backend) updateSpec(ctx context.Context, live swarm.Service, desired sw
 	if cs == nil || lcs == nil {
 		return spec
 	}
-	if live.Spec.Labels[LabelImage] == desired.Labels[LabelImage] {
-		// The reference in git did not change: keep the image as the swarm
-		// holds it, which may be pinned to a digest, so a tag and its
-		// digest are not mistaken for a new image.
+	if live.Spec.Labels[LabelImage] == desired.Labels[LabelImage] && drift.SameImage(cs.Image, lcs.Image) {
+		// The reference in git did not change and the live image is that
+		// reference (perhaps pinned to a digest): keep it, so a tag and its
+		// digest are not mistaken for a new image. The label alone is not
+		// enough: `docker service update --image` leaves it behind, and
+		// keeping that image would make self-heal write the drift back.
 		c := *cs
 		c.Image = lcs.Image
 		spec.TaskTemplate.ContainerSpec = &c

@@ -93,7 +93,9 @@ func (b *Backend) waitTasksGone(ctx context.Context, services []swarm.Service) e
 	defer tick.Stop()
 	for {
 		tasks, err := b.api.TaskList(ctx, swarm.TaskListOptions{})
-		if err == nil && !slices.ContainsFunc(tasks, func(t swarm.Task) bool { return removed[t.ServiceID] }) {
+		// Terminal tasks hold no container or attachment, and Swarm keeps
+		// a finished job's tasks after its service is gone.
+		if err == nil && !slices.ContainsFunc(tasks, func(t swarm.Task) bool { return removed[t.ServiceID] && !terminalTask(t.Status.State) }) {
 			return nil
 		}
 		select {
@@ -156,4 +158,13 @@ func (b *Backend) RemoveSecret(ctx context.Context, id string) error {
 		return fmt.Errorf("remove secret %s: %w", id, err)
 	}
 	return nil
+}
+
+func terminalTask(s swarm.TaskState) bool {
+	switch s {
+	case swarm.TaskStateComplete, swarm.TaskStateFailed, swarm.TaskStateShutdown,
+		swarm.TaskStateRejected, swarm.TaskStateOrphaned, swarm.TaskStateRemove:
+		return true
+	}
+	return false
 }

@@ -10,7 +10,9 @@ type Dir struct {
 	Path string
 	// Files are compose files relative to Path, merged in order. Default
 	// docker-compose.yml (or compose.yaml / compose.yml / docker-compose.yaml,
-	// whichever exists first).
+	// whichever exists first). As with `docker stack deploy`, relative paths
+	// inside them (config, secret and env_file paths) are relative to the
+	// directory of the first file.
 	Files []string
 	// EnvFiles feed interpolation, relative to Path. The process
 	// environment never does.

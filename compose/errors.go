@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -37,16 +36,25 @@ var (
 // loadFault turns an error of loader.Load about one compose file into a
 // fault.Error naming the file, the field when the message gives it, and the
 // line when the field can be found in the file's YAML.
-func loadFault(file string, src []byte, err error) *fault.Error {
-	fe := &fault.Error{File: file, Err: err}
+func loadFault(f composeFile, err error) *fault.Error {
+	fe := &fault.Error{File: f.rel, Err: err}
+	src := f.src
 	var forbidden *loader.ForbiddenPropertiesError
 	if errors.As(err, &forbidden) {
-		names := make([]string, 0, len(forbidden.Properties))
-		for name := range forbidden.Properties {
-			names = append(names, name)
+		// The loader says which options, not where: find the first use.
+		services, _ := f.dict["services"].(map[string]any)
+		for _, name := range sortedKeys(services) {
+			svc, _ := services[name].(map[string]any)
+			for _, opt := range sortedKeys(forbidden.Properties) {
+				if _, ok := svc[opt]; ok {
+					fe.Field = "services." + name + "." + opt
+					fe.Line = lineOf(src, fe.Field)
+					fe.Err = fmt.Errorf("%s is not supported by docker stack deploy: %s", opt, forbidden.Properties[opt])
+					return fe
+				}
+			}
 		}
-		slices.Sort(names)
-		fe.Err = fmt.Errorf("unsupported service options %s: %s", strings.Join(names, ", "), forbidden.Properties[names[0]])
+		fe.Err = fmt.Errorf("unsupported service options: %s", strings.Join(sortedKeys(forbidden.Properties), ", "))
 		return fe
 	}
 	msg := err.Error()

@@ -2,12 +2,14 @@ package compose
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -49,8 +51,10 @@ const loaderTop = "/flotilla-checkout"
 //     controller's environment, so a render means the same on every host.
 //   - Every file is read through source.Contain: nothing outside the
 //     checkout, by "..", absolute path or symlink, is ever opened.
-//   - Configs and secrets the stack creates get a content-hashed name (see
-//     hashedName), so a change rolls out as a new object. One with an
+//   - Configs and secrets the stack creates get a content-hashed name,
+//     "<stack>_<key>-<10 hex digits of sha256>" (the key is shortened to
+//     fit Swarm's 64 characters), so a change rolls out as a new object
+//     and the services' references follow it. One with an
 //     explicit `name:` keeps it: the author opted out of rotation, and a
 //     changed file then cannot replace the object while it is in use.
 //   - A relative bind mount source is refused: it would resolve inside the
@@ -60,7 +64,7 @@ const loaderTop = "/flotilla-checkout"
 // the field and line when they are known.
 func Render(stack string, d Dir) (*Rendered, error) {
 	if err := checkStack(stack); err != nil {
-		return nil, err
+		return nil, &fault.Error{Field: "stack", Err: err}
 	}
 	p, err := openProject(d)
 	if err != nil {
@@ -86,6 +90,7 @@ func Render(stack string, d Dir) (*Rendered, error) {
 type project struct {
 	root  string // Dir.Root as given
 	dir   string // project directory relative to root, slash-separated, "." for root
+	work  string // directory of the first compose file, relative to root
 	env   map[string]string
 	files []composeFile
 	warns []string
@@ -117,20 +122,27 @@ func openProject(d Dir) (*project, error) {
 	return &project{root: d.Root, dir: dir, env: map[string]string{}}, nil
 }
 
-// repoRel is name (relative to the project directory) relative to the
-// repository root, slash-separated, as messages show it.
-func (p *project) repoRel(name string) string {
-	return path.Join(p.dir, filepath.ToSlash(name))
+// repoRel is name, relative to base (itself relative to the repository
+// root), relative to the repository root: slash-separated, as messages show
+// it. An absolute name is shown as given.
+func repoRel(base, name string) string {
+	if filepath.IsAbs(name) {
+		return filepath.ToSlash(name)
+	}
+	return path.Join(base, filepath.ToSlash(name))
 }
 
-// read returns the content of name, relative to the project directory,
-// refusing anything outside the checkout. Error messages name the file by
-// its repository path, never by where the checkout happens to be.
-func (p *project) read(name string) ([]byte, error) {
-	rel := p.repoRel(name)
+// read returns the content of name, relative to the project directory.
+func (p *project) read(name string) ([]byte, error) { return p.readAt(p.dir, name) }
+
+// readAt returns the content of name, relative to base, refusing anything
+// outside the checkout. Error messages name the file by its repository
+// path, never by where the checkout happens to be.
+func (p *project) readAt(base, name string) ([]byte, error) {
 	if filepath.IsAbs(name) {
 		return nil, fmt.Errorf("%q: %w (absolute path)", name, source.ErrOutsideRepository)
 	}
+	rel := repoRel(base, name)
 	abs, err := source.Contain(p.root, filepath.FromSlash(rel))
 	if err != nil {
 		return nil, err
@@ -147,7 +159,7 @@ func (p *project) read(name string) ([]byte, error) {
 }
 
 func (p *project) exists(name string) bool {
-	abs, err := source.Contain(p.root, filepath.FromSlash(p.repoRel(name)))
+	abs, err := source.Contain(p.root, filepath.FromSlash(repoRel(p.dir, name)))
 	if err != nil {
 		return false
 	}
@@ -165,10 +177,10 @@ func (p *project) readEnvFiles(names []string) error {
 	for _, name := range names {
 		data, err := p.read(name)
 		if err != nil {
-			return &fault.Error{File: p.repoRel(name), Err: err}
+			return &fault.Error{File: repoRel(p.dir, name), Err: err}
 		}
 		if err := parseDotenv(data, p.env); err != nil {
-			fe := &fault.Error{File: p.repoRel(name), Err: err}
+			fe := &fault.Error{File: repoRel(p.dir, name), Err: err}
 			var le *lineError
 			if errors.As(err, &le) {
 				fe.Line, fe.Err = le.line, le.err
@@ -191,8 +203,11 @@ func (p *project) readComposeFiles(names []string) error {
 			return &fault.Error{File: p.dir, Err: fmt.Errorf("no compose file (%s): %w", strings.Join(defaultFiles, ", "), fs.ErrNotExist)}
 		}
 	}
+	// Like `docker stack deploy`, paths inside the files are relative to
+	// the directory of the first one.
+	p.work = path.Dir(repoRel(p.dir, names[0]))
 	for _, name := range names {
-		rel := p.repoRel(name)
+		rel := repoRel(p.dir, name)
 		src, err := p.read(name)
 		if err != nil {
 			return &fault.Error{File: rel, Err: err}
@@ -255,13 +270,13 @@ func (p *project) inlineEnvFiles(file string, src []byte, dict map[string]any) e
 			if err != nil {
 				return fail(err)
 			}
-			data, err := p.read(name)
+			data, err := p.readAt(p.work, name)
 			if err != nil {
 				return fail(err)
 			}
 			lines, err := kvfile.ParseFromReader(bytes.NewReader(data), p.lookup)
 			if err != nil {
-				return fail(fmt.Errorf("env file %s: %w", p.repoRel(name), err))
+				return fail(fmt.Errorf("env file %s: %w", repoRel(p.work, name), err))
 			}
 			for _, l := range lines {
 				k, v, _ := strings.Cut(l, "=")
@@ -353,12 +368,12 @@ func (p *project) load() (*composetypes.Config, error) {
 	if len(p.files) > 1 {
 		for _, f := range p.files {
 			if _, ferr := load(p.details([]composeFile{f}), loadOptions{}); ferr != nil {
-				return nil, loadFault(f.rel, f.src, ferr)
+				return nil, loadFault(f, ferr)
 			}
 		}
 	}
 	last := p.files[len(p.files)-1]
-	return nil, loadFault(last.rel, last.src, err)
+	return nil, loadFault(last, err)
 }
 
 func (p *project) details(files []composeFile) composetypes.ConfigDetails {
@@ -367,7 +382,7 @@ func (p *project) details(files []composeFile) composetypes.ConfigDetails {
 		cf = append(cf, composetypes.ConfigFile{Filename: f.rel, Config: f.dict})
 	}
 	return composetypes.ConfigDetails{
-		WorkingDir:  path.Join(loaderRoot, p.dir),
+		WorkingDir:  path.Join(loaderRoot, p.work),
 		ConfigFiles: cf,
 		Environment: p.env,
 	}
@@ -514,9 +529,29 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 	if err != nil {
 		return nil, err
 	}
+	// Convert once now: what the loader accepts and convert refuses (an
+	// undeclared network or config, a bad restart policy) is bad input too,
+	// and is better reported against its file here than at deploy time.
+	// It also leaves the manifest in the validated set for the deploy.
+	if _, err := Convert(context.Background(), text, stack, nil); err != nil {
+		return nil, p.convertFault(err)
+	}
 	out.Manifest = text
 	out.Warnings = p.warns
 	return out, nil
+}
+
+// serviceErrRE finds the service convert.Services names in its errors.
+var serviceErrRE = regexp.MustCompile(`convert services: service (\S+?): (.*)$`)
+
+// convertFault reports a conversion error against the service and the
+// file that defined it, when the message names one.
+func (p *project) convertFault(err error) error {
+	if m := serviceErrRE.FindStringSubmatch(err.Error()); m != nil {
+		return p.fault("services."+m[1], errors.New(m[2]))
+	}
+	f := p.files[len(p.files)-1]
+	return &fault.Error{File: f.rel, Err: err}
 }
 
 // fileObject reads the content of one config or secret the stack creates
@@ -528,18 +563,18 @@ func (p *project) fileObject(stack, kind, key string, obj *composetypes.FileObje
 		return nil, "", nil
 	}
 	field := kind + "." + key + ".file"
-	workDir := path.Join(loaderRoot, p.dir)
-	if obj.File == "" || obj.File == workDir {
+	if obj.File == "" || obj.File == path.Join(loaderRoot, p.work) {
 		return nil, "", p.fault(kind+"."+key, errors.New("no file: set file: to a path in the repository, or external: true"))
 	}
 	if !within(loaderRoot, obj.File) {
 		return nil, "", p.fault(field, fmt.Errorf("%q: %w", p.userPath(obj.File), source.ErrOutsideRepository))
 	}
-	rel, err := filepath.Rel(workDir, obj.File)
+	// loaderRoot stands for the repository root.
+	rel, err := filepath.Rel(loaderRoot, obj.File)
 	if err != nil {
 		return nil, "", p.fault(field, err)
 	}
-	data, err := p.read(rel)
+	data, err := p.readAt(".", rel)
 	if err != nil {
 		return nil, "", p.fault(field, err)
 	}
@@ -558,7 +593,7 @@ func (p *project) fileObject(stack, kind, key string, obj *composetypes.FileObje
 // have written it: relative to the project when it was relative.
 func (p *project) userPath(abs string) string {
 	if within(loaderTop, abs) {
-		if rel, err := filepath.Rel(path.Join(loaderRoot, p.dir), abs); err == nil {
+		if rel, err := filepath.Rel(path.Join(loaderRoot, p.work), abs); err == nil {
 			rel = filepath.ToSlash(rel)
 			if !strings.HasPrefix(rel, "../") {
 				rel = "./" + rel

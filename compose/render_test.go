@@ -349,7 +349,7 @@ func TestRenderRefusesPathsOutsideTheCheckout(t *testing.T) {
 		}, "../outside.txt", ""},
 		{"interpolation env file outside", func(t *testing.T, d *Dir, outside string) {
 			d.EnvFiles = []string{"/etc/hostname"}
-		}, "stack/etc/hostname", ""},
+		}, "/etc/hostname", ""},
 		{"project path outside", func(t *testing.T, d *Dir, outside string) {
 			d.Path = "../"
 		}, "..", ""},
@@ -425,7 +425,12 @@ func TestRenderReportsBadInputWithFileAndField(t *testing.T) {
 			file: "stack/compose.yaml", field: "configs.c", line: 5},
 		{name: "required variable", compose: "services:\n  web:\n    image: nginx:${TAG:?set TAG}\n",
 			file: "stack/compose.yaml", field: "services.web.image", line: 3, msg: "set TAG"},
-		{name: "forbidden option", compose: "services:\n  web:\n    image: nginx\n    extends: base\n", file: "stack/compose.yaml", msg: "extends"},
+		{name: "forbidden option", compose: "services:\n  web:\n    image: nginx\n    extends: base\n",
+			file: "stack/compose.yaml", field: "services.web.extends", line: 4, msg: "extends"},
+		{name: "undeclared network", compose: "services:\n  web:\n    image: nginx\n    networks: [nowhere]\n",
+			file: "stack/compose.yaml", field: "services.web", line: 2, msg: "nowhere"},
+		{name: "undeclared config", compose: "services:\n  web:\n    image: nginx\n    configs: [nothing]\n",
+			file: "stack/compose.yaml", field: "services.web", line: 2, msg: "nothing"},
 		{name: "not a mapping", compose: "- just\n- a list\n", file: "stack/compose.yaml"},
 		{name: "bad override", compose: "services:\n  web:\n    image: nginx\n", files: []string{"compose.yaml", "over.yaml"},
 			extra: map[string]string{"over.yaml": "services:\n  web:\n    ports: [\"x:y\"]\n"}, file: "stack/over.yaml", field: "services.web.ports.0", line: 3},
@@ -574,5 +579,33 @@ func TestRenderRejectsBadStackNames(t *testing.T) {
 		if _, err := Render(s, fixture(t)); err == nil {
 			t.Errorf("stack %q accepted", s)
 		}
+	}
+}
+
+func TestRenderResolvesPathsFromTheFirstFilesDirectory(t *testing.T) {
+	d := fixture(t)
+	want := mustRender(t, "demo", d).Manifest
+	// The same files named from the repository root: config, secret and
+	// env_file paths still resolve next to compose.yaml, as with
+	// `docker stack deploy -c stack/compose.yaml`.
+	d.Path = ""
+	d.Files = []string{"stack/compose.yaml", "stack/compose.prod.yaml"}
+	d.EnvFiles = []string{"stack/app.env"}
+	if got := mustRender(t, "demo", d).Manifest; got != want {
+		t.Errorf("manifest differs:\n%s\n---\n%s", want, got)
+	}
+}
+
+func TestRenderWarnsAboutIgnoredOptions(t *testing.T) {
+	d := fixture(t)
+	write(t, d, "compose.yaml", "services:\n  web:\n    image: nginx\n    privileged: true\n    container_name: web1\n")
+	d.Files, d.EnvFiles = nil, nil
+	r := mustRender(t, "demo", d)
+	want := []string{
+		"ignoring unsupported service option privileged",
+		"ignoring deprecated service option container_name: Setting the container name is not supported.",
+	}
+	if !slices.Equal(r.Warnings, want) {
+		t.Errorf("warnings %q, want %q", r.Warnings, want)
 	}
 }

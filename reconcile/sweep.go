@@ -25,7 +25,8 @@ func pruneEnabled(p *pass) bool {
 // more for it.
 func (c *Controller) sweepStep(ctx context.Context, p *pass) error {
 	prev := c.sweepState(p.app.Name)
-	needed := p.deployed != nil || !prev.ran || p.request != nil || len(prev.failures) > 0
+	needed := p.deployed != nil || !prev.ran || p.request != nil || len(prev.failures) > 0 ||
+		prev.manifest != p.rendered.Manifest
 	if !needed {
 		return nil
 	}
@@ -46,7 +47,7 @@ func (c *Controller) sweepStep(ctx context.Context, p *pass) error {
 	if err != nil {
 		return transient("sweep", err)
 	}
-	c.setSweepState(p.app.Name, sweepState{ran: true, failures: rep.Failures})
+	c.setSweepState(p.app.Name, sweepState{ran: true, failures: rep.Failures, manifest: p.rendered.Manifest})
 	p.status.Sweep = sweepStatus(rep)
 	for _, it := range rep.Removed {
 		p.log.Info("swept resource the repository no longer declares", "kind", it.Kind, "name", it.Name)
@@ -100,6 +101,7 @@ func sweepStatus(rep sweep.Report) *application.SweepStatus {
 type sweepState struct {
 	ran              bool
 	failures         map[string]int
+	manifest         string // the manifest the last sweep compared against
 	ownStackReported bool
 }
 

@@ -9,8 +9,12 @@ import (
 
 // RefsOf builds Live.ServiceRefs from live services keyed by scoped name:
 // for every network, config, secret and named volume one of them uses, the
-// services that use it. The previous spec counts as much as the current one,
-// since a Swarm rollback goes back to it and needs what it mounted.
+// services that use it. For configs and secrets the previous spec counts as
+// much as the current one, since a Swarm rollback goes back to it and needs
+// what it mounted. Networks and volumes count from the current spec only: a
+// rollback cannot reattach a network the repository removed anyway, and
+// keeping one for the previous spec would keep it until that service next
+// changes, however long that is.
 //
 // networks is the stack's network listing, scoped name to id: a service
 // names its attachments by id, and the sweep knows networks by name.
@@ -30,16 +34,23 @@ func RefsOf(services map[string]swarm.Service, networks map[string]string) map[s
 	}
 	for _, name := range sortedKeys(services) {
 		s := services[name]
+		for _, n := range s.Spec.TaskTemplate.Networks {
+			if nn, ok := byID[n.Target]; ok {
+				add(KindNetwork, nn, name)
+			} else {
+				add(KindNetwork, n.Target, name)
+			}
+		}
+		if cs := s.Spec.TaskTemplate.ContainerSpec; cs != nil {
+			for _, m := range cs.Mounts {
+				if m.Type == mount.TypeVolume {
+					add(KindVolume, m.Source, name)
+				}
+			}
+		}
 		for _, spec := range []*swarm.ServiceSpec{&s.Spec, s.PreviousSpec} {
 			if spec == nil {
 				continue
-			}
-			for _, n := range spec.TaskTemplate.Networks {
-				if nn, ok := byID[n.Target]; ok {
-					add(KindNetwork, nn, name)
-				} else {
-					add(KindNetwork, n.Target, name)
-				}
 			}
 			cs := spec.TaskTemplate.ContainerSpec
 			if cs == nil {
@@ -50,11 +61,6 @@ func RefsOf(services map[string]swarm.Service, networks map[string]string) map[s
 			}
 			for _, c := range cs.Secrets {
 				add(KindSecret, c.SecretName, name)
-			}
-			for _, m := range cs.Mounts {
-				if m.Type == mount.TypeVolume {
-					add(KindVolume, m.Source, name)
-				}
 			}
 		}
 	}

@@ -265,7 +265,10 @@ func waitNoTasks(ctx context.Context, c *client.Client, services []swarm.Service
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		tasks, err := c.TaskList(ctx, swarm.TaskListOptions{})
-		if err == nil && !slices.ContainsFunc(tasks, func(t swarm.Task) bool { return removed[t.ServiceID] }) {
+		// A task in a terminal state holds no container and no network
+		// attachment; Swarm keeps finished job tasks around after their
+		// service is gone, so waiting for those would never end.
+		if err == nil && !slices.ContainsFunc(tasks, func(t swarm.Task) bool { return removed[t.ServiceID] && !terminal(t.Status.State) }) {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -277,6 +280,15 @@ func waitNoTasks(ctx context.Context, c *client.Client, services []swarm.Service
 		case <-time.After(150 * time.Millisecond):
 		}
 	}
+}
+
+func terminal(s swarm.TaskState) bool {
+	switch s {
+	case swarm.TaskStateComplete, swarm.TaskStateFailed, swarm.TaskStateShutdown,
+		swarm.TaskStateRejected, swarm.TaskStateOrphaned, swarm.TaskStateRemove:
+		return true
+	}
+	return false
 }
 
 // removeNetwork retries briefly: the daemon may still be detaching the last
