@@ -159,9 +159,30 @@ type Status struct {
 
 	Services []ServiceStatus `json:"services,omitempty"`
 
+	// Drift lists every field of every service whose live spec differs
+	// from what the repository converts to, while the repository has not
+	// moved. Values of secret-looking keys are masked.
+	Drift []Drift `json:"drift,omitempty"`
+	// RolledBack names services Swarm rolled back after a failed update.
+	// They are not healed into the failing spec again until git changes.
+	RolledBack []string `json:"rolledBack,omitempty"`
+	// OutOfBand names services another writer changed while this
+	// controller was writing them (a lost compare-and-swap).
+	OutOfBand []string `json:"outOfBand,omitempty"`
+
 	// Sweep is what the last sweep removed, would remove, or left alone and
 	// why; nil until a sweep has run.
 	Sweep *SweepStatus `json:"sweep,omitempty"`
+}
+
+// Drift is one field of one service that differs between the repository and
+// the swarm.
+type Drift struct {
+	Service string `json:"service"`
+	Field   string `json:"field"`
+	Desired string `json:"desired"`
+	Live    string `json:"live"`
+	Masked  bool   `json:"masked,omitempty"`
 }
 
 // SweepStatus reports one sweep of an application's stack.

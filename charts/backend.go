@@ -56,6 +56,10 @@ type DeployRequest struct {
 	// (owner, release, revision). They go on service labels only, never in
 	// the task template, so changing them restarts nothing.
 	Labels map[string]string
+	// Adopt lets the deploy take over a namespace that already holds
+	// services no Flotilla owner label accounts for (a stack someone
+	// deployed by hand). Without it such a namespace is refused.
+	Adopt bool
 	// Heal names services (scoped) to rewrite even when the spec they were
 	// last deployed with matches the manifest: their live spec drifted and
 	// self-heal asked for a correction.

@@ -447,6 +447,9 @@ func (p *project) fault(field string, err error) *fault.Error {
 // converting (an image that is not a reference) and what only a GitOps
 // deploy must (a bind mount of a path inside the checkout).
 func (p *project) checkServices(cfg *composetypes.Config) error {
+	// One file's services come out of the loader in map order; sort them
+	// so the same bad project always reports the same problem first.
+	slices.SortFunc(cfg.Services, func(a, b composetypes.ServiceConfig) int { return strings.Compare(a.Name, b.Name) })
 	for _, svc := range cfg.Services {
 		field := "services." + svc.Name
 		if svc.Image == "" {

@@ -104,6 +104,10 @@ func newHarness(t *testing.T, automated bool) *harness {
 	return &harness{t: t, repo: repo, backend: b, app: app, cache: t.TempDir()}
 }
 
+func (h *harness) controllerFetcher() *source.Fetcher {
+	return source.New(source.Options{CacheDir: filepath.Join(h.t.TempDir(), "git"), Logger: quiet})
+}
+
 // controller starts a fresh controller, as after a restart: new process
 // memory and, when fresh is set, an empty git cache.
 func (h *harness) controller(fresh bool) *reconcile.Controller {

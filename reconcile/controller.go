@@ -104,6 +104,11 @@ type appState struct {
 	failures int
 	pending  []*SyncRequest
 	sweep    sweepState
+
+	// rolledBack holds the services seen rolled back while the manifest
+	// was rolledBackManifest; they are not healed until it changes.
+	rolledBack         map[string]bool
+	rolledBackManifest string
 }
 
 // Controller reconciles a set of applications.
@@ -161,6 +166,12 @@ func (c *Controller) unavailable() []string {
 	b := c.opts.Backend
 	_, ok := capability.As[capability.LiveDrift](b)
 	check(ok, "live drift", "LiveDrift")
+	if ok {
+		_, named := capability.As[capability.NetworkNamer](b)
+		check(named, "network attachment drift", "NetworkNamer")
+	}
+	_, ok = capability.As[capability.OutOfBand](b)
+	check(ok, "out-of-band change reports", "OutOfBand")
 	_, ok = capability.As[capability.StackServicesReader](b)
 	check(ok, "trusted health reads", "StackServicesReader")
 	_, ok = capability.As[capability.StacksReader](b)
@@ -364,6 +375,18 @@ func (c *Controller) Statuses() []application.Status {
 	return out
 }
 
+// appBackend decorates the controller's backend for one pass of one
+// application. If the backend implements OutOfBand, a lost compare-and-swap
+// is reported against this application; otherwise such races are retried
+// without a report (and the status lists the feature as unavailable).
+func (c *Controller) appBackend(p *pass) charts.Backend {
+	b := c.opts.Backend
+	if ob, ok := capability.As[capability.OutOfBand](b); ok {
+		b = ob.WithOutOfBandNotifier(c.outOfBand(p))
+	}
+	return b
+}
+
 // pass runs the steps for one application and always publishes a status.
 func (c *Controller) pass(ctx context.Context, app application.Application, req *SyncRequest, snap *snapshot) (res Result) {
 	c.mu.Lock()
@@ -379,6 +402,8 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 	}
 	p.status.Name, p.status.Stack = app.Name, app.Stack
 	p.status.Unavailable = c.unavailable()
+	p.status.OutOfBand = nil
+	p.backend = c.appBackend(p)
 	var err error
 	for _, s := range steps {
 		if err = s.run(c, ctx, p); err != nil {

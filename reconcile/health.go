@@ -27,21 +27,7 @@ func (c *Controller) applyHealth(p *pass, snap *snapshot) {
 		p.status.Health, p.status.HealthMessage, p.status.Services = r.Health, r.Message, nil
 		return
 	}
-	byName := make(map[string]charts.ServiceState, len(states))
-	for _, s := range states {
-		byName[s.Name] = s
-	}
-	now := c.now()
-	results := map[string]health.Result{}
-	for _, scoped := range declaredServices(p) {
-		name := strings.TrimPrefix(scoped, p.app.Stack+"_")
-		s, ok := byName[name]
-		if !ok {
-			results[name] = health.Missing(declaredReplicas(p, scoped))
-			continue
-		}
-		results[name] = health.Service(s, now, health.Options{})
-	}
+	results := c.serviceResults(p, states)
 	rolled := health.Stack(results)
 	p.status.Health, p.status.HealthMessage = rolled.Health, rolled.Message
 	p.status.Services = p.status.Services[:0:0]
@@ -56,6 +42,26 @@ func (c *Controller) applyHealth(p *pass, snap *snapshot) {
 			Name: n, Health: r.Health, Running: int(r.Running), Desired: int(r.Desired), Message: r.Message,
 		})
 	}
+}
+
+// serviceResults judges every service the manifest declares against one
+// read of its stack; a declared service the read lacks is Missing.
+func (c *Controller) serviceResults(p *pass, states []charts.ServiceState) map[string]health.Result {
+	byName := make(map[string]charts.ServiceState, len(states))
+	for _, s := range states {
+		byName[s.Name] = s
+	}
+	now := c.now()
+	results := map[string]health.Result{}
+	for _, scoped := range declaredServices(p) {
+		name := strings.TrimPrefix(scoped, p.app.Stack+"_")
+		if s, ok := byName[name]; ok {
+			results[name] = health.Service(s, now, health.Options{})
+		} else {
+			results[name] = health.Missing(declaredReplicas(p, scoped))
+		}
+	}
+	return results
 }
 
 // declaredServices lists the scoped names of the services the pass's

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/application"
@@ -45,10 +46,20 @@ type pass struct {
 	latest   *charts.Release
 	action   charts.Action
 
+	// backend is the controller's backend decorated for this application
+	// (out-of-band notifier, allowlist, credentials) where it can be.
+	backend charts.Backend
+
+	drifted []string // scoped services whose live spec drifted
+	missing []string // scoped services declared but absent
+
 	deployed *charts.DeployResult
+	healed   *charts.DeployResult
 	recorded *charts.Release
-	status   application.Status
-	log      *slog.Logger
+
+	mu     sync.Mutex // guards status against the out-of-band notifier
+	status application.Status
+	log    *slog.Logger
 }
 
 // snapshot is one read of the swarm for many stacks; err is set when the read
@@ -70,8 +81,11 @@ var steps = []step{
 	{"render", (*Controller).render},
 	{"plan", (*Controller).plan},
 	{"observe", (*Controller).observe},
+	{"drift", (*Controller).detectDrift},
 	{"gate", (*Controller).gate},
 	{"apply", (*Controller).apply},
+	{"correct", (*Controller).correct},
+	{"wait", (*Controller).wait},
 	{"sweep", (*Controller).sweepStep},
 	{"confirm", (*Controller).confirm},
 }
@@ -190,20 +204,13 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 	if p.action == charts.Unchanged {
 		return nil
 	}
-	next := 1
-	if p.latest != nil {
-		next = p.latest.Revision + 1
-	}
-	res, err := c.opts.Backend.DeployStack(ctx, charts.DeployRequest{
+	next := p.latestRevision() + 1
+	res, err := p.backend.DeployStack(ctx, charts.DeployRequest{
 		Stack:    p.app.Stack,
 		Manifest: p.rendered.Manifest,
 		Secrets:  p.rendered.Secrets,
-		Labels: map[string]string{
-			LabelOwner:    p.owner,
-			LabelRelease:  p.app.Stack,
-			LabelRevision: strconv.Itoa(next),
-			LabelCommit:   p.rev.Commit,
-		},
+		Labels:   p.deployLabels(next),
+		Adopt:    p.app.Adopt,
 	})
 	if err != nil {
 		var fe *fault.Error
@@ -231,7 +238,7 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 		Time:     c.now(),
 		Trigger:  trigger,
 	}
-	if err := c.opts.Backend.RecordRelease(ctx, rec, p.app.History); err != nil {
+	if err := p.backend.RecordRelease(ctx, rec, p.app.History); err != nil {
 		c.forgetRelease(p.app.Stack)
 		return transient("record", err)
 	}
@@ -245,29 +252,49 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 // confirm plans again after a deploy. A release that still differs right
 // after its own deploy is reported rather than redeployed in a loop.
 func (c *Controller) confirm(ctx context.Context, p *pass) error {
-	if p.recorded == nil {
+	if p.recorded == nil && p.healed == nil {
 		return nil
 	}
-	latest, err := c.latestRelease(ctx, p.app.Stack)
-	if err != nil {
-		return transient("confirm", err)
+	if p.recorded != nil {
+		latest, err := c.latestRelease(ctx, p.app.Stack)
+		if err != nil {
+			return transient("confirm", err)
+		}
+		if a := charts.Plan(p.rendered.Manifest, p.owner, latest); a != charts.Unchanged {
+			return transient("confirm", fmt.Errorf("release %s still plans as %s right after revision %d was recorded", p.app.Stack, a, p.recorded.Revision))
+		}
+		p.status.Sync = application.Synced
+		p.status.SyncReason = application.ReasonNone
+		p.status.Revision = p.rev.Commit
+		p.status.LastAppliedRevision = p.recorded.Revision
+		p.status.LastSyncTime = c.now()
 	}
-	if a := charts.Plan(p.rendered.Manifest, p.owner, latest); a != charts.Unchanged {
-		return transient("confirm", fmt.Errorf("release %s still plans as %s right after revision %d was recorded", p.app.Stack, a, p.recorded.Revision))
-	}
-	p.status.Sync = application.Synced
-	p.status.SyncReason = application.ReasonNone
-	p.status.Revision = p.rev.Commit
-	p.status.LastAppliedRevision = p.recorded.Revision
-	p.status.LastSyncTime = c.now()
-	// Health after a deploy is read fresh: the batch snapshot predates it.
-	states, trusted, rerr := capability.ReadStack(ctx, c.opts.Backend, p.app.Stack)
+	// Health after a write is read fresh: the batch snapshot predates it.
+	states, trusted, rerr := capability.ReadStack(ctx, p.backend, p.app.Stack)
 	snap := &snapshot{stacks: map[string][]charts.ServiceState{}, err: rerr}
 	if trusted {
 		snap.stacks[p.app.Stack] = states
 	}
 	c.applyHealth(p, snap)
 	return nil
+}
+
+// latestRevision is the newest recorded revision number, 0 before the first.
+func (p *pass) latestRevision() int {
+	if p.latest == nil {
+		return 0
+	}
+	return p.latest.Revision
+}
+
+// deployLabels are the service labels a write of this pass stamps.
+func (p *pass) deployLabels(revision int) map[string]string {
+	return map[string]string{
+		LabelOwner:    p.owner,
+		LabelRelease:  p.app.Stack,
+		LabelRevision: strconv.Itoa(revision),
+		LabelCommit:   p.rev.Commit,
+	}
 }
 
 func splitOwner(owner string) (controller, app string, ok bool) {
