@@ -66,6 +66,20 @@ type Application struct {
 	Adopt bool `yaml:"adopt,omitempty"`
 	// History is how many revision records are kept. Default 10, minimum 1.
 	History int `yaml:"history,omitempty"`
+	// RegistryAuth names the registry credential this application's service
+	// writes carry, so every node can pull its private images. Default:
+	// none (pulls are anonymous, or use what each node has).
+	RegistryAuth *RegistryAuth `yaml:"registryAuth,omitempty"`
+}
+
+// RegistryAuth points at a Docker config.json on the controller's host,
+// typically a swarm secret mounted into the controller. Only its "auths"
+// section is read; credential helpers are not run. Like Credentials it holds
+// a path and never the secret, so the applications file stays safe to show.
+type RegistryAuth struct {
+	// File is the config.json's absolute path, such as
+	// /run/secrets/app-regcreds. Required.
+	File string `yaml:"file"`
 }
 
 // Source is a directory at a revision of a git repository.

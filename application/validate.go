@@ -137,6 +137,14 @@ func (c *checker) application(a *Application, p string) {
 		c.report(app, p+".history", ErrInvalid, "must be at least 1, not %d", a.History)
 	}
 	c.allow(app, p+".allow", &a.Allow)
+	if ra := a.RegistryAuth; ra != nil {
+		switch {
+		case ra.File == "":
+			c.report(app, p+".registryAuth.file", ErrRequired, "required: the absolute path of a Docker config.json, such as /run/secrets/%s-regcreds", app)
+		case !path.IsAbs(ra.File):
+			c.report(app, p+".registryAuth.file", ErrInvalid, "%q must be an absolute path on the controller's host", ra.File)
+		}
+	}
 }
 
 func (c *checker) dnsName(app, field, v string) {

@@ -22,8 +22,10 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/client"
 
+	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/regauth"
 )
 
 // Label keys Flotilla writes. Docker's own stack labels are used as the
@@ -82,12 +84,9 @@ type Options struct {
 
 // Backend deploys to and reads from one swarm. Methods are safe for
 // concurrent use. The With… methods return per-application copies that
-// share the client and the request counter.
-//
-// Not implemented yet: capability.AllowedReferences,
-// capability.ForbidSecrets and capability.RegistryAuth. Each will be one
-// more field of the per-application copy, set by its With… method the way
-// WithOutOfBandNotifier sets outOfBand, and checked where specs are written.
+// share the client and the request counter; what they set (allowlist,
+// forbidden names, registry credential, out-of-band notifier) is enforced
+// where specs are written, so it holds for every write that copy makes.
 type Backend struct {
 	api     *client.Client
 	counter *counter
@@ -98,6 +97,14 @@ type Backend struct {
 
 	// Per-application settings, set on copies.
 	outOfBand func(service string)
+	// allow and forbidden feed the guards (guard.go); the zero values are
+	// the strictest rules, so a copy nobody configured allows nothing
+	// outside its stacks.
+	allow     application.Allow
+	forbidden map[string]struct{}
+	// regAuth gives each service write its registry credential
+	// (regauth.go); nil sends none.
+	regAuth regauth.Resolver
 
 	// hooks lets tests step into a deploy; nil in production.
 	hooks *testHooks
@@ -120,6 +127,9 @@ var (
 	_ capability.SwarmSizer          = (*Backend)(nil)
 	_ capability.DeclaredLister      = (*Backend)(nil)
 	_ capability.OutOfBand           = (*Backend)(nil)
+	_ capability.AllowedReferences   = (*Backend)(nil)
+	_ capability.ForbidSecrets       = (*Backend)(nil)
+	_ capability.RegistryAuth        = (*Backend)(nil)
 )
 
 // New returns a Backend. It does not contact the daemon: a swarm that is

@@ -41,6 +41,7 @@ type deployPlan struct {
 	services []string // scoped names, sorted
 	live     map[string]swarm.Service
 	heal     map[string]bool
+	auth     map[string]string // scoped service name -> X-Registry-Auth
 }
 
 // DeployStack converges req.Stack to req.Manifest. It reads, converts and
@@ -101,6 +102,11 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 	for _, h := range req.Heal {
 		p.heal[h] = true
 	}
+	// Guards first: a refused stack learns nothing more about the swarm
+	// from this deploy than that it was refused.
+	if err := b.guard(req, decl, p.live); err != nil {
+		return nil, err
+	}
 
 	var problems []error
 	for _, name := range decl.ExternalNetworks {
@@ -155,6 +161,9 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 		return nil, fmt.Errorf("convert manifest: %w", err)
 	}
 	p.services = sortedKeys(p.stack.Services)
+	if p.auth, err = b.registryAuths(ctx, p.stack.Services); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -212,7 +221,7 @@ func (b *Backend) apply(ctx context.Context, req charts.DeployRequest, p *deploy
 		live, exists := p.live[name]
 		switch {
 		case !exists:
-			if err := b.createService(ctx, desired, req.Labels, hash); err != nil {
+			if err := b.createService(ctx, desired, req.Labels, hash, p.auth[name]); err != nil {
 				return res, fmt.Errorf("create service %s: %w", short, err)
 			}
 			res.Writes++
@@ -221,7 +230,7 @@ func (b *Backend) apply(ctx context.Context, req charts.DeployRequest, p *deploy
 		case live.Spec.Labels[LabelSpecHash] == hash && !p.heal[name]:
 			res.Unchanged = append(res.Unchanged, short)
 		default:
-			if err := b.updateService(ctx, log.With("service", short), live, desired, req.Labels, hash); err != nil {
+			if err := b.updateService(ctx, log.With("service", short), live, desired, req.Labels, hash, p.auth[name]); err != nil {
 				return res, fmt.Errorf("update service %s: %w", short, err)
 			}
 			res.Writes++
@@ -232,12 +241,14 @@ func (b *Backend) apply(ctx context.Context, req charts.DeployRequest, p *deploy
 	return res, nil
 }
 
-func (b *Backend) createService(ctx context.Context, desired swarm.ServiceSpec, labels map[string]string, hash string) error {
+// createService writes a new service. auth is its registry credential,
+// "" for none.
+func (b *Backend) createService(ctx context.Context, desired swarm.ServiceSpec, labels map[string]string, hash, auth string) error {
 	spec := withLabels(desired, labels, hash)
 	if b.resolve == ResolveChanged {
-		b.pinDigest(ctx, &spec)
+		b.pinDigest(ctx, &spec, auth)
 	}
-	r, err := b.api.ServiceCreate(ctx, spec, swarm.ServiceCreateOptions{})
+	r, err := b.api.ServiceCreate(ctx, spec, swarm.ServiceCreateOptions{EncodedRegistryAuth: auth, QueryRegistry: false})
 	if err != nil {
 		return err
 	}
@@ -251,13 +262,13 @@ func (b *Backend) createService(ctx context.Context, desired swarm.ServiceSpec, 
 // out-of-band notifier hears of it when the fresh read shows another writer
 // changed the spec (or when the backend gives up); a version moved by the
 // swarm's own bookkeeping, as right after a create, is not news.
-func (b *Backend) updateService(ctx context.Context, log *slog.Logger, live swarm.Service, desired swarm.ServiceSpec, labels map[string]string, hash string) error {
+func (b *Backend) updateService(ctx context.Context, log *slog.Logger, live swarm.Service, desired swarm.ServiceSpec, labels map[string]string, hash, auth string) error {
 	for attempt := 1; ; attempt++ {
-		spec := b.updateSpec(ctx, live, desired, labels, hash)
+		spec := b.updateSpec(ctx, live, desired, labels, hash, auth)
 		if b.hooks != nil && b.hooks.beforeServiceUpdate != nil {
 			b.hooks.beforeServiceUpdate(ctx, live.ID, attempt)
 		}
-		r, err := b.api.ServiceUpdate(ctx, live.ID, live.Version, spec, swarm.ServiceUpdateOptions{})
+		r, err := b.api.ServiceUpdate(ctx, live.ID, live.Version, spec, swarm.ServiceUpdateOptions{EncodedRegistryAuth: auth, QueryRegistry: false})
 		if err == nil {
 			b.warn(spec.Name, r.Warnings)
 			return nil
@@ -293,7 +304,7 @@ func (b *Backend) notifyOutOfBand(service string) {
 // updateSpec is the spec written over live: desired plus the deploy's
 // labels, keeping what `docker stack deploy` keeps so that an update does
 // not restart tasks for nothing.
-func (b *Backend) updateSpec(ctx context.Context, live swarm.Service, desired swarm.ServiceSpec, labels map[string]string, hash string) swarm.ServiceSpec {
+func (b *Backend) updateSpec(ctx context.Context, live swarm.Service, desired swarm.ServiceSpec, labels map[string]string, hash, auth string) swarm.ServiceSpec {
 	spec := withLabels(desired, labels, hash)
 	// ForceUpdate is a counter someone bumped to force a restart; writing
 	// the manifest's zero back would count as a change and restart again.
@@ -313,7 +324,7 @@ func (b *Backend) updateSpec(ctx context.Context, live swarm.Service, desired sw
 		c.Image = lcs.Image
 		spec.TaskTemplate.ContainerSpec = &c
 	} else if b.resolve == ResolveChanged {
-		b.pinDigest(ctx, &spec)
+		b.pinDigest(ctx, &spec, auth)
 	}
 	return spec
 }
@@ -332,8 +343,9 @@ func withLabels(desired swarm.ServiceSpec, labels map[string]string, hash string
 }
 
 // pinDigest replaces the image tag with tag@digest when the registry
-// answers within the resolve timeout, and leaves the tag otherwise.
-func (b *Backend) pinDigest(ctx context.Context, spec *swarm.ServiceSpec) {
+// answers within the resolve timeout, and leaves the tag otherwise. auth is
+// the service's registry credential, so a private image resolves too.
+func (b *Backend) pinDigest(ctx context.Context, spec *swarm.ServiceSpec, auth string) {
 	cs := spec.TaskTemplate.ContainerSpec
 	if cs == nil {
 		return
@@ -347,7 +359,7 @@ func (b *Backend) pinDigest(ctx context.Context, spec *swarm.ServiceSpec) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.resolveTimeout)
 	defer cancel()
-	di, err := b.api.DistributionInspect(rctx, cs.Image, "")
+	di, err := b.api.DistributionInspect(rctx, cs.Image, auth)
 	if err != nil {
 		b.log.Info("image digest not resolved; deploying the tag", "service", spec.Name, "image", cs.Image, "error", err)
 		return

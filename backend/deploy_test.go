@@ -281,9 +281,9 @@ func TestDeployStack_keepsPinnedImageWhileTagUnchanged(t *testing.T) {
 	swarmtest.Cleanup(t, stack)
 
 	deploy(t, b, stack, fixture{}, nil)
-	// Stand in for a digest a registry pinned: the live image differs from
-	// the reference in git, the stack image label does not.
-	pinned := swarmtest.Image2
+	// Stand in for a digest a registry pinned: the live image is the
+	// reference in git plus a digest, and the stack image label is unchanged.
+	pinned := swarmtest.Image + "@sha256:" + strings.Repeat("ab", 32)
 	updateBehindBack(t, services(t, b, stack)["worker"].ID, func(s *swarm.ServiceSpec) {
 		s.TaskTemplate.ContainerSpec.Image = pinned
 	})
@@ -296,8 +296,19 @@ func TestDeployStack_keepsPinnedImageWhileTagUnchanged(t *testing.T) {
 		t.Errorf("image after update with the same tag in git = %q, want the live %q", got, pinned)
 	}
 
+	// Another tag set behind the controller's back (docker service update
+	// --image leaves the stack image label alone) is not kept: it is drift,
+	// and keeping it would make self-heal write the drift back.
+	updateBehindBack(t, services(t, b, stack)["worker"].ID, func(s *swarm.ServiceSpec) {
+		s.TaskTemplate.ContainerSpec.Image = swarmtest.Image2
+	})
+	deploy(t, b, stack, fixture{Message: "third"}, nil)
+	if got := services(t, b, stack)["worker"].Spec.TaskTemplate.ContainerSpec.Image; got != swarmtest.Image {
+		t.Errorf("image after a hand-set tag = %q, want git's %q", got, swarmtest.Image)
+	}
+
 	// A new reference in git replaces the live image.
-	res = deploy(t, b, stack, fixture{Message: "other", WebImage: swarmtest.Image2}, nil)
+	res = deploy(t, b, stack, fixture{Message: "third", WebImage: swarmtest.Image2}, nil)
 	if !slices.Equal(res.Updated, []string{"web"}) {
 		t.Fatalf("updated %v, want web", res.Updated)
 	}

@@ -220,20 +220,15 @@ func TestBroker_cancelClosesAndIsIdempotent(t *testing.T) {
 
 func TestBroker_concurrentPublishersAndSubscribers(t *testing.T) {
 	b := NewBroker(BrokerOptions{BufferSize: 16, QueueSize: 8})
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var wg sync.WaitGroup
+	var subs []<-chan Event
 	for range 4 {
-		wg.Go(func() {
-			for range 200 {
-				b.Publish(Event{Type: HealthChanged})
-			}
-		})
+		ch, stop := b.Subscribe(t.Context(), 0)
+		defer stop()
+		subs = append(subs, ch)
 	}
-	for range 4 {
+	var wg sync.WaitGroup
+	for _, ch := range subs {
 		wg.Go(func() {
-			ch, stop := b.Subscribe(ctx, 0)
-			defer stop()
 			var last uint64
 			for e := range ch {
 				if e.Type != Lagged && e.ID <= last {
@@ -246,10 +241,19 @@ func TestBroker_concurrentPublishersAndSubscribers(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	var pub sync.WaitGroup
+	for range 4 {
+		pub.Go(func() {
+			for range 200 {
+				b.Publish(Event{Type: HealthChanged})
+			}
+		})
+	}
+	pub.Wait()
 	if b.LastID() != 800 {
 		t.Fatalf("LastID = %d, want 800", b.LastID())
 	}
+	wg.Wait() // every reader either saw 800 or was cut off with Lagged
 }
 
 func TestProgressOf(t *testing.T) {

@@ -1,0 +1,163 @@
+// Package api serves Flotilla's HTTP API: application status, explicit syncs,
+// rollbacks and refreshes as JSON under /api/v1, the event stream as
+// Server-Sent Events, health and readiness probes, and Prometheus metrics.
+//
+// Handlers return errors; one writer turns them into a JSON Error, sanitised
+// and logged once. Every request passes through the same middleware (recover,
+// access log, authentication), and the event stream flushes through all of
+// it, which the tests check.
+package api
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/metrics"
+)
+
+// Options configure the API handler.
+type Options struct {
+	// Controller answers for applications. Required.
+	Controller Controller
+	// Events feeds GET /api/v1/events; nil answers that route with 501.
+	Events *events.Broker
+	// Metrics is served on /metrics; nil serves 404 there.
+	Metrics *metrics.Metrics
+	// Ready is called by /readyz; nil means always ready.
+	Ready func() error
+	// Logger receives structured logs. Default slog.Default().
+	Logger *slog.Logger
+
+	// Auth.
+	//
+	// Tokens are the accepted bearer tokens (see TokensFromEnv).
+	Tokens Tokens
+	// NoAuth serves every route without a token, all as admin. Only for a
+	// loopback listener, which CheckListen enforces before serving.
+	NoAuth bool
+	// PublicMetrics serves /metrics without a token.
+	PublicMetrics bool
+
+	// Timing.
+	//
+	// Heartbeat is how often an idle event stream gets a comment line, so
+	// proxies keep it open and clients notice a dead one. Default 15s.
+	Heartbeat time.Duration
+	// MaxWait caps ?timeout for a sync or rollback with ?wait=true.
+	// Default 10m; the default wait without ?timeout is 5m, capped by it.
+	MaxWait time.Duration
+}
+
+// Defaults for Options.
+const (
+	DefaultHeartbeat = 15 * time.Second
+	DefaultMaxWait   = 10 * time.Minute
+	defaultWait      = 5 * time.Minute
+	maxBodyBytes     = 1 << 20
+)
+
+type server struct {
+	opts Options
+	ctl  Controller
+	log  *slog.Logger
+	now  func() time.Time
+}
+
+// New returns the API as one handler, middleware included.
+func New(opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = DefaultHeartbeat
+	}
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = DefaultMaxWait
+	}
+	s := &server{opts: opts, ctl: opts.Controller, log: opts.Logger.With("component", "api"), now: time.Now}
+
+	mux := http.NewServeMux()
+	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
+		mux.Handle(pattern, s.handler(h))
+	}
+	handle("GET /api/v1/applications", s.listApplications)
+	handle("GET /api/v1/applications/{name}", s.getApplication)
+	handle("GET /api/v1/applications/{name}/history", s.getHistory)
+	handle("GET /api/v1/applications/{name}/diff", s.getDiff)
+	handle("POST /api/v1/applications/{name}/sync", s.postSync)
+	handle("POST /api/v1/applications/{name}/rollback", s.postRollback)
+	handle("POST /api/v1/applications/{name}/refresh", s.postRefresh)
+	handle("GET /api/v1/events", s.streamEvents)
+	handle("GET /healthz", s.healthz)
+	handle("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", opts.Metrics.Handler())
+	// Anything else under the API answers in the API's own error shape.
+	handle("/api/", func(_ http.ResponseWriter, r *http.Request) error {
+		return errorf(http.StatusNotFound, CodeNotFound, "no route for %s %s; see /api/v1/applications", r.Method, r.URL.Path)
+	})
+
+	return s.recover(s.accessLog(s.authenticate(mux)))
+}
+
+// handler adapts an error-returning handler to http.Handler.
+func (s *server) handler(h func(http.ResponseWriter, *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// recover turns a handler panic into a 500 instead of a dropped connection.
+func (s *server) recover(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("handler panicked, request answered with 500", "path", r.URL.Path, "error", v)
+				writeJSON(w, http.StatusInternalServerError, errorf(http.StatusInternalServerError, CodeInternal, "internal error"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// accessLog logs each request at debug level with its status and duration.
+// Errors are logged by writeError, so this never repeats them above debug.
+func (s *server) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := s.now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		s.log.Debug("request served", "method", r.Method, "path", r.URL.Path,
+			"status", rec.status, "duration", s.now().Sub(start))
+	})
+}
+
+// statusRecorder remembers the status a handler wrote. Unwrap lets
+// http.ResponseController reach the real writer's Flush and deadlines
+// through it.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -1,0 +1,255 @@
+// Package apitest provides in-memory controllers for testing the API, the
+// client and the CLI without a swarm.
+package apitest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/flotilla-gitops/flotilla/api"
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/events"
+)
+
+// The full fake claims every optional interface; MinimalController none.
+var (
+	_ api.Controller    = (*Controller)(nil)
+	_ api.HistoryReader = (*Controller)(nil)
+	_ api.Differ        = (*Controller)(nil)
+	_ api.Rollbacker    = (*Controller)(nil)
+	_ api.Controller    = (*MinimalController)(nil)
+)
+
+// Controller is an in-memory api.Controller with every optional feature. A
+// sync runs on its own goroutine: it publishes sync.started, one progress
+// event per service and sync.succeeded (or sync.failed) to Events when set,
+// then delivers Result's answer.
+type Controller struct {
+	// Events, when set, receives what a sync does.
+	Events *events.Broker
+	// Result decides a sync's or rollback's outcome; nil succeeds with the
+	// application Synced and Healthy.
+	Result func(app string, opts api.SyncOptions) api.SyncResult
+	// Hold, when set, keeps every sync from finishing until it is closed.
+	Hold chan struct{}
+
+	mu        sync.Mutex
+	apps      map[string]application.Status
+	releases  map[string][]charts.Release
+	diffs     map[string]api.Diff
+	syncs     []api.SyncOptions
+	refreshed []string
+	rollbacks []int
+}
+
+// NewController returns a fake holding statuses.
+func NewController(statuses ...application.Status) *Controller {
+	c := &Controller{apps: map[string]application.Status{}, releases: map[string][]charts.Release{}, diffs: map[string]api.Diff{}}
+	for _, s := range statuses {
+		c.apps[s.Name] = s
+	}
+	return c
+}
+
+// SetHistory sets an application's releases, newest first.
+func (c *Controller) SetHistory(app string, rs []charts.Release) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.releases[app] = rs
+}
+
+// SetDiff sets what Diff answers for app.
+func (c *Controller) SetDiff(app string, d api.Diff) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.diffs[app] = d
+}
+
+// Syncs returns the sync requests received so far.
+func (c *Controller) Syncs() []api.SyncOptions {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.syncs)
+}
+
+// Refreshed returns the applications refreshed so far.
+func (c *Controller) Refreshed() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.refreshed)
+}
+
+// Rollbacks returns the revisions rolled back to so far.
+func (c *Controller) Rollbacks() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.rollbacks)
+}
+
+func (c *Controller) Statuses() []application.Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]application.Status, 0, len(c.apps))
+	for _, s := range c.apps {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b application.Status) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func (c *Controller) Status(name string) (application.Status, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.apps[name]
+	return s, ok
+}
+
+func (c *Controller) RequestSync(name string, opts api.SyncOptions) (<-chan api.SyncResult, error) {
+	c.mu.Lock()
+	st, ok := c.apps[name]
+	if ok {
+		c.syncs = append(c.syncs, opts)
+	}
+	c.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("application %q: %w", name, api.ErrNotFound)
+	}
+	return c.run(st, opts), nil
+}
+
+func (c *Controller) run(st application.Status, opts api.SyncOptions) <-chan api.SyncResult {
+	done := make(chan api.SyncResult, 1)
+	go func() {
+		c.publish(events.Event{Type: events.SyncStarted, App: st.Name, Stack: st.Stack})
+		for _, svc := range st.Services {
+			c.publish(events.Progress(st.Name, st.Stack, svc.Name, svc.Desired, svc.Desired, "completed", ""))
+		}
+		if c.Hold != nil {
+			<-c.Hold
+		}
+		var res api.SyncResult
+		if c.Result != nil {
+			res = c.Result(st.Name, opts)
+		} else {
+			st.Sync, st.SyncReason, st.Health = application.Synced, application.ReasonNone, application.Healthy
+			res = api.SyncResult{Action: string(charts.Upgrade), Revision: st.LastAppliedRevision + 1, Status: st}
+		}
+		if res.Status.Name == "" {
+			res.Status = st
+		}
+		c.mu.Lock()
+		if !opts.DryRun {
+			c.apps[st.Name] = res.Status
+		}
+		c.mu.Unlock()
+		if res.Err != nil {
+			c.publish(events.Event{Type: events.SyncFailed, App: st.Name, Stack: st.Stack, Message: res.Err.Error()})
+		} else {
+			c.publish(events.Event{Type: events.SyncSucceeded, App: st.Name, Stack: st.Stack, Revision: res.Status.Revision})
+		}
+		done <- res
+	}()
+	return done
+}
+
+func (c *Controller) publish(e events.Event) {
+	if c.Events != nil {
+		c.Events.Publish(e)
+	}
+}
+
+func (c *Controller) Refresh(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.apps[name]; !ok {
+		return fmt.Errorf("application %q: %w", name, api.ErrNotFound)
+	}
+	c.refreshed = append(c.refreshed, name)
+	return nil
+}
+
+func (c *Controller) History(_ context.Context, app string) ([]charts.Release, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.releases[app]), nil
+}
+
+func (c *Controller) Diff(_ context.Context, app string) (api.Diff, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.diffs[app], nil
+}
+
+func (c *Controller) Rollback(_ context.Context, app string, revision int, by string) (<-chan api.SyncResult, error) {
+	c.mu.Lock()
+	st, ok := c.apps[app]
+	var found bool
+	for _, r := range c.releases[app] {
+		found = found || r.Revision == revision
+	}
+	if ok && found {
+		c.rollbacks = append(c.rollbacks, revision)
+	}
+	c.mu.Unlock()
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("application %q: %w", app, api.ErrNotFound)
+	case !found:
+		return nil, fmt.Errorf("application %q has no revision %d: %w", app, revision, api.ErrNotFound)
+	}
+	return c.run(st, api.SyncOptions{By: by}), nil
+}
+
+// MinimalController implements only api.Controller, for tests of the 501
+// answers. It wraps a Controller without passing its extras through.
+type MinimalController struct{ c *Controller }
+
+// NewMinimalController returns a MinimalController holding statuses.
+func NewMinimalController(statuses ...application.Status) *MinimalController {
+	return &MinimalController{c: NewController(statuses...)}
+}
+
+func (m *MinimalController) Statuses() []application.Status { return m.c.Statuses() }
+func (m *MinimalController) Status(name string) (application.Status, bool) {
+	return m.c.Status(name)
+}
+func (m *MinimalController) Refresh(name string) error { return m.c.Refresh(name) }
+
+// RequestSync refuses prune, dry run and revision pins, as a controller
+// without them must.
+func (m *MinimalController) RequestSync(name string, opts api.SyncOptions) (<-chan api.SyncResult, error) {
+	if opts.Prune || opts.DryRun || opts.Revision != "" {
+		return nil, fmt.Errorf("sync %q with prune, dry run or a revision: %w", name, errors.ErrUnsupported)
+	}
+	return m.c.RequestSync(name, opts)
+}
+
+// Sample returns statuses for two applications, one healthy and one
+// progressing, for tests that need something to list.
+func Sample() []application.Status {
+	return []application.Status{
+		{
+			Name: "billing", Stack: "billing", Sync: application.Synced, Health: application.Healthy,
+			Revision: "0123456789abcdef0123456789abcdef01234567", SeenRevision: "0123456789abcdef0123456789abcdef01234567",
+			LastAppliedRevision: 3,
+			Services: []application.ServiceStatus{
+				{Name: "api", Health: application.Healthy, Running: 2, Desired: 2},
+			},
+		},
+		{
+			Name: "shop", Stack: "shop", Sync: application.OutOfSync, SyncReason: application.ReasonGit,
+			Health: application.Progressing, HealthMessage: "web: 1 of 3 tasks running",
+			Revision: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", SeenRevision: "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+			LastAppliedRevision: 7,
+			Services: []application.ServiceStatus{
+				{Name: "web", Health: application.Progressing, Running: 1, Desired: 3},
+				{Name: "worker", Health: application.Healthy, Running: 1, Desired: 1},
+			},
+		},
+	}
+}

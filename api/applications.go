@@ -1,0 +1,242 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/source"
+)
+
+func (s *server) listApplications(w http.ResponseWriter, _ *http.Request) error {
+	statuses := s.ctl.Statuses()
+	list := ApplicationList{Items: make([]ApplicationSummary, len(statuses))}
+	for i, st := range statuses {
+		list.Items[i] = summarize(st)
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// summarize drops the per-service detail of a status, keeping counts.
+func summarize(st application.Status) ApplicationSummary {
+	sum := ApplicationSummary{ServiceCount: len(st.Services)}
+	for _, svc := range st.Services {
+		if svc.Health == application.Healthy || svc.Health == application.Suspended {
+			sum.ServicesHealthy++
+		}
+	}
+	st.Services = nil
+	sum.Status = st
+	return sum
+}
+
+// lookup returns the named application's status or a 404.
+func (s *server) lookup(r *http.Request) (application.Status, error) {
+	name := r.PathValue("name")
+	st, ok := s.ctl.Status(name)
+	if !ok {
+		return st, errorf(http.StatusNotFound, CodeNotFound, "no application %q; `flotilla app list` shows the known ones", name)
+	}
+	return st, nil
+}
+
+func (s *server) getApplication(w http.ResponseWriter, r *http.Request) error {
+	st, err := s.lookup(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+func (s *server) getHistory(w http.ResponseWriter, r *http.Request) error {
+	st, err := s.lookup(r)
+	if err != nil {
+		return err
+	}
+	rs, err := history(r.Context(), s.ctl, st.Name)
+	if err != nil {
+		return fmt.Errorf("read history of %q: %w", st.Name, err)
+	}
+	if rs == nil {
+		rs = []charts.Release{} // an empty list, not null
+	}
+	writeJSON(w, http.StatusOK, HistoryList{Items: rs})
+	return nil
+}
+
+func (s *server) getDiff(w http.ResponseWriter, r *http.Request) error {
+	st, err := s.lookup(r)
+	if err != nil {
+		return err
+	}
+	d, err := diff(r.Context(), s.ctl, st.Name)
+	if err != nil {
+		return fmt.Errorf("diff %q: %w", st.Name, err)
+	}
+	d.App = st.Name
+	writeJSON(w, http.StatusOK, d)
+	return nil
+}
+
+func (s *server) postSync(w http.ResponseWriter, r *http.Request) error {
+	st, err := s.lookup(r)
+	if err != nil {
+		return err
+	}
+	var body SyncBody
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	wait, timeout, err := s.waitParams(r)
+	if err != nil {
+		return err
+	}
+	p, _ := principalFrom(r.Context())
+	done, err := s.ctl.RequestSync(st.Name, SyncOptions{By: p.Name, Prune: body.Prune, DryRun: body.DryRun, Revision: body.Revision})
+	if err != nil {
+		return fmt.Errorf("sync %q: %w", st.Name, err)
+	}
+	s.log.Info("sync requested", "app", st.Name, "by", p.Name, "role", p.Role,
+		"prune", body.Prune, "dry_run", body.DryRun, "revision", body.Revision)
+	return s.answer(w, r, st.Name, done, wait, timeout)
+}
+
+func (s *server) postRollback(w http.ResponseWriter, r *http.Request) error {
+	st, err := s.lookup(r)
+	if err != nil {
+		return err
+	}
+	var body RollbackBody
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	if body.Revision < 1 {
+		return errorf(http.StatusBadRequest, CodeBadRequest, "rollback needs a revision number of 1 or more; `flotilla app history %s` lists them", st.Name)
+	}
+	wait, timeout, err := s.waitParams(r)
+	if err != nil {
+		return err
+	}
+	p, _ := principalFrom(r.Context())
+	done, err := rollback(r.Context(), s.ctl, st.Name, body.Revision, p.Name)
+	if err != nil {
+		return fmt.Errorf("rollback %q to revision %d: %w", st.Name, body.Revision, err)
+	}
+	s.log.Info("rollback requested", "app", st.Name, "by", p.Name, "role", p.Role, "revision", body.Revision)
+	return s.answer(w, r, st.Name, done, wait, timeout)
+}
+
+func (s *server) postRefresh(w http.ResponseWriter, r *http.Request) error {
+	st, err := s.lookup(r)
+	if err != nil {
+		return err
+	}
+	if err := s.ctl.Refresh(st.Name); err != nil {
+		return fmt.Errorf("refresh %q: %w", st.Name, err)
+	}
+	p, _ := principalFrom(r.Context())
+	s.log.Info("refresh requested", "app", st.Name, "by", p.Name, "role", p.Role)
+	writeJSON(w, http.StatusAccepted, OperationResponse{App: st.Name, Phase: Queued, Time: s.now(),
+		Message: "the application is due now; a manual one is planned, not applied"})
+	return nil
+}
+
+// waitParams reads ?wait=true and ?timeout=DURATION.
+func (s *server) waitParams(r *http.Request) (bool, time.Duration, error) {
+	q := r.URL.Query()
+	wait := false
+	if v := q.Get("wait"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, 0, errorf(http.StatusBadRequest, CodeBadRequest, "wait=%q is not true or false", v)
+		}
+		wait = b
+	}
+	timeout := min(defaultWait, s.opts.MaxWait)
+	if v := q.Get("timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return false, 0, errorf(http.StatusBadRequest, CodeBadRequest, "timeout=%q is not a positive duration such as 90s or 5m", v)
+		}
+		timeout = min(d, s.opts.MaxWait)
+	}
+	return wait, timeout, nil
+}
+
+// answer replies to a sync or rollback: at once with 202 Queued, or, when
+// asked to wait, with the pass's result, or 202 Running if it took longer
+// than timeout. The pass goes on either way.
+func (s *server) answer(w http.ResponseWriter, r *http.Request, app string, done <-chan SyncResult, wait bool, timeout time.Duration) error {
+	if !wait {
+		writeJSON(w, http.StatusAccepted, OperationResponse{App: app, Phase: Queued, Time: s.now(),
+			Message: "queued; `flotilla app get " + app + "` shows the outcome"})
+		return nil
+	}
+	// A long wait must not be cut by the server's write timeout.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(timeout + 10*time.Second))
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case res := <-done:
+		out := OperationResponse{App: app, Phase: Succeeded, Action: res.Action, Revision: res.Revision, Time: s.now()}
+		st := res.Status
+		out.Status = &st
+		if res.Err != nil {
+			out.Phase = Failed
+			out.Error = source.SanitizeString(res.Err.Error())
+		}
+		writeJSON(w, http.StatusOK, out)
+	case <-t.C:
+		writeJSON(w, http.StatusAccepted, OperationResponse{App: app, Phase: Running, Time: s.now(),
+			Message: fmt.Sprintf("still running after %s; it goes on, watch `flotilla app get %s`", timeout, app)})
+	case <-r.Context().Done():
+		// The client left; the pass goes on without it.
+	}
+	return nil
+}
+
+// decodeBody reads a small, strict JSON body into v. An empty body leaves v
+// at its zero value, so `curl -X POST` without data is a plain request.
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return errorf(http.StatusRequestEntityTooLarge, CodeBadRequest, "request body is larger than %d bytes", maxBodyBytes)
+		}
+		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "invalid JSON body: " + err.Error()}
+	}
+	if dec.More() {
+		return errorf(http.StatusBadRequest, CodeBadRequest, "invalid JSON body: more than one value")
+	}
+	return nil
+}
+
+func (s *server) healthz(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// readyz answers probes, which come every few seconds: a not-ready answer is
+// written here and logged at debug, not through writeError's error log.
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) error {
+	if s.opts.Ready != nil {
+		if err := s.opts.Ready(); err != nil {
+			e := classify(&Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "not ready: " + err.Error()})
+			s.log.DebugContext(r.Context(), "not ready", "error", e.Message)
+			writeJSON(w, e.Status, e)
+			return nil
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
+}

@@ -1,0 +1,242 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+)
+
+// Role is what a token may do.
+type Role string
+
+// Roles, from most to least powerful.
+const (
+	// RoleAdmin may do everything, writes included.
+	RoleAdmin Role = "admin"
+	// RoleRead may read: every GET, the event stream and /metrics.
+	RoleRead Role = "read"
+)
+
+// allows reports whether a holder of r may act with need.
+func (r Role) allows(need Role) bool {
+	switch r {
+	case RoleAdmin:
+		return true
+	case RoleRead:
+		return need == RoleRead
+	}
+	return false
+}
+
+// Token is one bearer token. Its String and log rendering never show Secret.
+type Token struct {
+	// Name identifies the token in logs and release records ("admin").
+	Name   string
+	Role   Role
+	Secret string
+}
+
+func (t Token) String() string { return fmt.Sprintf("%s (%s)", t.Name, t.Role) }
+
+// Tokens are the bearer tokens the API accepts.
+type Tokens []Token
+
+// Has reports whether some token has role r.
+func (ts Tokens) Has(r Role) bool {
+	for _, t := range ts {
+		if t.Role == r && t.Secret != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// match returns the token whose secret equals presented. Every token is
+// compared, each in constant time over a fixed-length digest, so neither the
+// position of a match nor the length of a secret shows in the timing.
+func (ts Tokens) match(presented string) (Token, bool) {
+	p := sha256.Sum256([]byte(presented))
+	var found Token
+	ok := 0
+	for _, t := range ts {
+		if t.Secret == "" {
+			continue
+		}
+		s := sha256.Sum256([]byte(t.Secret))
+		if subtle.ConstantTimeCompare(p[:], s[:]) == 1 {
+			found, ok = t, 1
+		}
+	}
+	return found, ok == 1
+}
+
+// Environment variables TokensFromEnv reads. A *_FILE variable names a file
+// holding the token (as mounted Docker secrets are); the plain one holds the
+// token itself. Tokens are never taken from argv, where ps shows them.
+const (
+	EnvAdminToken     = "FLOTILLA_ADMIN_TOKEN"
+	EnvAdminTokenFile = "FLOTILLA_ADMIN_TOKEN_FILE"
+	EnvReadToken      = "FLOTILLA_READ_TOKEN"
+	EnvReadTokenFile  = "FLOTILLA_READ_TOKEN_FILE"
+)
+
+// TokensFromEnv loads the admin and read-only tokens from the environment.
+// Either may be absent; CheckListen decides whether that is acceptable.
+func TokensFromEnv() (Tokens, error) {
+	return tokensFrom(os.Getenv, os.ReadFile)
+}
+
+func tokensFrom(getenv func(string) string, readFile func(string) ([]byte, error)) (Tokens, error) {
+	var ts Tokens
+	for _, spec := range []struct {
+		role        Role
+		value, file string
+	}{
+		{RoleAdmin, EnvAdminToken, EnvAdminTokenFile},
+		{RoleRead, EnvReadToken, EnvReadTokenFile},
+	} {
+		secret, err := tokenFrom(getenv, readFile, spec.value, spec.file)
+		if err != nil {
+			return nil, err
+		}
+		if secret != "" {
+			ts = append(ts, Token{Name: string(spec.role), Role: spec.role, Secret: secret})
+		}
+	}
+	if len(ts) == 2 && ts[0].Secret == ts[1].Secret {
+		return nil, errors.New("the admin and read tokens are the same; a read token must not grant writes")
+	}
+	return ts, nil
+}
+
+func tokenFrom(getenv func(string) string, readFile func(string) ([]byte, error), valueVar, fileVar string) (string, error) {
+	value, file := getenv(valueVar), getenv(fileVar)
+	switch {
+	case value != "" && file != "":
+		return "", fmt.Errorf("both %s and %s are set; set one", valueVar, fileVar)
+	case file != "":
+		b, err := readFile(file)
+		if err != nil {
+			return "", fmt.Errorf("read %s: %w", fileVar, err)
+		}
+		s := strings.TrimSpace(string(b))
+		if s == "" {
+			return "", fmt.Errorf("%s names an empty file (%s)", fileVar, file)
+		}
+		return s, nil
+	}
+	return strings.TrimSpace(value), nil
+}
+
+// CheckListen decides whether the API may serve on addr with tokens. Without
+// an admin token it refuses, unless allowNoAuth is set and addr is loopback
+// only (127.0.0.0/8, ::1 or localhost): an unauthenticated API that can
+// deploy anything must not be reachable from another machine.
+func CheckListen(addr string, tokens Tokens, allowNoAuth bool) error {
+	if tokens.Has(RoleAdmin) {
+		return nil
+	}
+	if !allowNoAuth {
+		return fmt.Errorf("no admin token: set %s or %s (to run without authentication on a loopback address, say so explicitly)", EnvAdminTokenFile, EnvAdminToken)
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if !isLoopback(host) {
+		return fmt.Errorf("refusing to serve without authentication on %q: it is not loopback only; listen on 127.0.0.1 or set %s", addr, EnvAdminTokenFile)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Principal is who made a request.
+type Principal struct {
+	Name string
+	Role Role
+}
+
+type principalKey struct{}
+
+func withPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+func principalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// anonymous is the principal of every request when authentication is off.
+var anonymous = Principal{Name: "anonymous", Role: RoleAdmin}
+
+// bearer returns the token of an "Authorization: Bearer …" header.
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+// authenticate resolves the request's principal and checks it may use the
+// route; the route's role is its method's (reads for GET and HEAD, admin
+// for everything else) unless open says it needs none.
+func (s *server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.open(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		p := anonymous
+		if !s.opts.NoAuth {
+			tok, ok := bearer(r)
+			if !ok {
+				s.writeError(w, r, errorf(http.StatusUnauthorized, CodeUnauthorized, "missing bearer token"))
+				return
+			}
+			t, ok := s.opts.Tokens.match(tok)
+			if !ok {
+				s.writeError(w, r, errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid bearer token"))
+				return
+			}
+			p = Principal{Name: t.Name, Role: t.Role}
+		}
+		r = r.WithContext(withPrincipal(r.Context(), p))
+		need := RoleAdmin
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			need = RoleRead
+		}
+		if !p.Role.allows(need) {
+			s.writeError(w, r, errorf(http.StatusForbidden, CodeForbidden, "token %q has role %s; this request needs %s", p.Name, p.Role, need))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// open reports whether a route is served without a token.
+func (s *server) open(r *http.Request) bool {
+	switch r.URL.Path {
+	case "/healthz", "/readyz":
+		return true
+	case "/metrics":
+		return s.opts.PublicMetrics
+	}
+	return false
+}

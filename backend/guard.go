@@ -1,0 +1,406 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/swarm"
+	"gopkg.in/yaml.v3"
+
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/fault"
+)
+
+// The guards decide what a stack may reach outside itself. They run in
+// DeployStack's plan, on the converted manifest, before the first write;
+// one refusal refuses the whole deploy. Every backend copy enforces them:
+// one without WithAllowedReferences has the empty allowlist, so the
+// default is the strictest setting and nothing the reconciler forgets to
+// pass can loosen it.
+//
+// What a stack may use without an allow entry is what it declares under its
+// own namespace: networks, configs, secrets and volumes whose swarm name
+// starts with "<stack>_". Stack names cannot contain "_", so that prefix is
+// never another stack's. A declared object with a custom name outside that
+// prefix counts as external, because if an object of that name already
+// exists the deploy uses it instead of creating one.
+//
+// Deliberately not guarded, since the applications file has no key for
+// them and refusing without a way to allow would block legitimate stacks:
+// Linux capabilities (cap_add), sysctls, published ports (host mode
+// included), network drivers and their options, and volume drivers other
+// than "local". Swarm refuses privileged containers and devices by itself.
+
+// reservedLabelPrefix is the label namespace Flotilla's own bookkeeping
+// lives in. Release records are found by these labels, so an object a stack
+// declared with them could pass for another application's history.
+const reservedLabelPrefix = "io.flotilla."
+
+// Docker socket paths. Binding either, or any directory above one, hands a
+// task the daemon and with it every node; such paths need an allow entry
+// naming them exactly (or, for a socket, its directory), so that a broad
+// prefix like "/" or "/var" written for other reasons never includes it.
+var dockerSockets = []string{"/var/run/docker.sock", "/run/docker.sock"}
+
+// predefinedNetworks exist on every node without being declared. A stack
+// attaching to one reaches outside itself like with any external network,
+// and "host" removes network isolation altogether.
+var predefinedNetworks = map[string]bool{"host": true, "bridge": true, "none": true, "ingress": true}
+
+// networkFilesystems are local-driver volume types whose device is a remote
+// address, not a path on the node.
+var networkFilesystems = map[string]bool{"nfs": true, "nfs4": true, "cifs": true, "smb3": true}
+
+// WithAllowedReferences returns a copy of b that lets stacks reach what
+// allow lists. Host paths are cleaned here, once. A backend that never had
+// this called allows nothing outside each stack.
+func (b *Backend) WithAllowedReferences(allow application.Allow) charts.Backend {
+	c := b.clone()
+	c.allow = application.Allow{
+		Networks:  slices.Clone(allow.Networks),
+		Configs:   slices.Clone(allow.Configs),
+		Secrets:   slices.Clone(allow.Secrets),
+		Volumes:   slices.Clone(allow.Volumes),
+		HostPaths: make([]string, 0, len(allow.HostPaths)),
+	}
+	for _, p := range allow.HostPaths {
+		c.allow.HostPaths = append(c.allow.HostPaths, filepath.Clean(p))
+	}
+	return c
+}
+
+// WithForbiddenSecrets returns a copy of b that refuses any stack declaring
+// or mounting a config or secret named in names: the controller's own.
+// Release records ("flotilla-release.*") are always forbidden, with or
+// without this. No allow entry overrides either.
+func (b *Backend) WithForbiddenSecrets(names map[string]struct{}) charts.Backend {
+	c := b.clone()
+	c.forbidden = maps.Clone(names)
+	return c
+}
+
+// guardCheck is one deploy's view for the guards.
+type guardCheck struct {
+	stack     string
+	allow     application.Allow
+	forbidden map[string]struct{}
+	decl      *compose.Stack
+	keys      manifestKeys
+	faults    []error
+}
+
+// guard checks what a deploy would write against b's allowlist, forbidden
+// names and the ownership of the services already in the namespace. It
+// returns nil or errors.Join of *fault.Error, one per refusal.
+func (b *Backend) guard(req charts.DeployRequest, decl *compose.Stack, live map[string]swarm.Service) error {
+	g := &guardCheck{
+		stack:     req.Stack,
+		allow:     b.allow,
+		forbidden: b.forbidden,
+		decl:      decl,
+		keys:      readManifestKeys(req.Manifest, req.Stack),
+	}
+	g.ownership(req, live)
+	g.objects()
+	for _, name := range sortedKeys(decl.Services) {
+		g.service(unscoped(req.Stack, name), decl.Services[name])
+	}
+	return errors.Join(g.faults...)
+}
+
+func (g *guardCheck) refuse(field, format string, args ...any) {
+	g.faults = append(g.faults, &fault.Error{Field: field, Err: fmt.Errorf(format, args...)})
+}
+
+// own reports whether name is scoped to the stack.
+func (g *guardCheck) own(name string) bool {
+	return strings.HasPrefix(name, g.stack+"_")
+}
+
+func (g *guardCheck) isForbidden(name string) bool {
+	_, ok := g.forbidden[name]
+	return ok || strings.HasPrefix(name, recordPrefix)
+}
+
+// ownership refuses a namespace holding services this deployer did not
+// write: without an owner stamp (someone's `docker stack deploy`) unless
+// the request adopts them, and with another owner's stamp always. A request
+// without an owner stamp can only compare stamps, so it treats unstamped
+// services as its own; the reconciler always stamps.
+func (g *guardCheck) ownership(req charts.DeployRequest, live map[string]swarm.Service) {
+	want := req.Labels[LabelOwner]
+	var unowned []string
+	others := map[string][]string{}
+	for _, name := range sortedKeys(live) {
+		owner := live[name].Spec.Labels[LabelOwner]
+		switch {
+		case owner == want:
+		case owner == "":
+			if !req.Adopt {
+				unowned = append(unowned, name)
+			}
+		default:
+			others[owner] = append(others[owner], name)
+		}
+	}
+	if len(unowned) > 0 {
+		g.refuse("stack", "namespace %q already holds services Flotilla did not deploy (%s); set adopt: true on the application to take them over",
+			g.stack, strings.Join(unowned, ", "))
+	}
+	for _, owner := range sortedKeys(others) {
+		g.refuse("stack", "namespace %q holds services owned by %s (%s); two applications cannot deploy one stack",
+			g.stack, owner, strings.Join(others[owner], ", "))
+	}
+}
+
+// objects checks the stack's top-level declarations. Service references to
+// configs, secrets and volumes always name one of these (conversion refuses
+// anything undeclared), so checking them here covers every mount.
+func (g *guardCheck) objects() {
+	d := g.decl
+	for _, name := range sortedKeys(d.Configs) {
+		g.fileObject("config", "configs", g.allow.Configs, name, false, d.Configs[name].Labels)
+	}
+	for _, name := range d.ExternalConfigs {
+		g.fileObject("config", "configs", g.allow.Configs, name, true, nil)
+	}
+	for _, name := range sortedKeys(d.Secrets) {
+		g.fileObject("secret", "secrets", g.allow.Secrets, name, false, d.Secrets[name].Labels)
+	}
+	for _, name := range d.ExternalSecrets {
+		g.fileObject("secret", "secrets", g.allow.Secrets, name, true, nil)
+	}
+	for _, name := range d.Volumes {
+		if !g.own(name) && !slices.Contains(g.allow.Volumes, name) {
+			g.refuse(g.keys.field("volumes", name), "volume %q is outside the stack's namespace (%s_*); add it to allow.volumes of the application to use it", name, g.stack)
+		}
+	}
+	for _, name := range d.ExternalVolumes {
+		if !slices.Contains(g.allow.Volumes, name) {
+			g.refuse(g.keys.field("volumes", name), "external volume %q is outside the stack; add it to allow.volumes of the application to use it", name)
+		}
+	}
+	for _, name := range sortedKeys(d.Networks) {
+		g.reservedLabels(g.keys.field("networks", name)+".labels", d.Networks[name].Labels)
+	}
+}
+
+func (g *guardCheck) fileObject(kind, section string, allow []string, name string, external bool, labels map[string]string) {
+	field := g.keys.field(section, name)
+	switch {
+	case g.isForbidden(name):
+		g.refuse(field, "%s %q is reserved for the Flotilla controller (its own secrets and configs, and its revision records); no stack may declare or mount it, whatever the allowlist says", kind, name)
+	case external && !slices.Contains(allow, name):
+		g.refuse(field, "external %s %q is outside the stack; add it to allow.%s of the application to use it", kind, name, section)
+	case !external && !g.own(name) && !slices.Contains(allow, name):
+		g.refuse(field, "%s name %q is outside the stack's namespace (%s_*), so an existing %s of that name would be used; drop the name or add it to allow.%s of the application",
+			kind, name, g.stack, kind, section)
+	}
+	g.reservedLabels(field+".labels", labels)
+}
+
+func (g *guardCheck) reservedLabels(field string, labels map[string]string) {
+	for _, k := range sortedKeys(labels) {
+		if strings.HasPrefix(k, reservedLabelPrefix) {
+			g.refuse(field, "label %q is reserved for Flotilla's own bookkeeping", k)
+		}
+	}
+}
+
+// service checks one service's labels, network attachments and mounts.
+func (g *guardCheck) service(name string, spec swarm.ServiceSpec) {
+	p := "services." + name
+	g.reservedLabels(p+".deploy.labels", spec.Labels)
+
+	attachments := slices.Concat(spec.TaskTemplate.Networks, spec.Networks) // the deprecated field still attaches
+	for _, n := range attachments {
+		t := n.Target
+		_, declared := g.decl.Networks[t]
+		switch {
+		case declared && g.own(t):
+		case slices.Contains(g.allow.Networks, t):
+		case predefinedNetworks[t]:
+			g.refuse(p+".networks", "network %q is predefined on every node and outside the stack; add it to allow.networks of the application to attach to it", t)
+		default:
+			g.refuse(p+".networks", "network %q is outside the stack; add it to allow.networks of the application to attach to it", t)
+		}
+	}
+
+	cs := spec.TaskTemplate.ContainerSpec
+	if cs == nil {
+		return
+	}
+	for i, m := range cs.Mounts {
+		field := p + ".volumes[" + strconv.Itoa(i) + "]"
+		switch m.Type {
+		case mount.TypeBind, mount.TypeNamedPipe:
+			g.hostPath(field, "bind mount of", m.Source)
+		case mount.TypeVolume:
+			g.volumeDevice(field, m)
+			if m.VolumeOptions != nil {
+				g.reservedLabels(field+".labels", m.VolumeOptions.Labels)
+			}
+		case mount.TypeTmpfs:
+		default:
+			g.refuse(field, "mount type %q is not supported for stacks Flotilla deploys", m.Type)
+		}
+	}
+}
+
+// volumeDevice treats a local-driver volume that mounts a node path (o:
+// bind, type: none, or a device such as /dev/sdb1) as the bind mount it
+// really is: its device needs a host path entry like any bind source.
+func (g *guardCheck) volumeDevice(field string, m mount.Mount) {
+	if m.VolumeOptions == nil || m.VolumeOptions.DriverConfig == nil {
+		return
+	}
+	dc := m.VolumeOptions.DriverConfig
+	if dc.Name != "" && dc.Name != "local" {
+		return
+	}
+	device := dc.Options["device"]
+	if device == "" {
+		return
+	}
+	bind := dc.Options["type"] == "none"
+	for _, o := range strings.Split(dc.Options["o"], ",") {
+		if o = strings.TrimSpace(o); o == "bind" || o == "rbind" {
+			bind = true
+		}
+	}
+	switch {
+	case bind:
+		g.hostPath(field, "volume "+strconv.Quote(m.Source)+" binds", device)
+	case networkFilesystems[dc.Options["type"]]:
+	case strings.HasPrefix(device, "/"):
+		g.hostPath(field, "volume "+strconv.Quote(m.Source)+" mounts device", device)
+	}
+}
+
+// hostPath refuses a node path no allow.hostPaths entry covers.
+func (g *guardCheck) hostPath(field, what, p string) {
+	if !filepath.IsAbs(p) {
+		g.refuse(field, "%s %q: a host path must be absolute", what, p)
+		return
+	}
+	if hostPathAllowed(g.allow.HostPaths, p) {
+		return
+	}
+	clean := filepath.Clean(p)
+	if exposesDockerSocket(clean) {
+		g.refuse(field, "%s %q would expose the Docker socket; only an allow.hostPaths entry naming exactly %q%s permits it",
+			what, p, clean, socketDirHint(clean))
+		return
+	}
+	g.refuse(field, "%s host path %q is not allowed; add it, or a directory above it, to allow.hostPaths of the application", what, p)
+}
+
+func socketDirHint(p string) string {
+	if slices.Contains(dockerSockets, p) {
+		return " (or " + strconv.Quote(filepath.Dir(p)) + ")"
+	}
+	return ""
+}
+
+// hostPathAllowed reports whether an allow entry covers the node path p.
+// Entries are prefixes, compared after cleaning both sides and only on path
+// component boundaries: "/srv/data" covers "/srv/data/x" but not
+// "/srv/database". The comparison is lexical: symlinks are resolved by the
+// node that runs the task, which the controller cannot see, so an allowed
+// directory is trusted not to link out of itself (a repository cannot
+// create host files, the operator can).
+//
+// A path that exposes the Docker socket (a socket, or a directory above
+// one, "/" included) is covered only by an entry equal to it, or, for a
+// socket, by its own directory: a broad prefix never hands out the daemon.
+func hostPathAllowed(allowed []string, p string) bool {
+	p = filepath.Clean(p)
+	socket := exposesDockerSocket(p)
+	for _, a := range allowed {
+		a = filepath.Clean(a)
+		switch {
+		case a == p:
+			return true
+		case socket:
+			if slices.Contains(dockerSockets, p) && a == filepath.Dir(p) {
+				return true
+			}
+		case within(a, p):
+			return true
+		}
+	}
+	return false
+}
+
+// exposesDockerSocket reports whether binding the clean path p makes a
+// Docker socket reachable: p is a socket or one of its ancestors.
+func exposesDockerSocket(p string) bool {
+	for _, s := range dockerSockets {
+		if within(p, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether the clean path p is dir or below it.
+func within(dir, p string) bool {
+	if dir == "/" {
+		return strings.HasPrefix(p, "/")
+	}
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+// manifestKeys maps swarm names back to the compose keys they were
+// declared under, so a refusal can name configs.app_conf rather than a
+// content-hashed name. It reads only the names in the manifest's compose
+// section; a manifest it cannot read leaves fields at the section level.
+type manifestKeys map[string]map[string]string // section -> name -> key
+
+func readManifestKeys(manifest, stack string) manifestKeys {
+	type named map[string]struct {
+		Name string `yaml:"name"`
+	}
+	var m struct {
+		Compose struct {
+			Configs  named `yaml:"configs"`
+			Secrets  named `yaml:"secrets"`
+			Volumes  named `yaml:"volumes"`
+			Networks named `yaml:"networks"`
+		} `yaml:"compose"`
+	}
+	out := manifestKeys{}
+	if err := yaml.Unmarshal([]byte(manifest), &m); err != nil {
+		return out
+	}
+	for section, objs := range map[string]named{
+		"configs": m.Compose.Configs, "secrets": m.Compose.Secrets,
+		"volumes": m.Compose.Volumes, "networks": m.Compose.Networks,
+	} {
+		out[section] = map[string]string{}
+		for key, obj := range objs {
+			name := obj.Name
+			if name == "" {
+				name = stack + "_" + key
+			}
+			out[section][name] = key
+		}
+	}
+	return out
+}
+
+// field is "section.key" for a declared name, or the section alone.
+func (k manifestKeys) field(section, name string) string {
+	if key, ok := k[section][name]; ok {
+		return section + "." + key
+	}
+	return section
+}

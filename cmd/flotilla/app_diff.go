@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flotilla-gitops/flotilla/api"
+	"github.com/flotilla-gitops/flotilla/client"
+)
+
+// appDiffOptions are the flags of `flotilla app diff`.
+type appDiffOptions struct {
+	*apiOptions
+	Name string
+}
+
+func newAppDiffCmd(parent *apiOptions) *cobra.Command {
+	o := appDiffOptions{apiOptions: parent}
+	return &cobra.Command{
+		Use:   "diff NAME",
+		Short: "Show how the swarm differs from the repository, field by field",
+		Long: `Diff shows, per service, each field whose live value differs from what the
+repository declares, the text diff of the manifest, and what a prune would
+remove. It exits 0 whether or not there are differences.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeAppNames(parent),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			return runAPI(cmd, o.apiOptions, requestTimeout, func(ctx context.Context, c *client.Client) error {
+				return runAppDiff(ctx, c, o, cmd.OutOrStdout())
+			})
+		},
+	}
+}
+
+func runAppDiff(ctx context.Context, c *client.Client, o appDiffOptions, w io.Writer) error {
+	d, err := c.Diff(ctx, o.Name)
+	if err != nil {
+		return fmt.Errorf("diff %s: %w", o.Name, err)
+	}
+	if o.Output != outputTable {
+		return printObject(w, o.Output, d)
+	}
+	printDiff(w, d)
+	return nil
+}
+
+var changeMark = map[api.ServiceChange]string{
+	api.ServiceCreate: "+",
+	api.ServiceUpdate: "~",
+	api.ServiceDrift:  "!",
+	api.ServiceRemove: "-",
+}
+
+func printDiff(w io.Writer, d api.Diff) {
+	if d.Revision != "" || d.Deployed != "" {
+		fmt.Fprintf(w, "%s: deployed %s, repository at %s\n", d.App, short(d.Deployed), short(d.Revision))
+	}
+	if len(d.Services) == 0 && d.Manifest == "" && len(d.PendingRemovals) == 0 {
+		fmt.Fprintln(w, "no differences")
+	}
+	for _, s := range d.Services {
+		mark := changeMark[s.Change]
+		if mark == "" {
+			mark = "?"
+		}
+		fmt.Fprintf(w, "%s %s (%s)\n", mark, s.Name, s.Change)
+		tw := newTable(w)
+		for _, f := range s.Fields {
+			fmt.Fprintf(tw, "    %s:\tlive %s\t→ declared %s\n", f.Field, oneLine(f.Live, 60), oneLine(f.Desired, 60))
+		}
+		_ = tw.Flush()
+	}
+	for _, r := range d.PendingRemovals {
+		fmt.Fprintf(w, "- %s (prune would remove)\n", r)
+	}
+	for _, u := range d.Unavailable {
+		fmt.Fprintf(w, "note: %s\n", u)
+	}
+	if d.Manifest != "" {
+		fmt.Fprintln(w)
+		fmt.Fprint(w, d.Manifest)
+		if d.Manifest[len(d.Manifest)-1] != '\n' {
+			fmt.Fprintln(w)
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/client"
+)
+
+// appGetOptions are the flags of `flotilla app get`.
+type appGetOptions struct {
+	*apiOptions
+	Name string
+}
+
+func newAppGetCmd(parent *apiOptions) *cobra.Command {
+	o := appGetOptions{apiOptions: parent}
+	return &cobra.Command{
+		Use:               "get NAME",
+		Short:             "Show one application: sync, health, revisions and every service",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeAppNames(parent),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			return runAPI(cmd, o.apiOptions, requestTimeout, func(ctx context.Context, c *client.Client) error {
+				return runAppGet(ctx, c, o, cmd.OutOrStdout())
+			})
+		},
+	}
+}
+
+func runAppGet(ctx context.Context, c *client.Client, o appGetOptions, w io.Writer) error {
+	st, err := c.Application(ctx, o.Name)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", o.Name, err)
+	}
+	if o.Output != outputTable {
+		return printObject(w, o.Output, st)
+	}
+	return printStatus(w, st, time.Now())
+}
+
+// printStatus writes an application's status as labelled lines and a
+// service table.
+func printStatus(w io.Writer, st application.Status, now time.Time) error {
+	tw := newTable(w)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+		}
+	}
+	sync := string(st.Sync)
+	if st.SyncReason != "" {
+		sync += " (" + string(st.SyncReason) + " changed)"
+	}
+	row("Name", st.Name)
+	row("Stack", st.Stack)
+	row("Sync", sync)
+	row("Health", string(st.Health))
+	row("Health message", st.HealthMessage)
+	row("Revision", st.Revision)
+	if st.SeenRevision != st.Revision {
+		row("Seen revision", st.SeenRevision)
+	}
+	if st.LastAppliedRevision > 0 {
+		row("Release", strconv.Itoa(st.LastAppliedRevision))
+	}
+	if !st.LastSyncTime.IsZero() {
+		row("Last sync", st.LastSyncTime.Local().Format(time.DateTime)+" ("+ago(now, st.LastSyncTime)+")")
+	}
+	row("Last error", st.LastError)
+	for _, u := range st.Unavailable {
+		row("Unavailable", u)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(st.Services) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw = newTable(w)
+	fmt.Fprintln(tw, "SERVICE\tHEALTH\tTASKS\tMESSAGE")
+	for _, s := range st.Services {
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\n", s.Name, s.Health, s.Running, s.Desired, oneLine(s.Message, 70))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flotilla-gitops/flotilla/client"
+)
+
+// appHistoryOptions are the flags of `flotilla app history`.
+type appHistoryOptions struct {
+	*apiOptions
+	Name string
+}
+
+func newAppHistoryCmd(parent *apiOptions) *cobra.Command {
+	o := appHistoryOptions{apiOptions: parent}
+	return &cobra.Command{
+		Use:               "history NAME",
+		Short:             "List the revisions recorded in the swarm, newest first",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeAppNames(parent),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			return runAPI(cmd, o.apiOptions, requestTimeout, func(ctx context.Context, c *client.Client) error {
+				return runAppHistory(ctx, c, o, cmd.OutOrStdout())
+			})
+		},
+	}
+}
+
+func runAppHistory(ctx context.Context, c *client.Client, o appHistoryOptions, w io.Writer) error {
+	h, err := c.History(ctx, o.Name)
+	if err != nil {
+		return fmt.Errorf("history of %s: %w", o.Name, err)
+	}
+	if o.Output != outputTable {
+		return printObject(w, o.Output, h)
+	}
+	if len(h.Items) == 0 {
+		_, err := fmt.Fprintf(w, "%s has no recorded revisions yet\n", o.Name)
+		return err
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "REVISION\tCOMMIT\tDEPLOYED\tTRIGGER\tAUTHOR\tMESSAGE")
+	for _, r := range h.Items {
+		when := "-"
+		if !r.Time.IsZero() {
+			when = r.Time.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Revision, short(r.Commit), when,
+			dash(r.Trigger), dash(oneLine(r.Author, 30)), oneLine(r.Message, 60))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,266 @@
+// Package metrics is Flotilla's Prometheus instrumentation: one registry of
+// its own (never the global one, so tests and embedders get a clean slate) and
+// a small typed method per thing worth counting.
+//
+// Labels are chosen to be bounded and safe: application names, closed
+// vocabularies and sanitised repository locations. No label ever carries a
+// credential, a query string or an error message.
+package metrics
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/flotilla-gitops/flotilla/application"
+)
+
+// Outcome is how one reconcile pass or git fetch ended.
+type Outcome string
+
+// Outcomes of a reconcile pass.
+const (
+	// Succeeded: the pass ran to the end (whether or not it wrote).
+	Succeeded Outcome = "succeeded"
+	// Gated: a manual application was planned and reported, not applied.
+	Gated Outcome = "gated"
+	// Failed: a step returned an error.
+	Failed Outcome = "failed"
+)
+
+// WriteKind is the kind of swarm object a write touched.
+type WriteKind string
+
+// Swarm object kinds.
+const (
+	WriteService WriteKind = "service"
+	WriteNetwork WriteKind = "network"
+	WriteConfig  WriteKind = "config"
+	WriteSecret  WriteKind = "secret"
+)
+
+// WebhookResult is what became of one webhook delivery.
+type WebhookResult string
+
+// Webhook delivery results.
+const (
+	// WebhookAccepted: verified, and at least one application refreshed.
+	WebhookAccepted WebhookResult = "accepted"
+	// WebhookIgnored: verified, but no application watches what it touched.
+	WebhookIgnored WebhookResult = "ignored"
+	// WebhookRejected: signature or token wrong, replayed, or oversized.
+	WebhookRejected WebhookResult = "rejected"
+	// WebhookInvalid: verified but unparseable.
+	WebhookInvalid WebhookResult = "invalid"
+)
+
+// Metrics holds every Flotilla collector and the registry serving them.
+// A nil *Metrics is valid and records nothing, so callers need no checks.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	syncStatus       *prometheus.GaugeVec
+	healthStatus     *prometheus.GaugeVec
+	reconcileSeconds *prometheus.HistogramVec
+	gitFetchSeconds  *prometheus.HistogramVec
+	gitFetchErrors   *prometheus.CounterVec
+	dockerRequests   *prometheus.CounterVec
+	swarmWrites      *prometheus.CounterVec
+	driftFields      *prometheus.GaugeVec
+	webhooks         *prometheus.CounterVec
+}
+
+// New returns Metrics registered on a fresh registry, together with the Go
+// runtime and process collectors.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		syncStatus: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flotilla_app_sync_status",
+			Help: "Sync status of each application: 1 for the current status, 0 for the others.",
+		}, []string{"app", "status"}),
+		healthStatus: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flotilla_app_health_status",
+			Help: "Health of each application: 1 for the current health, 0 for the others.",
+		}, []string{"app", "status"}),
+		reconcileSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "flotilla_reconcile_duration_seconds",
+			Help:    "Duration of reconcile passes by application and outcome.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"app", "result"}),
+		gitFetchSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "flotilla_git_fetch_duration_seconds",
+			Help:    "Duration of git fetches (remote checks included) by repository.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"repo"}),
+		gitFetchErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flotilla_git_fetch_errors_total",
+			Help: "Failed git fetches by repository.",
+		}, []string{"repo"}),
+		dockerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flotilla_docker_requests_total",
+			Help: "Docker API requests by operation.",
+		}, []string{"operation"}),
+		swarmWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flotilla_swarm_writes_total",
+			Help: "Objects created or updated in the swarm, by kind. Zero growth in steady state.",
+		}, []string{"kind"}),
+		driftFields: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flotilla_drift_fields",
+			Help: "Fields whose live value differs from the repository, per application, at the last pass.",
+		}, []string{"app"}),
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flotilla_webhook_deliveries_total",
+			Help: "Webhook deliveries by provider and result.",
+		}, []string{"provider", "result"}),
+	}
+	m.reg.MustRegister(
+		m.syncStatus, m.healthStatus, m.reconcileSeconds, m.gitFetchSeconds, m.gitFetchErrors,
+		m.dockerRequests, m.swarmWrites, m.driftFields, m.webhooks,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// Registry returns the registry, for callers that add collectors of their own.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	if m == nil {
+		return http.NotFoundHandler()
+	}
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+var (
+	syncValues   = []application.Sync{application.Synced, application.OutOfSync, application.SyncUnknown}
+	healthValues = []application.Health{application.Healthy, application.Suspended, application.Progressing,
+		application.Missing, application.Degraded, application.HealthUnknown}
+)
+
+// SetStatus records an application's sync and health, one series per value
+// of each vocabulary so that a query can alert on "== 1" without knowing the
+// previous value.
+func (m *Metrics) SetStatus(s application.Status) {
+	if m == nil {
+		return
+	}
+	for _, v := range syncValues {
+		m.syncStatus.WithLabelValues(s.Name, string(v)).Set(boolf(v == s.Sync))
+	}
+	for _, v := range healthValues {
+		m.healthStatus.WithLabelValues(s.Name, string(v)).Set(boolf(v == s.Health))
+	}
+}
+
+// ForgetApp drops every series of an application removed from the
+// applications file, so it stops being reported.
+func (m *Metrics) ForgetApp(app string) {
+	if m == nil {
+		return
+	}
+	l := prometheus.Labels{"app": app}
+	m.syncStatus.DeletePartialMatch(l)
+	m.healthStatus.DeletePartialMatch(l)
+	m.reconcileSeconds.DeletePartialMatch(l)
+	m.driftFields.DeletePartialMatch(l)
+}
+
+// ObserveReconcile records how long one pass of app took and how it ended.
+func (m *Metrics) ObserveReconcile(app string, result Outcome, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.reconcileSeconds.WithLabelValues(app, string(result)).Observe(d.Seconds())
+}
+
+// ObserveGitFetch records one fetch of repoURL; err non-nil counts a failure.
+// The URL is reduced to host/path first (see RepoLabel).
+func (m *Metrics) ObserveGitFetch(repoURL string, d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	repo := RepoLabel(repoURL)
+	m.gitFetchSeconds.WithLabelValues(repo).Observe(d.Seconds())
+	if err != nil {
+		m.gitFetchErrors.WithLabelValues(repo).Inc()
+	}
+}
+
+// DockerRequest counts one Docker API request. operation is a fixed name
+// chosen by the caller ("service_list", "service_update", ...), never a path
+// with ids in it.
+func (m *Metrics) DockerRequest(operation string) {
+	if m == nil {
+		return
+	}
+	m.dockerRequests.WithLabelValues(operation).Inc()
+}
+
+// SwarmWrites counts n writes of one kind of object.
+func (m *Metrics) SwarmWrites(kind WriteKind, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.swarmWrites.WithLabelValues(string(kind)).Add(float64(n))
+}
+
+// SetDriftFields records how many fields of app's services drifted at the
+// last observation.
+func (m *Metrics) SetDriftFields(app string, n int) {
+	if m == nil {
+		return
+	}
+	m.driftFields.WithLabelValues(app).Set(float64(n))
+}
+
+// WebhookDelivery counts one webhook delivery. provider is one of the fixed
+// route names (github, gitlab, gitea, bitbucket, generic).
+func (m *Metrics) WebhookDelivery(provider string, result WebhookResult) {
+	if m == nil {
+		return
+	}
+	m.webhooks.WithLabelValues(provider, string(result)).Inc()
+}
+
+func boolf(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// RepoLabel reduces a repository URL to "host/path" for a label: no scheme,
+// no user info (where credentials hide), no port, query or fragment, no
+// trailing ".git". It accepts URLs and scp-like "user@host:path"; anything
+// else becomes "local" (a file path says nothing useful and may be long).
+func RepoLabel(repoURL string) string {
+	s := strings.TrimSpace(repoURL)
+	var host, path string
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" && u.Host != "" && u.Scheme != "file" {
+		host, path = u.Hostname(), u.Path
+	} else if at := strings.LastIndex(s, "@"); !strings.Contains(s, "://") && strings.Contains(s, ":") {
+		// scp-like: [user@]host:path
+		rest := s[at+1:]
+		h, p, _ := strings.Cut(rest, ":")
+		host, path = h, p
+	} else {
+		return "local"
+	}
+	if host == "" {
+		return "local"
+	}
+	path = strings.Trim(path, "/")
+	path = strings.TrimSuffix(path, ".git")
+	if path == "" {
+		return strings.ToLower(host)
+	}
+	return strings.ToLower(host) + "/" + path
+}

@@ -1,0 +1,167 @@
+package metrics
+
+import (
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/flotilla-gitops/flotilla/application"
+)
+
+// scrape fetches the handler's text output and parses it like Prometheus.
+func scrape(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("scrape status %d", rec.Code)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(rec.Body.String()))
+	if err != nil {
+		t.Fatalf("parse scrape: %v\n%s", err, rec.Body.String())
+	}
+	return fams
+}
+
+func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	t.Helper()
+	f, ok := fams[name]
+	if !ok {
+		t.Fatalf("no family %s", name)
+	}
+next:
+	for _, m := range f.Metric {
+		got := map[string]string{}
+		for _, l := range m.Label {
+			got[l.GetName()] = l.GetValue()
+		}
+		for k, v := range labels {
+			if got[k] != v {
+				continue next
+			}
+		}
+		switch {
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	t.Fatalf("no %s series with %v", name, labels)
+	return 0
+}
+
+func TestMetrics_scrapeParsesAndMoves(t *testing.T) {
+	m := New()
+	m.SetStatus(application.Status{Name: "shop", Sync: application.OutOfSync, Health: application.Progressing})
+	m.ObserveReconcile("shop", Succeeded, 1500*time.Millisecond)
+	m.ObserveGitFetch("https://user:s3cret@git.example.com/team/shop.git?token=abc", time.Second, errors.New("boom"))
+	m.DockerRequest("service_list")
+	m.SwarmWrites(WriteService, 2)
+	m.SetDriftFields("shop", 3)
+	m.WebhookDelivery("github", WebhookAccepted)
+
+	f := scrape(t, m)
+	if v := value(t, f, "flotilla_app_sync_status", map[string]string{"app": "shop", "status": "OutOfSync"}); v != 1 {
+		t.Errorf("sync OutOfSync = %v, want 1", v)
+	}
+	if v := value(t, f, "flotilla_app_sync_status", map[string]string{"app": "shop", "status": "Synced"}); v != 0 {
+		t.Errorf("sync Synced = %v, want 0", v)
+	}
+	if v := value(t, f, "flotilla_app_health_status", map[string]string{"app": "shop", "status": "Progressing"}); v != 1 {
+		t.Errorf("health Progressing = %v, want 1", v)
+	}
+	if v := value(t, f, "flotilla_reconcile_duration_seconds", map[string]string{"app": "shop", "result": "succeeded"}); v != 1 {
+		t.Errorf("reconcile count = %v, want 1", v)
+	}
+	repo := map[string]string{"repo": "git.example.com/team/shop"}
+	if v := value(t, f, "flotilla_git_fetch_duration_seconds", repo); v != 1 {
+		t.Errorf("fetch count = %v", v)
+	}
+	if v := value(t, f, "flotilla_git_fetch_errors_total", repo); v != 1 {
+		t.Errorf("fetch errors = %v", v)
+	}
+	if v := value(t, f, "flotilla_docker_requests_total", map[string]string{"operation": "service_list"}); v != 1 {
+		t.Errorf("docker requests = %v", v)
+	}
+	if v := value(t, f, "flotilla_swarm_writes_total", map[string]string{"kind": "service"}); v != 2 {
+		t.Errorf("swarm writes = %v", v)
+	}
+	if v := value(t, f, "flotilla_drift_fields", map[string]string{"app": "shop"}); v != 3 {
+		t.Errorf("drift fields = %v", v)
+	}
+	if v := value(t, f, "flotilla_webhook_deliveries_total", map[string]string{"provider": "github", "result": "accepted"}); v != 1 {
+		t.Errorf("webhooks = %v", v)
+	}
+
+	m.SetStatus(application.Status{Name: "shop", Sync: application.Synced, Health: application.Healthy})
+	f = scrape(t, m)
+	if v := value(t, f, "flotilla_app_sync_status", map[string]string{"app": "shop", "status": "OutOfSync"}); v != 0 {
+		t.Errorf("after sync OutOfSync = %v, want 0", v)
+	}
+	if v := value(t, f, "flotilla_app_sync_status", map[string]string{"app": "shop", "status": "Synced"}); v != 1 {
+		t.Errorf("after sync Synced = %v, want 1", v)
+	}
+}
+
+func TestMetrics_noSecretInAnyLabel(t *testing.T) {
+	m := New()
+	m.ObserveGitFetch("https://x-access-token:ghp_abcdefghijklmnopqrstuvwxyz0123@github.com/o/r.git", time.Second, nil)
+	m.ObserveGitFetch("git@github.com:o/private.git", time.Second, nil)
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, bad := range []string{"ghp_", "x-access-token", "git@"} {
+		if strings.Contains(rec.Body.String(), bad) {
+			t.Errorf("scrape contains %q", bad)
+		}
+	}
+}
+
+func TestMetrics_forgetApp(t *testing.T) {
+	m := New()
+	m.SetStatus(application.Status{Name: "gone", Sync: application.Synced, Health: application.Healthy})
+	m.ForgetApp("gone")
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if strings.Contains(rec.Body.String(), `app="gone"`) {
+		t.Fatal("series of a forgotten app still scraped")
+	}
+}
+
+func TestMetrics_nilRecordsNothing(t *testing.T) {
+	var m *Metrics
+	m.SetStatus(application.Status{Name: "x"})
+	m.ObserveReconcile("x", Failed, time.Second)
+	m.ObserveGitFetch("https://h/p", time.Second, nil)
+	m.DockerRequest("op")
+	m.SwarmWrites(WriteConfig, 1)
+	m.SetDriftFields("x", 1)
+	m.WebhookDelivery("generic", WebhookRejected)
+	m.ForgetApp("x")
+}
+
+func TestRepoLabel(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://github.com/org/repo.git":                "github.com/org/repo",
+		"https://user:pass@GitLab.example.com:8443/a/b/": "gitlab.example.com/a/b",
+		"ssh://git@host.example/org/repo":                "host.example/org/repo",
+		"git@github.com:org/repo.git":                    "github.com/org/repo",
+		"https://host/repo?private_token=abc#frag":       "host/repo",
+		"/srv/git/repo":                                  "local",
+		"file:///srv/git/repo":                           "local",
+		"":                                               "local",
+	} {
+		if got := RepoLabel(in); got != want {
+			t.Errorf("RepoLabel(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
