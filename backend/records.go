@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 
+	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 )
 
@@ -206,4 +207,26 @@ func decodeRecord(c swarm.Config) (charts.Release, error) {
 		return r, fmt.Errorf("read record %s: %w", c.Spec.Name, err)
 	}
 	return r, nil
+}
+
+var _ capability.ReleaseLister = (*Backend)(nil)
+
+// ReleaseOwners maps every release with records on the swarm to the owner
+// stamp of its newest record, from one config listing.
+func (b *Backend) ReleaseOwners(ctx context.Context) (map[string]string, error) {
+	list, err := b.api.ConfigList(ctx, swarm.ConfigListOptions{
+		Filters: filters.NewArgs(filters.Arg("label", LabelRecord+"="+recordKind)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list release records: %w", err)
+	}
+	sortRecords(list)
+	out := map[string]string{}
+	for _, c := range list {
+		rel := c.Spec.Labels[LabelRelease]
+		if _, seen := out[rel]; !seen && rel != "" {
+			out[rel] = c.Spec.Labels[LabelOwner]
+		}
+	}
+	return out, nil
 }

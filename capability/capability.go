@@ -120,3 +120,14 @@ type StacksReader interface {
 type SwarmSizer interface {
 	SwarmNodes(ctx context.Context) (int, error)
 }
+
+// ReleaseLister names every release recorded on the swarm with the owner of
+// its newest record. It is how a controller finds stacks whose application
+// was removed from its applications file, also after a restart: the records
+// in the swarm are the evidence. Without it such stacks are never pruned,
+// and the controller says so.
+//
+// This one is Flotilla's own addition to the seed's set.
+type ReleaseLister interface {
+	ReleaseOwners(ctx context.Context) (map[string]string, error)
+}

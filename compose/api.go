@@ -17,6 +17,11 @@ type Dir struct {
 	// EnvFiles feed interpolation, relative to Path. The process
 	// environment never does.
 	EnvFiles []string
+	// Decrypt sees every file read (compose files, env files, config and
+	// secret files) before it is used, and returns its plaintext; see
+	// DecryptFunc. Default nil: no keys, so a SOPS-encrypted file fails
+	// the render instead of being deployed as ciphertext.
+	Decrypt DecryptFunc
 }
 
 // Rendered is a compose project turned into a manifest.

@@ -62,7 +62,7 @@ const loaderTop = "/flotilla-checkout"
 //
 // Bad input gives a *fault.Error naming the file (relative to d.Root), and
 // the field and line when they are known.
-func Render(stack string, d Dir) (*Rendered, error) {
+func Render(stack string, d Dir) (_ *Rendered, err error) {
 	if err := checkStack(stack); err != nil {
 		return nil, &fault.Error{Field: "stack", Err: err}
 	}
@@ -70,6 +70,9 @@ func Render(stack string, d Dir) (*Rendered, error) {
 	if err != nil {
 		return nil, err
 	}
+	// SOPS: see decrypt.go.
+	p.useDecrypter(d.Decrypt)
+	defer func() { err = p.withhold(err) }()
 	if err := p.readEnvFiles(d.EnvFiles); err != nil {
 		return nil, err
 	}
@@ -94,6 +97,7 @@ type project struct {
 	env   map[string]string
 	files []composeFile
 	warns []string
+	sops  sopsState // decryption, see decrypt.go
 }
 
 // composeFile is one parsed compose file.
@@ -155,7 +159,7 @@ func (p *project) readAt(base, name string) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("read %s: %w", rel, err)
 	}
-	return data, nil
+	return p.decrypt(rel, data)
 }
 
 func (p *project) exists(name string) bool {
@@ -216,10 +220,10 @@ func (p *project) readComposeFiles(names []string) error {
 		if err != nil {
 			return yamlFault(rel, err)
 		}
-		if err := p.inlineEnvFiles(rel, src, dict); err != nil {
+		if err := p.inlineEnvFiles(rel, p.lineSource(rel, src), dict); err != nil {
 			return err
 		}
-		p.files = append(p.files, composeFile{rel: rel, src: src, dict: dict})
+		p.files = append(p.files, composeFile{rel: rel, src: p.lineSource(rel, src), dict: dict})
 	}
 	return nil
 }
@@ -276,7 +280,7 @@ func (p *project) inlineEnvFiles(file string, src []byte, dict map[string]any) e
 			}
 			lines, err := kvfile.ParseFromReader(bytes.NewReader(data), p.lookup)
 			if err != nil {
-				return fail(fmt.Errorf("env file %s: %w", repoRel(p.work, name), err))
+				return fail(fmt.Errorf("env file %s: %w", repoRel(p.work, name), p.withheldFor(repoRel(p.work, name), err)))
 			}
 			for _, l := range lines {
 				k, v, _ := strings.Cut(l, "=")
@@ -581,6 +585,7 @@ func (p *project) fileObject(stack, kind, key string, obj *composetypes.FileObje
 	if err != nil {
 		return nil, "", p.fault(field, err)
 	}
+	p.warnDecryptedConfig(kind, key, repoRel(".", rel))
 	name := obj.Name
 	if name == "" {
 		if name, err = hashedName(stack, key, data); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
+	"github.com/flotilla-gitops/flotilla/reconcile"
 )
 
 const sweepFile = `version: "3.8"
@@ -208,4 +209,86 @@ func TestManualApplicationShowsPendingRemovalsWithoutDeleting(t *testing.T) {
 	if res.Status.Sync != application.OutOfSync {
 		t.Fatalf("sync %s", res.Status.Sync)
 	}
+}
+
+func TestRemovedApplicationsStackIsPrunedOnlyWithPrune(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, true)
+	ctx := context.Background()
+	h.repo.Commit("initial", sweepFiles(sweepFile, "v1\n"))
+	if res := h.reconcile(h.controller(false)); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	// Someone's own config in the namespace is not the application's.
+	if _, err := swarmtest.Client(t).ConfigCreate(ctx, swarm.ConfigSpec{
+		Annotations: swarm.Annotations{Name: h.app.Stack + "_mine", Labels: map[string]string{"com.docker.stack.namespace": h.app.Stack}},
+		Data:        []byte("x"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The application leaves the file: a controller started without it,
+	// with no prune, reports the stack and keeps it.
+	other := testController(t, h, "e2e", false)
+	orphans, err := other.SweepOrphans(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := findOrphan(orphans, h.app.Stack)
+	if o == nil || !o.Sweep.DryRun || len(o.Sweep.Pending) == 0 {
+		t.Fatalf("orphan report: %+v", o)
+	}
+	if len(h.services()) != 2 {
+		t.Fatal("stack touched without --prune")
+	}
+
+	// A controller with another id never touches it, even with prune.
+	foreign := testController(t, h, "someone-else", true)
+	orphans, err = foreign.SweepOrphans(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if findOrphan(orphans, h.app.Stack) != nil || len(h.services()) != 2 {
+		t.Fatal("another controller's prune touched the stack")
+	}
+
+	// Restarted with --prune: the records in the swarm prove what to remove.
+	pruner := testController(t, h, "e2e", true)
+	orphans, err = pruner.SweepOrphans(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o = findOrphan(orphans, h.app.Stack)
+	if o == nil || o.Sweep.DryRun || len(o.Sweep.Removed) != 8 {
+		t.Fatalf("prune report: %+v", o)
+	}
+	if n := len(h.services()); n != 0 {
+		t.Fatalf("%d services left", n)
+	}
+	confs, _ := h.backend.LiveConfigs(ctx, h.app.Stack)
+	if _, ok := confs[h.app.Stack+"_mine"]; !ok || len(confs) != 1 {
+		t.Fatalf("configs left: %v (want only the unmanaged one)", names(confs))
+	}
+}
+
+// testController starts a controller with no applications, as one whose
+// file no longer lists h's application.
+func testController(t *testing.T, h *harness, id string, prune bool) *reconcile.Controller {
+	t.Helper()
+	c, err := reconcile.New(reconcile.Options{
+		ControllerID: id, Backend: h.backend, Fetcher: h.controllerFetcher(), Logger: quiet, PruneOrphans: prune,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func findOrphan(os []reconcile.Orphan, stack string) *reconcile.Orphan {
+	for i := range os {
+		if os[i].Stack == stack {
+			return &os[i]
+		}
+	}
+	return nil
 }

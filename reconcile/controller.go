@@ -44,6 +44,10 @@ type Options struct {
 	// Tick is how often the scheduler looks for due applications.
 	// Default 1s.
 	Tick time.Duration
+	// PruneOrphans removes the stacks of applications that left the
+	// applications file (controller --prune). Default false: they are
+	// reported and kept.
+	PruneOrphans bool
 	// Backoff bounds the retry delay after a transient failure.
 	// Default 5s doubling to the application's interval.
 	Backoff time.Duration
@@ -111,6 +115,9 @@ type appState struct {
 	rolledBackManifest string
 }
 
+// orphanInterval is how often Run looks for stacks of removed applications.
+const orphanInterval = 10 * time.Minute
+
 // Controller reconciles a set of applications.
 type Controller struct {
 	opts Options
@@ -119,6 +126,9 @@ type Controller struct {
 	mu   sync.Mutex
 	apps map[string]*appState
 	wake chan struct{}
+
+	orphans        []Orphan
+	orphanFailures map[string]map[string]int
 
 	relMu    sync.Mutex
 	releases map[string]*charts.Release // newest record per stack, a cache of the swarm's
@@ -137,6 +147,8 @@ func New(opts Options, apps []application.Application) (*Controller, error) {
 		apps:     make(map[string]*appState, len(apps)),
 		wake:     make(chan struct{}, 1),
 		releases: map[string]*charts.Release{},
+
+		orphanFailures: map[string]map[string]int{},
 	}
 	for _, a := range apps {
 		c.apps[a.Name] = &appState{app: a, status: c.initialStatus(a)}
@@ -184,9 +196,19 @@ func (c *Controller) unavailable() []string {
 func (c *Controller) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	orphansDue := c.now()
 	t := time.NewTicker(c.opts.Tick)
 	defer t.Stop()
 	for {
+		if !c.now().Before(orphansDue) {
+			// On start, then now and then: a removal that failed (still
+			// in use) is retried, and a record written meanwhile by a
+			// controller that has since lost the application is found.
+			if _, err := c.SweepOrphans(ctx); err != nil {
+				c.log.Warn("stacks of removed applications not checked", "error", err)
+			}
+			orphansDue = c.now().Add(orphanInterval)
+		}
 		c.startDue(ctx, &wg)
 		select {
 		case <-ctx.Done():

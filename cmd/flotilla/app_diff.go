@@ -57,7 +57,7 @@ var changeMark = map[api.ServiceChange]string{
 
 func printDiff(w io.Writer, d api.Diff) {
 	if d.Revision != "" || d.Deployed != "" {
-		fmt.Fprintf(w, "%s: deployed %s, repository at %s\n", d.App, short(d.Deployed), short(d.Revision))
+		fmt.Fprintf(w, "%s: deployed %s, repository at %s\n", d.App, shortSHA(d.Deployed), shortSHA(d.Revision))
 	}
 	if len(d.Services) == 0 && d.Manifest == "" && len(d.PendingRemovals) == 0 {
 		fmt.Fprintln(w, "no differences")

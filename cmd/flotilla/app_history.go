@@ -52,13 +52,14 @@ func runAppHistory(ctx context.Context, c *client.Client, o appHistoryOptions, w
 		if !r.Time.IsZero() {
 			when = r.Time.Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Revision, short(r.Commit), when,
-			dash(r.Trigger), dash(oneLine(r.Author, 30)), oneLine(r.Message, 60))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Revision, shortSHA(r.Commit), when,
+			orDash(r.Trigger), orDash(oneLine(r.Author, 30)), oneLine(r.Message, 60))
 	}
 	return tw.Flush()
 }
 
-func dash(s string) string {
+// orDash shows "-" for an empty table cell.
+func orDash(s string) string {
 	if s == "" {
 		return "-"
 	}

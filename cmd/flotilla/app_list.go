@@ -58,9 +58,9 @@ func printAppTable(w io.Writer, items []api.ApplicationSummary, now time.Time) e
 		if a.SyncReason != "" {
 			sync += " (" + string(a.SyncReason) + ")"
 		}
-		rev := short(a.Revision)
+		rev := shortSHA(a.Revision)
 		if a.SeenRevision != "" && a.SeenRevision != a.Revision {
-			rev += " → " + short(a.SeenRevision)
+			rev += " → " + shortSHA(a.SeenRevision)
 		}
 		msg := a.LastError
 		if msg == "" {

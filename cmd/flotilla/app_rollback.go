@@ -51,7 +51,7 @@ new commit arrives or the rollback is cleared, and its status says so.`,
 }
 
 func runAppRollback(ctx context.Context, c *client.Client, o appRollbackOptions, w io.Writer, tty bool) error {
-	return runOperation(ctx, c, operation{
+	return runOperation(ctx, c, apiOperation{
 		app: o.Name, verb: fmt.Sprintf("rollback to release %d", o.Revision), output: o.Output, wait: o.waitOptions, tty: tty,
 		call: func(ctx context.Context, wait client.Wait) (api.OperationResponse, error) {
 			return c.Rollback(ctx, o.Name, o.Revision, wait)

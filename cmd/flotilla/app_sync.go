@@ -79,7 +79,7 @@ func runAppSync(ctx context.Context, c *client.Client, o appSyncOptions, w io.Wr
 	if o.DryRun {
 		verb = "dry run"
 	}
-	return runOperation(ctx, c, operation{
+	return runOperation(ctx, c, apiOperation{
 		app: o.Name, verb: verb, output: o.Output, wait: o.waitOptions, tty: tty,
 		call: func(ctx context.Context, wait client.Wait) (api.OperationResponse, error) {
 			return c.Sync(ctx, o.Name, body, wait)
@@ -87,8 +87,8 @@ func runAppSync(ctx context.Context, c *client.Client, o appSyncOptions, w io.Wr
 	}, w)
 }
 
-// operation is a sync or rollback as the CLI runs it.
-type operation struct {
+// apiOperation is a sync or rollback as the CLI runs it.
+type apiOperation struct {
 	app, verb string
 	output    string
 	wait      waitOptions
@@ -98,7 +98,7 @@ type operation struct {
 
 // runOperation calls op, following its events while it waits, prints the
 // outcome and returns errFailed when the pass failed or outlasted the wait.
-func runOperation(ctx context.Context, c *client.Client, op operation, w io.Writer) error {
+func runOperation(ctx context.Context, c *client.Client, op apiOperation, w io.Writer) error {
 	if !op.wait.Wait {
 		r, err := op.call(ctx, client.Wait{})
 		if err != nil {
@@ -128,7 +128,7 @@ func runOperation(ctx context.Context, c *client.Client, op operation, w io.Writ
 		done <- answer{r, err}
 	}()
 
-	p := &progress{w: w, tty: op.tty, app: op.app}
+	p := &syncProgress{w: w, tty: op.tty, app: op.app}
 	var a answer
 wait:
 	for {
@@ -193,10 +193,10 @@ func printOutcome(w io.Writer, verb string, r api.OperationResponse) {
 	}
 }
 
-// progress shows a pass's events. On a terminal it keeps one line per
+// syncProgress shows a pass's events. On a terminal it keeps one line per
 // service (tasks running/desired, update state) under a status line and
 // redraws them in place; elsewhere it prints one plain line per event.
-type progress struct {
+type syncProgress struct {
 	w   io.Writer
 	tty bool
 	app string
@@ -212,7 +212,7 @@ type serviceProgress struct {
 	state, message   string
 }
 
-func (p *progress) event(e events.Event) {
+func (p *syncProgress) event(e events.Event) {
 	if e.Type == events.Gap {
 		return
 	}
@@ -227,11 +227,11 @@ func (p *progress) event(e events.Event) {
 		p.services[e.Service] = serviceProgress{running, desired, state, e.Message}
 		if !p.tty {
 			fmt.Fprintf(p.w, "%s %s/%s: %d/%d tasks%s\n", e.Time.Local().Format(time.TimeOnly),
-				e.App, e.Service, running, desired, suffix(state, e.Message))
+				e.App, e.Service, running, desired, progressSuffix(state, e.Message))
 			return
 		}
 	} else {
-		line := describe(e)
+		line := describeEvent(e)
 		if !p.tty {
 			fmt.Fprintf(p.w, "%s %s\n", e.Time.Local().Format(time.TimeOnly), line)
 			return
@@ -241,7 +241,7 @@ func (p *progress) event(e events.Event) {
 	p.redraw()
 }
 
-func (p *progress) redraw() {
+func (p *syncProgress) redraw() {
 	var b strings.Builder
 	if p.drawn > 0 {
 		fmt.Fprintf(&b, "\x1b[%dA", p.drawn) // back to the top of the block
@@ -264,16 +264,16 @@ func (p *progress) redraw() {
 		if s.desired > 0 && s.running == s.desired && (s.state == "" || s.state == "completed") {
 			mark = "✓"
 		}
-		put(fmt.Sprintf("  %s %-*s  %d/%d%s", mark, width, n, s.running, s.desired, suffix(s.state, s.message)))
+		put(fmt.Sprintf("  %s %-*s  %d/%d%s", mark, width, n, s.running, s.desired, progressSuffix(s.state, s.message)))
 	}
 	p.drawn = lines
 	fmt.Fprint(p.w, b.String())
 }
 
 // finish leaves the last drawing in place; the outcome line follows it.
-func (p *progress) finish() {}
+func (p *syncProgress) finish() {}
 
-func suffix(state, message string) string {
+func progressSuffix(state, message string) string {
 	s := ""
 	if state != "" {
 		s += "  " + state
@@ -284,8 +284,8 @@ func suffix(state, message string) string {
 	return s
 }
 
-// describe renders a non-progress event in one line.
-func describe(e events.Event) string {
+// describeEvent renders a non-progress event in one line.
+func describeEvent(e events.Event) string {
 	what := string(e.Type)
 	switch e.Type {
 	case events.SyncStarted:
@@ -313,7 +313,7 @@ func describe(e events.Event) string {
 	}
 	line := subject + ": " + what
 	if e.Revision != "" {
-		line += " at " + short(e.Revision)
+		line += " at " + shortSHA(e.Revision)
 	}
 	if e.Message != "" {
 		line += ": " + oneLine(e.Message, 100)

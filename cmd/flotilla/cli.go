@@ -152,8 +152,8 @@ func newTable(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 }
 
-// short abbreviates a commit to the width people read.
-func short(commit string) string {
+// shortSHA abbreviates a commit to the width people read.
+func shortSHA(commit string) string {
 	if len(commit) > 8 {
 		return commit[:8]
 	}

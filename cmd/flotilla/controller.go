@@ -29,6 +29,7 @@ type controllerOptions struct {
 	logFormat    string
 	logLevel     string
 	once         bool
+	prune        bool
 }
 
 func newControllerCmd() *cobra.Command {
@@ -59,6 +60,7 @@ redeploys nothing.`,
 	f.StringVar(&o.controllerID, "controller-id", "flotilla", "this controller's id in owner stamps; controllers with different ids never touch each other's stacks")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.BoolVar(&o.prune, "prune", false, "remove the stacks of applications that were removed from the applications file (only what this controller's records prove it created)")
 	f.BoolVar(&o.once, "once", false, "run one pass per application (applying even manual ones is NOT implied), print a summary and exit; exit 1 if any pass failed")
 	return cmd
 }
@@ -106,12 +108,20 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		Backend:      be,
 		Fetcher:      fetcher,
 		Logger:       logger,
+		PruneOrphans: o.prune,
 	}, file.Applications)
 	if err != nil {
 		return err
 	}
 	if o.once {
 		failed := false
+		orphans, err := ctl.SweepOrphans(ctx)
+		if err != nil {
+			fmt.Fprintf(stderr, "stacks of removed applications not checked: %v\n", err)
+		}
+		for _, orphan := range orphans {
+			printOrphan(stdout, orphan)
+		}
 		for _, a := range file.Applications {
 			res, err := ctl.Reconcile(ctx, a.Name)
 			if err == nil {
@@ -146,6 +156,18 @@ func printResult(w io.Writer, app string, res reconcile.Result, err error) {
 		line += ": " + s.HealthMessage
 	}
 	fmt.Fprintln(w, line)
+}
+
+// printOrphan writes one line per stack of a removed application.
+func printOrphan(w io.Writer, o reconcile.Orphan) {
+	switch {
+	case o.Error != "":
+		fmt.Fprintf(w, "stack %s (of removed %s): FAILED: %s\n", o.Stack, o.Owner, o.Error)
+	case o.Sweep.DryRun:
+		fmt.Fprintf(w, "stack %s (of removed %s): kept; --prune would remove %d resource(s)\n", o.Stack, o.Owner, len(o.Sweep.Pending))
+	default:
+		fmt.Fprintf(w, "stack %s (of removed %s): removed %d resource(s)\n", o.Stack, o.Owner, len(o.Sweep.Removed))
+	}
 }
 
 // printProblems writes every problem of a joined error on its own line.

@@ -1,0 +1,176 @@
+package compose
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"strings"
+
+	"github.com/flotilla-gitops/flotilla/fault"
+	"github.com/flotilla-gitops/flotilla/sopsage"
+)
+
+// DecryptFunc returns the plaintext of a file Render has just read: data
+// itself, unchanged, when the file is not encrypted; an error when it looks
+// encrypted and cannot be decrypted. file is the path relative to the
+// repository root (its extension picks the SOPS format). It is called from
+// one goroutine per Render, but several Renders may share it.
+//
+// (*sopsage.Identities).Decrypt is one.
+type DecryptFunc func(file string, data []byte) ([]byte, error)
+
+// sopsState is what a Render knows about decryption.
+type sopsState struct {
+	decrypt DecryptFunc
+	// cipher maps each decrypted file (repository path) to its content as
+	// stored. SOPS keeps keys and structure in the clear, so for a YAML
+	// file the stored text still has every field on the line the user
+	// sees in git, which the decrypted text may not.
+	cipher map[string][]byte
+	// composeFiles are the decrypted files whose fault lines come from
+	// the stored text; other decrypted files report no line.
+	composeFiles map[string]bool
+	// values are the values of decrypted env files. Interpolation carries
+	// them into files that were never encrypted, so any message may
+	// quote one; withhold blanks them out wherever they appear.
+	values []string
+}
+
+// useDecrypter installs fn, or, when it is nil, a decrypter without keys:
+// it still recognises encrypted files, and refuses them.
+func (p *project) useDecrypter(fn DecryptFunc) {
+	if fn == nil {
+		var none *sopsage.Identities
+		fn = none.Decrypt
+	}
+	p.sops = sopsState{decrypt: fn, cipher: map[string][]byte{}, composeFiles: map[string]bool{}}
+}
+
+// decrypt runs the decrypter on a file just read from rel. A failure names
+// the file as a read failure does; its reason never quotes content.
+func (p *project) decrypt(rel string, data []byte) ([]byte, error) {
+	if p.sops.decrypt == nil {
+		p.useDecrypter(nil)
+	}
+	plain, err := p.sops.decrypt(rel, data)
+	if err != nil {
+		return nil, &fs.PathError{Op: "decrypt", Path: rel, Err: err}
+	}
+	if !bytes.Equal(plain, data) {
+		p.sops.cipher[rel] = data
+		p.rememberValues(plain)
+	}
+	return plain, nil
+}
+
+// minRedacted is the shortest value withhold blanks out: shorter ones
+// ("1", "yes") would mangle messages and protect nothing.
+const minRedacted = 4
+
+// rememberValues keeps the values of plain when it reads as an env file.
+func (p *project) rememberValues(plain []byte) {
+	vars := map[string]string{}
+	if parseDotenv(plain, vars) != nil {
+		return
+	}
+	for _, v := range vars {
+		if len(v) >= minRedacted {
+			p.sops.values = append(p.sops.values, v)
+		}
+	}
+}
+
+func (p *project) wasDecrypted(rel string) bool {
+	_, ok := p.sops.cipher[rel]
+	return ok
+}
+
+// lineSource is the text fault lines of compose file rel are looked up in:
+// the stored text when it was decrypted, src otherwise.
+func (p *project) lineSource(rel string, src []byte) []byte {
+	if stored, ok := p.sops.cipher[rel]; ok {
+		p.sops.composeFiles[rel] = true
+		return stored
+	}
+	return src
+}
+
+// warnDecryptedConfig notes that a config's plaintext will be visible:
+// configs, unlike secrets, are stored in the manifest and readable from the
+// swarm by anyone who can list configs.
+func (p *project) warnDecryptedConfig(kind, key, rel string) {
+	if kind == "configs" && p.wasDecrypted(rel) {
+		p.warns = append(p.warns, "config "+key+" is decrypted from "+rel+
+			": its plaintext is stored in the manifest and in the swarm config; declare it under secrets to keep it private")
+	}
+}
+
+// withhold replaces the message of a fault reported against a decrypted
+// file. Parsers quote what they fail on (an interpolation error quotes the
+// value, the env file reader quotes a line), and for such a file that
+// would be plaintext in a status, event or log. File and field stay, and
+// so does the line when it points into the stored text; a failure to read
+// or decrypt another file is kept as it is, since it names only that file.
+func (p *project) withhold(err error) error {
+	var fe *fault.Error
+	if err == nil || len(p.sops.cipher) == 0 || !errors.As(err, &fe) {
+		return err
+	}
+	if !p.wasDecrypted(fe.File) {
+		if len(p.sops.values) == 0 {
+			return err
+		}
+		cp := *fe
+		cp.Err = &redactedError{cause: fe.Err, values: p.sops.values}
+		return &cp
+	}
+	var pe *fs.PathError
+	if errors.As(fe.Err, &pe) {
+		return err
+	}
+	var already *withheldError
+	cp := *fe
+	if !errors.As(fe.Err, &already) {
+		cp.Err = &withheldError{cause: fe.Err}
+	}
+	if !p.sops.composeFiles[fe.File] {
+		cp.Line = 0
+	}
+	return &cp
+}
+
+// withheldFor withholds err when it is about the content of decrypted file
+// rel, and returns it unchanged otherwise.
+func (p *project) withheldFor(rel string, err error) error {
+	if p.wasDecrypted(rel) {
+		return &withheldError{cause: err}
+	}
+	return err
+}
+
+// withheldError hides a message that could quote decrypted content. It
+// still unwraps, so errors.Is finds the kind of problem; only its text is
+// replaced.
+type withheldError struct{ cause error }
+
+func (e *withheldError) Error() string {
+	return "invalid content (the details are withheld because they could quote values decrypted with SOPS; decrypt the file locally and render it to see them)"
+}
+
+func (e *withheldError) Unwrap() error { return e.cause }
+
+// redactedError is a message with every decrypted value in it blanked out.
+type redactedError struct {
+	cause  error
+	values []string
+}
+
+func (e *redactedError) Error() string {
+	msg := e.cause.Error()
+	for _, v := range e.values {
+		msg = strings.ReplaceAll(msg, v, "[redacted]")
+	}
+	return msg
+}
+
+func (e *redactedError) Unwrap() error { return e.cause }
