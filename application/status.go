@@ -144,6 +144,9 @@ type Status struct {
 	// LastAppliedRevision is the number of the release record written by
 	// the last successful apply; 0 before the first.
 	LastAppliedRevision int `json:"lastAppliedRevision,omitempty"`
+	// Pinned says the application stays on a rolled-back revision, and
+	// until when; empty otherwise.
+	Pinned string `json:"pinned,omitempty"`
 	// LastError is the sanitised error of the last pass, empty when it
 	// succeeded.
 	LastError string `json:"lastError,omitempty"`

@@ -70,6 +70,21 @@ type Application struct {
 	// writes carry, so every node can pull its private images. Default:
 	// none (pulls are anonymous, or use what each node has).
 	RegistryAuth *RegistryAuth `yaml:"registryAuth,omitempty"`
+	// SOPS says how files encrypted with SOPS in this application's
+	// repository are decrypted. Default: with the controller's
+	// --sops-age-key-file, if it was given.
+	SOPS *SOPS `yaml:"sops,omitempty"`
+}
+
+// SOPS points at the age identities that decrypt an application's
+// SOPS-encrypted files at render time. Given, they replace the
+// controller-wide key for this application, so one application's
+// repository cannot get another's files decrypted by copying them.
+type SOPS struct {
+	// AgeKeyFile is an age identity file (AGE-SECRET-KEY-1... lines, as
+	// age-keygen writes) at an absolute path on the controller's host,
+	// typically a mounted swarm secret. Required.
+	AgeKeyFile string `yaml:"ageKeyFile"`
 }
 
 // RegistryAuth points at a Docker config.json on the controller's host,

@@ -145,6 +145,14 @@ func (c *checker) application(a *Application, p string) {
 			c.report(app, p+".registryAuth.file", ErrInvalid, "%q must be an absolute path on the controller's host", ra.File)
 		}
 	}
+	if s := a.SOPS; s != nil {
+		switch {
+		case s.AgeKeyFile == "":
+			c.report(app, p+".sops.ageKeyFile", ErrRequired, "required: the absolute path of an age identity file, such as /run/secrets/%s-age-key", app)
+		case !path.IsAbs(s.AgeKeyFile):
+			c.report(app, p+".sops.ageKeyFile", ErrInvalid, "%q must be an absolute path on the controller's host", s.AgeKeyFile)
+		}
+	}
 }
 
 func (c *checker) dnsName(app, field, v string) {

@@ -146,6 +146,11 @@ type Release struct {
 	// Trigger says who or what asked for the deploy (automated, sync by a
 	// user, rollback).
 	Trigger string `json:"trigger,omitempty"`
+	// PinnedCommit is set on a rollback: the commit git pointed at when
+	// the rollback was made. An automated application stays on this
+	// record while git still points there, and moves on at the next
+	// commit (or an explicit sync).
+	PinnedCommit string `json:"pinnedCommit,omitempty"`
 	// Author and Message describe the source commit when known.
 	Author  string `json:"author,omitempty"`
 	Message string `json:"message,omitempty"`

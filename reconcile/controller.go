@@ -83,6 +83,12 @@ type SyncRequest struct {
 	Prune bool
 	// DryRun plans and reports without writing anything.
 	DryRun bool
+	// Revision, when set, deploys this commit (or ref) instead of the one
+	// the application tracks.
+	Revision string
+	// Rollback, when above zero, redeploys the manifest of that recorded
+	// revision instead of rendering git.
+	Rollback int
 	// done receives the pass result once.
 	done chan Result
 }
@@ -257,16 +263,17 @@ func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup) {
 
 // runPass runs one pass for a and schedules the next.
 func (c *Controller) runPass(ctx context.Context, a *appState, snap *snapshot) {
+	// One request per pass: a sync and a rollback queued together are
+	// different deploys. The rest stay queued and make the app due again.
 	c.mu.Lock()
-	reqs := a.pending
-	a.pending = nil
+	var req *SyncRequest
+	if len(a.pending) > 0 {
+		req = a.pending[0]
+		a.pending = a.pending[1:]
+	}
 	app := a.app
 	c.mu.Unlock()
 
-	var req *SyncRequest
-	if len(reqs) > 0 {
-		req = reqs[0]
-	}
 	res := c.pass(ctx, app, req, snap)
 
 	c.mu.Lock()
@@ -283,9 +290,13 @@ func (c *Controller) runPass(ctx context.Context, a *appState, snap *snapshot) {
 		a.failures = 0
 		a.next = c.now().Add(interval)
 	}
+	again := len(a.pending) > 0
 	c.mu.Unlock()
-	for _, r := range reqs {
-		r.done <- res
+	if req != nil && req.done != nil {
+		req.done <- res
+	}
+	if again {
+		c.poke()
 	}
 }
 
@@ -327,16 +338,7 @@ func (c *Controller) reconcileNow(ctx context.Context, name string, req *SyncReq
 // RequestSync queues an explicit sync for the controller's loop and returns a
 // channel that receives the result of the pass that serves it.
 func (c *Controller) RequestSync(name, by string) (<-chan Result, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	a, ok := c.apps[name]
-	if !ok {
-		return nil, fmt.Errorf("application %q: %w", name, ErrNotFound)
-	}
-	r := &SyncRequest{By: by, done: make(chan Result, 1)}
-	a.pending = append(a.pending, r)
-	c.poke()
-	return r.done, nil
+	return c.enqueue(name, SyncRequest{By: by})
 }
 
 // Refresh makes the application due now, without forcing a manual one to

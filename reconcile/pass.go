@@ -53,6 +53,9 @@ type pass struct {
 	drifted []string // scoped services whose live spec drifted
 	missing []string // scoped services declared but absent
 
+	// rollbackOf is the record a rollback pass redeploys.
+	rollbackOf *charts.Release
+
 	deployed *charts.DeployResult
 	healed   *charts.DeployResult
 	recorded *charts.Release
@@ -96,9 +99,13 @@ var errGated = errors.New("gated")
 
 // fetch resolves the application's revision to a commit and its tree.
 func (c *Controller) fetch(ctx context.Context, p *pass) error {
+	revision := p.app.Source.Revision
+	if p.request != nil && p.request.Revision != "" {
+		revision = p.request.Revision
+	}
 	rev, err := c.opts.Fetcher.Fetch(ctx, source.Request{
 		RepoURL:     p.app.Source.RepoURL,
-		Revision:    p.app.Source.Revision,
+		Revision:    revision,
 		Credentials: p.app.Source.Credentials,
 	})
 	if err != nil {
@@ -116,6 +123,9 @@ func (c *Controller) fetch(ctx context.Context, p *pass) error {
 // swarm, so that everything a deploy could object to is found before any
 // write.
 func (c *Controller) render(ctx context.Context, p *pass) error {
+	if p.request != nil && p.request.Rollback > 0 {
+		return c.renderRollback(ctx, p, p.request.Rollback)
+	}
 	r, err := c.opts.Render(p.app.Stack, compose.Dir{
 		Root:     p.rev.Dir,
 		Path:     p.app.Source.Path,
@@ -143,6 +153,15 @@ func (c *Controller) plan(ctx context.Context, p *pass) error {
 		return stalled("plan", fmt.Errorf("stack %q is owned by %q, not by this controller (%q)", p.app.Stack, latest.Owner, c.opts.ControllerID))
 	}
 	p.latest = latest
+	p.status.Pinned = ""
+	if pinned(latest, p) {
+		// A rollback holds while git still points where it pointed then.
+		if err := c.useRecord(ctx, p, latest); err != nil {
+			return err
+		}
+		p.status.Pinned = fmt.Sprintf("rolled back to revision %d (commit %s); automated sync resumes at the next commit or an explicit sync",
+			latest.Revision, shortCommit(latest.Commit))
+	}
 	p.action = charts.Plan(p.rendered.Manifest, p.owner, latest)
 	if latest != nil {
 		p.status.LastAppliedRevision = latest.Revision
@@ -220,13 +239,6 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 		return transient("apply", err)
 	}
 	p.deployed = &res
-	trigger := TriggerAutomated
-	if p.request != nil {
-		trigger = TriggerSync
-		if p.request.By != "" {
-			trigger += " by " + p.request.By
-		}
-	}
 	rec := charts.Release{
 		Name:     p.app.Stack,
 		Revision: next,
@@ -236,7 +248,18 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 		Author:   p.rev.Author,
 		Message:  p.rev.Message,
 		Time:     c.now(),
-		Trigger:  trigger,
+		Trigger:  TriggerAutomated,
+	}
+	if p.request != nil {
+		rec.Trigger = TriggerSync
+		if p.request.Rollback > 0 {
+			rec.Trigger = fmt.Sprintf("rollback to revision %d", p.request.Rollback)
+			rec.Commit, rec.Author, rec.Message = p.rollbackOf.Commit, p.rollbackOf.Author, p.rollbackOf.Message
+			rec.PinnedCommit = p.rev.Commit
+		}
+		if p.request.By != "" {
+			rec.Trigger += " by " + p.request.By
+		}
 	}
 	if err := p.backend.RecordRelease(ctx, rec, p.app.History); err != nil {
 		c.forgetRelease(p.app.Stack)
@@ -265,7 +288,7 @@ func (c *Controller) confirm(ctx context.Context, p *pass) error {
 		}
 		p.status.Sync = application.Synced
 		p.status.SyncReason = application.ReasonNone
-		p.status.Revision = p.rev.Commit
+		p.status.Revision = p.recorded.Commit
 		p.status.LastAppliedRevision = p.recorded.Revision
 		p.status.LastSyncTime = c.now()
 	}

@@ -1,0 +1,123 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/pmezard/go-difflib/difflib"
+
+	"github.com/flotilla-gitops/flotilla/capability"
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/drift"
+	"github.com/flotilla-gitops/flotilla/sweep"
+)
+
+// Diff is what separates the repository from the swarm for one application.
+type Diff struct {
+	App string
+	// Revision is the commit the repository declares now; Deployed the one
+	// of the newest release record.
+	Revision, Deployed string
+	Action             charts.Action
+	Services           []ServiceDiff
+	// Manifest is a unified diff from the deployed manifest to the
+	// declared one, empty when they are equal.
+	Manifest        string
+	PendingRemovals []string
+	Unavailable     []string
+}
+
+// ServiceDiff is one service's difference. Change is create, update (the
+// repository changed it), drift (the swarm changed) or remove.
+type ServiceDiff struct {
+	Name   string
+	Change string
+	Fields []drift.Change
+}
+
+// Diff fetches and renders the application and compares it, without
+// writing anything, with the newest record (the manifest text) and with the
+// swarm (service by service, field by field, and what a prune would remove).
+// Without LiveDrift the per-service comparison is listed as unavailable.
+func (c *Controller) Diff(ctx context.Context, name string) (Diff, error) {
+	c.mu.Lock()
+	a, ok := c.apps[name]
+	if !ok {
+		c.mu.Unlock()
+		return Diff{}, fmt.Errorf("application %q: %w", name, ErrNotFound)
+	}
+	app := a.app
+	c.mu.Unlock()
+
+	p := &pass{app: app, owner: c.opts.ControllerID + "/" + app.Name, log: c.log.With("app", app.Name)}
+	p.backend = c.opts.Backend
+	for _, s := range []step{{"fetch", (*Controller).fetch}, {"render", (*Controller).render}, {"plan", (*Controller).plan}} {
+		if err := s.run(c, ctx, p); err != nil {
+			return Diff{}, err
+		}
+	}
+	d := Diff{App: name, Revision: p.rev.Commit, Action: p.action, Unavailable: c.unavailable()}
+	old := ""
+	if p.latest != nil {
+		d.Deployed, old = p.latest.Commit, p.latest.Manifest
+	}
+	if old != p.rendered.Manifest {
+		text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+			A: difflib.SplitLines(old), B: difflib.SplitLines(p.rendered.Manifest),
+			FromFile: "deployed", ToFile: "declared", Context: 3,
+		})
+		if err != nil {
+			return Diff{}, fmt.Errorf("diff manifests: %w", err)
+		}
+		d.Manifest = text
+	}
+
+	ld, ok := capability.As[capability.LiveDrift](p.backend)
+	if !ok {
+		return d, nil
+	}
+	desired, err := ld.DesiredServices(ctx, p.rendered.Manifest, app.Stack)
+	if err != nil {
+		return Diff{}, fmt.Errorf("convert: %w", err)
+	}
+	live, err := ld.LiveServices(ctx, app.Stack)
+	if err != nil {
+		return Diff{}, fmt.Errorf("read live services: %w", err)
+	}
+	var names map[string]string
+	if nn, ok := capability.As[capability.NetworkNamer](p.backend); ok {
+		if names, err = nn.LiveNetworkNames(ctx); err != nil {
+			return Diff{}, fmt.Errorf("read networks: %w", err)
+		}
+	}
+	kind := "update"
+	if p.action == charts.Unchanged {
+		kind = "drift"
+	}
+	for _, scoped := range sortedKeys(desired.Services) {
+		short := strings.TrimPrefix(scoped, app.Stack+"_")
+		l, ok := live[scoped]
+		if !ok {
+			d.Services = append(d.Services, ServiceDiff{Name: short, Change: "create"})
+			continue
+		}
+		if ch := drift.Diff(desired.Services[scoped], l.Spec, drift.Options{NetworkNames: names}); len(ch) > 0 {
+			d.Services = append(d.Services, ServiceDiff{Name: short, Change: kind, Fields: ch})
+		}
+	}
+	rep, err := sweep.Run(ctx, p.backend, sweep.RunInput{
+		Stack: app.Stack, Owner: p.owner, Owners: c.previousOwners(p), Current: p.declared,
+		RetainRotated: retainRotated(app), DryRun: true,
+	})
+	if err != nil {
+		return Diff{}, fmt.Errorf("pending removals: %w", err)
+	}
+	for _, it := range rep.Plan.Delete {
+		d.PendingRemovals = append(d.PendingRemovals, it.String())
+		if it.Kind == sweep.KindService {
+			d.Services = append(d.Services, ServiceDiff{Name: strings.TrimPrefix(it.Name, app.Stack+"_"), Change: "remove"})
+		}
+	}
+	return d, nil
+}
