@@ -106,6 +106,9 @@ type Backend struct {
 	// (regauth.go); nil sends none.
 	regAuth regauth.Resolver
 
+	// self is the controller's own service and stack, never removed.
+	self Self
+
 	// hooks lets tests step into a deploy; nil in production.
 	hooks *testHooks
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/flotilla-gitops/flotilla/capability"
 )
 
 // taskDrainTimeout bounds how long RemoveStack waits for removed services'
@@ -21,6 +23,9 @@ const taskDrainTimeout = 60 * time.Second
 func (b *Backend) RemoveStack(ctx context.Context, stack string) error {
 	if stack == "" {
 		return errors.New("remove stack: empty stack name")
+	}
+	if b.self.Stack != "" && stack == b.self.Stack {
+		return fmt.Errorf("remove stack %s: %w", stack, capability.ErrOwnStack)
 	}
 	ns := namespace(stack)
 	log := b.log.With("stack", stack)
@@ -108,6 +113,9 @@ func (b *Backend) waitTasksGone(ctx context.Context, services []swarm.Service) e
 
 // RemoveService deletes one service by id; one already gone is not an error.
 func (b *Backend) RemoveService(ctx context.Context, id string) error {
+	if err := b.checkOwn(ctx, "service", id); err != nil {
+		return err
+	}
 	if err := b.api.ServiceRemove(ctx, id); err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove service %s: %w", id, err)
 	}
@@ -117,6 +125,9 @@ func (b *Backend) RemoveService(ctx context.Context, id string) error {
 // RemoveNetwork deletes one network by id, retrying for a few seconds while
 // the daemon detaches the last containers of removed services.
 func (b *Backend) RemoveNetwork(ctx context.Context, id string) error {
+	if err := b.checkOwn(ctx, "network", id); err != nil {
+		return err
+	}
 	var err error
 	for attempt := 0; attempt < 20; attempt++ {
 		err = b.api.NetworkRemove(ctx, id)
@@ -136,6 +147,9 @@ func (b *Backend) RemoveNetwork(ctx context.Context, id string) error {
 // Release records are refused: they are history, and only RecordRelease's
 // pruning drops them.
 func (b *Backend) RemoveConfig(ctx context.Context, id string) error {
+	if err := b.checkOwn(ctx, "config", id); err != nil {
+		return err
+	}
 	c, _, err := b.api.ConfigInspectWithRaw(ctx, id)
 	if isNotFound(err) {
 		return nil
@@ -154,6 +168,9 @@ func (b *Backend) RemoveConfig(ctx context.Context, id string) error {
 
 // RemoveSecret deletes one secret by id; one already gone is not an error.
 func (b *Backend) RemoveSecret(ctx context.Context, id string) error {
+	if err := b.checkOwn(ctx, "secret", id); err != nil {
+		return err
+	}
 	if err := b.api.SecretRemove(ctx, id); err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove secret %s: %w", id, err)
 	}

@@ -73,7 +73,8 @@ type Event struct {
 	Service  string `json:"service,omitempty"`
 	Revision string `json:"revision,omitempty"`
 	Message  string `json:"message,omitempty"`
-	// Data holds type-specific detail, such as the counts of Progress.
+	// Data holds type-specific detail, such as the counts of Progress. It is
+	// shared with every subscriber, so it must not change after Publish.
 	Data map[string]any `json:"data,omitempty"`
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/fault"
+	"github.com/flotilla-gitops/flotilla/regauth"
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
@@ -44,6 +45,9 @@ type Options struct {
 	// Tick is how often the scheduler looks for due applications.
 	// Default 1s.
 	Tick time.Duration
+	// ForbiddenSecrets names secrets and configs no stack may mount or
+	// declare: the controller's own.
+	ForbiddenSecrets map[string]struct{}
 	// PruneOrphans removes the stacks of applications that left the
 	// applications file (controller --prune). Default false: they are
 	// reported and kept.
@@ -403,12 +407,34 @@ func (c *Controller) Statuses() []application.Status {
 // application. If the backend implements OutOfBand, a lost compare-and-swap
 // is reported against this application; otherwise such races are retried
 // without a report (and the status lists the feature as unavailable).
-func (c *Controller) appBackend(p *pass) charts.Backend {
+//
+// The same holds for the application's allowlist (AllowedReferences), the
+// controller's own secrets (ForbidSecrets) and the application's registry
+// credential (RegistryAuth): a backend that lacks one enforces its own rules
+// or authenticates its own way, and the reconciler never loosens anything.
+func (c *Controller) appBackend(p *pass) (charts.Backend, error) {
 	b := c.opts.Backend
 	if ob, ok := capability.As[capability.OutOfBand](b); ok {
 		b = ob.WithOutOfBandNotifier(c.outOfBand(p))
 	}
-	return b
+	if ar, ok := capability.As[capability.AllowedReferences](b); ok {
+		b = ar.WithAllowedReferences(p.app.Allow)
+	}
+	if fs, ok := capability.As[capability.ForbidSecrets](b); ok && len(c.opts.ForbiddenSecrets) > 0 {
+		b = fs.WithForbiddenSecrets(c.opts.ForbiddenSecrets)
+	}
+	if ra := p.app.RegistryAuth; ra != nil {
+		r, ok := capability.As[capability.RegistryAuth](b)
+		if !ok {
+			return nil, stalled("credentials", &capability.ErrUnavailable{Feature: "registry credentials", Capability: "RegistryAuth"})
+		}
+		creds, err := regauth.FromFile(ra.File)
+		if err != nil {
+			return nil, stalled("credentials", fmt.Errorf("registryAuth.file: %w", err))
+		}
+		b = r.WithRegistryAuth(creds)
+	}
+	return b, nil
 }
 
 // pass runs the steps for one application and always publishes a status.
@@ -427,11 +453,13 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 	p.status.Name, p.status.Stack = app.Name, app.Stack
 	p.status.Unavailable = c.unavailable()
 	p.status.OutOfBand = nil
-	p.backend = c.appBackend(p)
 	var err error
-	for _, s := range steps {
-		if err = s.run(c, ctx, p); err != nil {
-			break
+	p.backend, err = c.appBackend(p)
+	if err == nil {
+		for _, s := range steps {
+			if err = s.run(c, ctx, p); err != nil {
+				break
+			}
 		}
 	}
 	if errors.Is(err, errGated) {

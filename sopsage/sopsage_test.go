@@ -2,6 +2,9 @@ package sopsage_test
 
 import (
 	"bytes"
+	"fmt"
+	"time"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -130,7 +133,7 @@ func TestIdentities_Decrypt_refusals(t *testing.T) {
 		{"unencrypted value edited", ids, "s.yaml", bytes.Replace(yamlEnc, []byte("public"), []byte("edited"), 1), sopsage.ErrModified, "MAC mismatch"},
 		{"MAC removed", ids, "s.yaml", replaceLine(yamlEnc, "    mac: ", "    mac: \"\""), sopsage.ErrModified, "MAC is missing"},
 		{"age stanza altered", ids, "s.yaml", flipAfter(t, yamlEnc, "-----BEGIN AGE ENCRYPTED FILE-----\n            "), sopsage.ErrModified, "data key"},
-		{"no age recipient", ids, "s.yaml", replaceLine(replaceLine(yamlEnc, "    age:", "    pgp:"), "        - recipient: ", "        - created_at: \"2024-01-01T00:00:00Z\"\n          fp: 0123ABCD"), sopsage.ErrNoAgeRecipient, "encrypted only for pgp"},
+		{"no age recipient", ids, "s.txt", pgpOnly(t, binEnc), sopsage.ErrNoAgeRecipient, "encrypted only for pgp"},
 		{"value is not a string", ids, "s.yaml", replaceLine(yamlEnc, "password: ", "password: 42"), sopsage.ErrMalformed, ""},
 		{"metadata only", ids, "s.yaml", []byte("sops:\n    mac: x\n"), sopsage.ErrMalformed, ""},
 	}
@@ -173,6 +176,26 @@ func flipAfter(t *testing.T, data []byte, marker string) []byte {
 		out[j] = 'B'
 	} else {
 		out[j] = 'A'
+	}
+	return out
+}
+
+// pgpOnly rewrites the metadata of a binary-format file to name one PGP
+// key instead of its age recipients.
+func pgpOnly(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var doc struct {
+		Data string         `json:"data"`
+		Sops map[string]any `json:"sops"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	delete(doc.Sops, "age")
+	doc.Sops["pgp"] = []any{map[string]any{"fp": "0123ABCD", "created_at": "2024-01-01T00:00:00Z", "enc": "x"}}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
@@ -222,6 +245,15 @@ func FuzzDecrypt(f *testing.F) {
 	f.Add("a.ini", []byte("[sops]\nmac = x\n"))
 	f.Fuzz(func(t *testing.T, file string, data []byte) {
 		in := bytes.Clone(data)
+		done := make(chan struct{})
+		go func() {
+			select {
+			case <-done:
+			case <-time.After(3 * time.Second):
+				panic(fmt.Sprintf("HANG file=%q data=%q", file, in))
+			}
+		}()
+		defer close(done)
 		out, err := ids.Decrypt(file, data)
 		if _, ok := sopsage.Detect(file, data); !ok && (err != nil || !bytes.Equal(out, in)) {
 			t.Fatalf("a file that does not look encrypted was changed: %v", err)

@@ -136,7 +136,7 @@ func (c *Controller) run(st application.Status, opts api.SyncOptions) <-chan api
 		if c.Result != nil {
 			res = c.Result(st.Name, opts)
 		} else {
-			st.Sync, st.SyncReason, st.Health = application.Synced, application.ReasonNone, application.Healthy
+			st.Sync, st.SyncReason, st.Health, st.HealthMessage = application.Synced, application.ReasonNone, application.Healthy, ""
 			res = api.SyncResult{Action: string(charts.Upgrade), Revision: st.LastAppliedRevision + 1, Status: st}
 		}
 		if res.Status.Name == "" {

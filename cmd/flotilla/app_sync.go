@@ -37,6 +37,10 @@ func (o *waitOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 5*time.Minute, "with --wait, how long to wait")
 }
 
+// drainGrace bounds how long the CLI waits, after the answer, for the
+// pass's last events to arrive.
+const drainGrace = time.Second
+
 // waitMargin is how much longer the CLI waits than it asked the server to,
 // so the server's own "still running" answer arrives first.
 const waitMargin = 30 * time.Second
@@ -130,6 +134,8 @@ func runOperation(ctx context.Context, c *client.Client, op apiOperation, w io.W
 
 	p := &syncProgress{w: w, tty: op.tty, app: op.app}
 	var a answer
+	final := false // the pass's closing sync event was shown
+	isFinal := func(e events.Event) bool { return e.Type == events.SyncSucceeded || e.Type == events.SyncFailed }
 wait:
 	for {
 		select {
@@ -139,12 +145,28 @@ wait:
 				continue
 			}
 			p.event(e)
+			final = isFinal(e)
 		case a = <-done:
 			break wait
 		}
 	}
+	// The pass's own events are published before its result is delivered,
+	// but may still be on their way: show them, up to the final sync event.
+	grace := time.After(drainGrace)
+drain:
+	for evs != nil && !final {
+		select {
+		case e, ok := <-evs:
+			if !ok {
+				break drain
+			}
+			p.event(e)
+			final = isFinal(e)
+		case <-grace:
+			break drain
+		}
+	}
 	stopEvents()
-	p.finish()
 	if a.err != nil {
 		if errors.Is(a.err, context.DeadlineExceeded) {
 			return fmt.Errorf("%s %s: no answer within %s; the pass may still be running, see `flotilla app get %s`", op.verb, op.app, op.wait.Timeout+waitMargin, op.app)
@@ -269,9 +291,6 @@ func (p *syncProgress) redraw() {
 	p.drawn = lines
 	fmt.Fprint(p.w, b.String())
 }
-
-// finish leaves the last drawing in place; the outcome line follows it.
-func (p *syncProgress) finish() {}
 
 func progressSuffix(state, message string) string {
 	s := ""

@@ -102,13 +102,21 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	if err != nil {
 		return fmt.Errorf("connect to the swarm: %w", err)
 	}
+	// Running as a swarm service, the controller protects its own stack from
+	// sweeps and its own secrets from every application.
+	self, err := be.DetectSelf(ctx)
+	if err != nil {
+		logger.Warn("could not tell whether the controller runs as a swarm service", "error", err)
+	}
+	be = be.WithSelf(self)
 	fetcher := source.New(source.Options{CacheDir: filepath.Join(o.dataDir, "git"), Logger: logger})
 	ctl, err := reconcile.New(reconcile.Options{
-		ControllerID: o.controllerID,
-		Backend:      be,
-		Fetcher:      fetcher,
-		Logger:       logger,
-		PruneOrphans: o.prune,
+		ControllerID:     o.controllerID,
+		Backend:          be,
+		Fetcher:          fetcher,
+		Logger:           logger,
+		PruneOrphans:     o.prune,
+		ForbiddenSecrets: self.Forbidden(),
 	}, file.Applications)
 	if err != nil {
 		return err
