@@ -78,6 +78,9 @@ type Options struct {
 	Logger *slog.Logger
 	// ResolveImage is ResolveNever (default) or ResolveChanged.
 	ResolveImage ResolveImage
+	// OnRequest, when set, is told the operation of every request sent to
+	// the daemon ("service.update", ...), for metrics. It must not block.
+	OnRequest func(operation string)
 	// ResolveTimeout bounds one registry digest lookup. Default 5s.
 	ResolveTimeout time.Duration
 }
@@ -154,6 +157,7 @@ func New(_ context.Context, opts Options) (*Backend, error) {
 	}
 
 	cnt := newCounter()
+	cnt.onRequest = opts.OnRequest
 	api, err := countingClient(opts.Client, cnt)
 	if err != nil {
 		return nil, fmt.Errorf("backend: docker client: %w", err)

@@ -106,6 +106,7 @@ func TestDeployStack_writesOnlyWhatChanged(t *testing.T) {
 	})
 
 	t.Run("a config change rolls out a new config to its service only", func(t *testing.T) {
+		waitRunning(t, b, stack) // the env change above may still be rolling out
 		before := services(t, b, stack)
 		configsBefore, err := b.LiveConfigs(ctx, stack)
 		if err != nil {

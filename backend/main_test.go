@@ -169,19 +169,7 @@ func waitRunning(t *testing.T, b *Backend, stack string) []charts.ServiceState {
 		if err != nil {
 			return false, err.Error()
 		}
-		if len(states) == 0 {
-			return false, "no services"
-		}
-		for _, s := range states {
-			if s.Running != s.Desired {
-				msg := ""
-				if len(s.Tasks) > 0 {
-					msg = s.Tasks[0].State + " " + s.Tasks[0].Err
-				}
-				return false, s.Name + " not running: " + msg
-			}
-		}
-		return true, ""
+		return swarmtest.Settled(states)
 	})
 	return states
 }

@@ -48,8 +48,9 @@ func (s Stats) Sub(earlier Stats) Stats {
 // counter is shared by a Backend and every per-application copy of it, so
 // Stats covers all of them.
 type counter struct {
-	mu    sync.Mutex
-	stats Stats
+	mu        sync.Mutex
+	stats     Stats
+	onRequest func(op string)
 }
 
 func newCounter() *counter {
@@ -58,10 +59,13 @@ func newCounter() *counter {
 
 func (c *counter) request(op string, write bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.stats.Requests[op]++
 	if write {
 		c.stats.Writes++
+	}
+	c.mu.Unlock()
+	if c.onRequest != nil {
+		c.onRequest(op)
 	}
 }
 

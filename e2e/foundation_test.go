@@ -194,28 +194,7 @@ func (h *harness) waitRunning(want int) {
 		if len(states) != want {
 			return false, "services: " + strconv.Itoa(len(states))
 		}
-		for _, s := range states {
-			if s.Running != s.Desired || s.Desired == 0 {
-				return false, s.Name + " " + strconv.Itoa(int(s.Running)) + "/" + strconv.Itoa(int(s.Desired))
-			}
-			if s.UpdateState != "" && s.UpdateState != "completed" {
-				return false, s.Name + " update " + s.UpdateState
-			}
-			// Settled: exactly the desired tasks are meant to run, and run.
-			var current uint64
-			for _, t := range s.Tasks {
-				if t.DesiredState == "running" {
-					if t.State != "running" {
-						return false, s.Name + " task " + t.State
-					}
-					current++
-				}
-			}
-			if current != s.Desired {
-				return false, s.Name + " has " + strconv.Itoa(int(current)) + " current tasks"
-			}
-		}
-		return true, ""
+		return swarmtest.Settled(states)
 	})
 }
 

@@ -22,8 +22,11 @@ import (
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/fault"
+	"github.com/flotilla-gitops/flotilla/metrics"
 	"github.com/flotilla-gitops/flotilla/regauth"
+	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
@@ -45,6 +48,15 @@ type Options struct {
 	// Tick is how often the scheduler looks for due applications.
 	// Default 1s.
 	Tick time.Duration
+	// Events receives what happens (sync started/succeeded/failed, drift,
+	// health, prune). Nil publishes nothing.
+	Events Publisher
+	// Metrics records pass outcomes and status gauges. Nil records nothing.
+	Metrics *metrics.Metrics
+	// SOPS decrypts SOPS-encrypted files of applications that name no age
+	// key file of their own. Nil still recognises encrypted files and
+	// refuses them, never deploying ciphertext.
+	SOPS *sopsage.Identities
 	// ForbiddenSecrets names secrets and configs no stack may mount or
 	// declare: the controller's own.
 	ForbiddenSecrets map[string]struct{}
@@ -372,6 +384,19 @@ var (
 	ErrBusy     = errors.New("a pass is already running")
 )
 
+// InitialPassesDone reports whether every application has finished at least
+// one pass since the controller started, successful or not.
+func (c *Controller) InitialPassesDone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range c.apps {
+		if a.status.LastPass.IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
 // Status returns the application's last published status.
 func (c *Controller) Status(name string) (application.Status, bool) {
 	c.mu.Lock()
@@ -442,6 +467,7 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 	c.mu.Lock()
 	prev := c.apps[app.Name].status
 	c.mu.Unlock()
+	started := c.now()
 	p := &pass{
 		app:      app,
 		owner:    c.opts.ControllerID + "/" + app.Name,
@@ -462,11 +488,14 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 			}
 		}
 	}
-	if errors.Is(err, errGated) {
+	gated := errors.Is(err, errGated)
+	if gated {
 		err = nil
 		p.log.Info("manual application planned, waiting for a sync", "action", p.action)
 	}
 	c.finish(p, err)
+	c.reportChanges(p, prev)
+	c.observeOutcome(p, err, gated, c.now().Sub(started))
 	res = Result{App: app.Name, Action: p.action, Deployed: p.deployed, Status: p.status, Err: err}
 	if p.recorded != nil {
 		res.Revision = p.recorded.Revision
@@ -484,6 +513,7 @@ func (c *Controller) finish(p *pass, err error) {
 	}
 	msg := source.SanitizeString(fault.WithApp(p.app.Name, err).Error())
 	p.status.LastError = msg
+	c.emit(p, events.SyncFailed, "", msg, map[string]any{"kind": string(KindOf(err))})
 	if p.status.Sync == "" || p.rendered == nil {
 		p.status.Sync = application.SyncUnknown
 	}

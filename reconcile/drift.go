@@ -12,6 +12,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/drift"
+	"github.com/flotilla-gitops/flotilla/events"
 )
 
 // Swarm's update states that mean the service is in motion or was reverted.
@@ -117,6 +118,7 @@ func (c *Controller) correct(ctx context.Context, p *pass) error {
 	}
 	p.healed = &res
 	p.log.Info("corrected live drift", "services", len(heal)+len(p.missing), "writes", res.Writes)
+	c.emit(p, events.DriftCorrected, "", fmt.Sprintf("%d service(s) put back to the repository's spec", len(heal)+len(p.missing)), nil)
 	p.status.Drift = nil
 	p.status.Sync = application.Synced
 	p.status.SyncReason = application.ReasonNone
@@ -176,5 +178,6 @@ func (c *Controller) outOfBand(p *pass) func(service string) {
 		p.mu.Unlock()
 		p.log.Warn("another writer changed a service while it was being written; retried from a fresh read",
 			"service", short)
+		c.emit(p, events.OutOfBandChange, short, "another writer changed the service during a write; retried from a fresh read", nil)
 	}
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/fault"
+	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
@@ -103,11 +105,13 @@ func (c *Controller) fetch(ctx context.Context, p *pass) error {
 	if p.request != nil && p.request.Revision != "" {
 		revision = p.request.Revision
 	}
+	began := c.now()
 	rev, err := c.opts.Fetcher.Fetch(ctx, source.Request{
 		RepoURL:     p.app.Source.RepoURL,
 		Revision:    revision,
 		Credentials: p.app.Source.Credentials,
 	})
+	c.opts.Metrics.ObserveGitFetch(p.app.Source.RepoURL, c.now().Sub(began), err)
 	if err != nil {
 		if errors.Is(err, source.ErrRevisionNotFound) {
 			return stalled("fetch", err)
@@ -126,12 +130,24 @@ func (c *Controller) render(ctx context.Context, p *pass) error {
 	if p.request != nil && p.request.Rollback > 0 {
 		return c.renderRollback(ctx, p, p.request.Rollback)
 	}
-	r, err := c.opts.Render(p.app.Stack, compose.Dir{
+	ids := c.opts.SOPS
+	if k := p.app.SOPS; k != nil {
+		// An application's own key replaces the controller's, so one
+		// repository cannot have another application's files decrypted.
+		// Read every pass: a rotated key file is picked up.
+		var err error
+		if ids, err = sopsage.ReadIdentityFile(k.AgeKeyFile); err != nil {
+			return transient("render", fmt.Errorf("sops.ageKeyFile: %w", err))
+		}
+	}
+	d := compose.Dir{
 		Root:     p.rev.Dir,
 		Path:     p.app.Source.Path,
 		Files:    p.app.Source.Compose.Files,
 		EnvFiles: p.app.Source.Compose.EnvFiles,
-	})
+		Decrypt:  ids.Decrypt,
+	}
+	r, err := c.opts.Render(p.app.Stack, d)
 	if err != nil {
 		return stalled("render", err)
 	}
@@ -224,6 +240,7 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 		return nil
 	}
 	next := p.latestRevision() + 1
+	c.emit(p, events.SyncStarted, "", fmt.Sprintf("deploying revision %d (%s)", next, p.action), nil)
 	res, err := p.backend.DeployStack(ctx, charts.DeployRequest{
 		Stack:    p.app.Stack,
 		Manifest: p.rendered.Manifest,
@@ -291,6 +308,7 @@ func (c *Controller) confirm(ctx context.Context, p *pass) error {
 		p.status.Revision = p.recorded.Commit
 		p.status.LastAppliedRevision = p.recorded.Revision
 		p.status.LastSyncTime = c.now()
+		c.emit(p, events.SyncSucceeded, "", fmt.Sprintf("revision %d deployed (%s)", p.recorded.Revision, p.recorded.Trigger), nil)
 	}
 	// Health after a write is read fresh: the batch snapshot predates it.
 	states, trusted, rerr := capability.ReadStack(ctx, p.backend, p.app.Stack)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/sweep"
 )
 
@@ -51,6 +52,7 @@ func (c *Controller) sweepStep(ctx context.Context, p *pass) error {
 	p.status.Sweep = sweepStatus(rep)
 	for _, it := range rep.Removed {
 		p.log.Info("swept resource the repository no longer declares", "kind", it.Kind, "name", it.Name)
+		c.emit(p, events.Pruned, "", "removed "+it.String(), map[string]any{"kind": string(it.Kind), "name": it.Name})
 	}
 	for _, f := range rep.Stuck() {
 		p.log.Error("resource still cannot be removed, retrying every pass", "kind", f.Kind, "name", f.Name, "failures", f.Count, "error", f.Error)

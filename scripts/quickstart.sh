@@ -80,9 +80,10 @@ cat <<EON
 Flotilla deployed the example stack from $repo.
 Commit a change there (e.g. edit GREETING in .env) and run the controller:
 
-  bin/flotilla controller --config $work/applications.yaml --data $work/cache
+  bin/flotilla controller --config $work/applications.yaml --data $work/cache --listen 127.0.0.1:8080 --insecure-no-auth
+  bin/flotilla app list --server http://127.0.0.1:8080     # in another terminal
 
 EON
 if [ "${FOLLOW:-0}" = 1 ]; then
-  exec bin/flotilla controller --config "$work/applications.yaml" --data "$work/cache"
+  exec bin/flotilla controller --config "$work/applications.yaml" --data "$work/cache" --listen 127.0.0.1:8080 --insecure-no-auth
 fi

@@ -138,6 +138,35 @@ func yamlHasSops(data []byte) (found bool) {
 	return meta != nil && mappingValue(meta, "mac") != nil
 }
 
+// yamlHasAlias reports whether any document in data uses an alias. sops
+// never writes one, and its YAML store expands them while loading, so a
+// few lines of nested aliases would cost exponential time and memory.
+func yamlHasAlias(data []byte) (found bool) {
+	defer func() {
+		if recover() != nil {
+			found = true
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc yaml.Node
+		if err := dec.Decode(&doc); err != nil {
+			// io.EOF ends the stream; a syntax error is for the store to
+			// report.
+			return false
+		}
+		stack := []*yaml.Node{&doc}
+		for len(stack) > 0 {
+			n := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if n.Kind == yaml.AliasNode {
+				return true
+			}
+			stack = append(stack, n.Content...)
+		}
+	}
+}
+
 // mappingValue returns the value of key in mapping n, or nil. Aliases are
 // not followed: sops never writes them in its metadata.
 func mappingValue(n *yaml.Node, key string) *yaml.Node {

@@ -177,6 +177,9 @@ func (k *Identities) decrypt(f Format, data []byte) (plain []byte, err error) {
 		}
 	}()
 
+	if f == YAML && yamlHasAlias(data) {
+		return nil, fail(ErrMalformed, "it uses YAML aliases, which sops never writes")
+	}
 	st := storeFor(f)
 	tree, err := st.LoadEncryptedFile(data)
 	if err != nil {

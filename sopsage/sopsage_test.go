@@ -2,12 +2,14 @@ package sopsage_test
 
 import (
 	"bytes"
-	"fmt"
-	"time"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/sopsage/sopsagetest"
@@ -136,6 +138,7 @@ func TestIdentities_Decrypt_refusals(t *testing.T) {
 		{"no age recipient", ids, "s.txt", pgpOnly(t, binEnc), sopsage.ErrNoAgeRecipient, "encrypted only for pgp"},
 		{"value is not a string", ids, "s.yaml", replaceLine(yamlEnc, "password: ", "password: 42"), sopsage.ErrMalformed, ""},
 		{"metadata only", ids, "s.yaml", []byte("sops:\n    mac: x\n"), sopsage.ErrMalformed, ""},
+		{"alias bomb", ids, "s.yaml", aliasBomb(12), sopsage.ErrMalformed, "YAML aliases"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -178,6 +181,19 @@ func flipAfter(t *testing.T, data []byte, marker string) []byte {
 		out[j] = 'A'
 	}
 	return out
+}
+
+// aliasBomb is a few hundred bytes of YAML that expand to 9^levels values,
+// with sops metadata so that it is detected.
+func aliasBomb(levels int) []byte {
+	var b strings.Builder
+	b.WriteString("l0: &l0 [x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < levels; i++ {
+		p := fmt.Sprintf("*l%d", i-1)
+		fmt.Fprintf(&b, "l%d: &l%d [%s]\n", i, i, strings.Repeat(p+", ", 8)+p)
+	}
+	b.WriteString("sops:\n  mac: x\n  age: [{recipient: r, enc: e}]\n  lastmodified: '2020-01-01T00:00:00Z'\n")
+	return []byte(b.String())
 }
 
 // pgpOnly rewrites the metadata of a binary-format file to name one PGP
@@ -245,15 +261,17 @@ func FuzzDecrypt(f *testing.F) {
 	f.Add("a.ini", []byte("[sops]\nmac = x\n"))
 	f.Fuzz(func(t *testing.T, file string, data []byte) {
 		in := bytes.Clone(data)
+		// Input that makes decryption crawl is a denial of service on the
+		// controller; crash so the fuzzer keeps the input.
 		done := make(chan struct{})
+		defer close(done)
 		go func() {
 			select {
 			case <-done:
-			case <-time.After(3 * time.Second):
-				panic(fmt.Sprintf("HANG file=%q data=%q", file, in))
+			case <-time.After(10 * time.Second):
+				panic(fmt.Sprintf("Decrypt(%q) ran for over 10s on %q", file, in))
 			}
 		}()
-		defer close(done)
 		out, err := ids.Decrypt(file, data)
 		if _, ok := sopsage.Detect(file, data); !ok && (err != nil || !bytes.Equal(out, in)) {
 			t.Fatalf("a file that does not look encrypted was changed: %v", err)
@@ -262,4 +280,37 @@ func FuzzDecrypt(f *testing.F) {
 			t.Fatal("output returned with an error")
 		}
 	})
+}
+
+// The sops library looks for age keys in the environment and the user's
+// config directory whenever a key has no identities of its own. Put the
+// right key in every such place: decryption must still use only what it
+// was given.
+func TestIdentities_Decrypt_neverReadsTheEnvironment(t *testing.T) {
+	id := sopsagetest.NewIdentity(t)
+	enc := sopsagetest.Encrypt(t, "s.yaml", []byte("password: "+secret+"\n"), id.Recipient)
+
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "keys.txt")
+	if err := os.MkdirAll(filepath.Join(dir, "sops", "age"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{keyFile, filepath.Join(dir, "sops", "age", "keys.txt")} {
+		if err := os.WriteFile(p, id.File, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("SOPS_AGE_KEY", string(id.File))
+	t.Setenv("SOPS_AGE_KEY_FILE", keyFile)
+	t.Setenv("XDG_CONFIG_HOME", dir)
+	t.Setenv("HOME", dir)
+
+	for name, ids := range map[string]*sopsage.Identities{
+		"no identities":    nil,
+		"another identity": mustIdentities(t, sopsagetest.NewIdentity(t)),
+	} {
+		if got, err := ids.Decrypt("s.yaml", enc); err == nil {
+			t.Errorf("%s: decrypted with a key from the environment: %q", name, got)
+		}
+	}
 }

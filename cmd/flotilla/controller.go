@@ -6,16 +6,23 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
+	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/metrics"
 	"github.com/flotilla-gitops/flotilla/reconcile"
+	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
@@ -30,6 +37,13 @@ type controllerOptions struct {
 	logLevel     string
 	once         bool
 	prune        bool
+
+	sopsKeyFile    string
+	listen         string
+	insecureNoAuth bool
+	publicMetrics  bool
+	tlsCert        string
+	tlsKey         string
 }
 
 func newControllerCmd() *cobra.Command {
@@ -60,6 +74,12 @@ redeploys nothing.`,
 	f.StringVar(&o.controllerID, "controller-id", "flotilla", "this controller's id in owner stamps; controllers with different ids never touch each other's stacks")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&o.sopsKeyFile, "sops-age-key-file", os.Getenv("FLOTILLA_SOPS_AGE_KEY_FILE"), "age identities that decrypt SOPS-encrypted files of applications without a key of their own (also FLOTILLA_SOPS_AGE_KEY_FILE)")
+	f.StringVar(&o.listen, "listen", ":8080", "address of the HTTP API, events, webhooks and /metrics; empty disables it")
+	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve the API without tokens; refused unless --listen is a loopback address")
+	f.BoolVar(&o.publicMetrics, "public-metrics", false, "serve /metrics without a token")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate file for the API (with --tls-key)")
+	f.StringVar(&o.tlsKey, "tls-key", "", "TLS private key file for the API (with --tls-cert)")
 	f.BoolVar(&o.prune, "prune", false, "remove the stacks of applications that were removed from the applications file (only what this controller's records prove it created)")
 	f.BoolVar(&o.once, "once", false, "run one pass per application (applying even manual ones is NOT implied), print a summary and exit; exit 1 if any pass failed")
 	return cmd
@@ -98,7 +118,26 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		printProblems(stderr, err)
 		return exitError{exitFailed}
 	}
-	be, err := backend.New(ctx, backend.Options{Logger: logger})
+	var ids *sopsage.Identities
+	if o.sopsKeyFile != "" {
+		if ids, err = sopsage.ReadIdentityFile(o.sopsKeyFile); err != nil {
+			return fmt.Errorf("--sops-age-key-file: %w", err)
+		}
+	}
+	var tokens api.Tokens
+	if !o.once && o.listen != "" {
+		if tokens, err = api.TokensFromEnv(); err != nil {
+			return err
+		}
+		if err := api.CheckListen(o.listen, tokens, o.insecureNoAuth); err != nil {
+			return usageError{err}
+		}
+		if (o.tlsCert == "") != (o.tlsKey == "") {
+			return usageError{errors.New("--tls-cert and --tls-key go together")}
+		}
+	}
+	m := metrics.New()
+	be, err := backend.New(ctx, backend.Options{Logger: logger, OnRequest: m.DockerRequest})
 	if err != nil {
 		return fmt.Errorf("connect to the swarm: %w", err)
 	}
@@ -110,6 +149,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	}
 	be = be.WithSelf(self)
 	fetcher := source.New(source.Options{CacheDir: filepath.Join(o.dataDir, "git"), Logger: logger})
+	broker := events.NewBroker(events.BrokerOptions{})
 	ctl, err := reconcile.New(reconcile.Options{
 		ControllerID:     o.controllerID,
 		Backend:          be,
@@ -117,6 +157,9 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		Logger:           logger,
 		PruneOrphans:     o.prune,
 		ForbiddenSecrets: self.Forbidden(),
+		SOPS:             ids,
+		Events:           broker,
+		Metrics:          m,
 	}, file.Applications)
 	if err != nil {
 		return err
@@ -144,7 +187,65 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		return nil
 	}
 	logger.Info("controller started", "component", "controller", "applications", len(file.Applications), "controller_id", o.controllerID)
-	return ctl.Run(ctx)
+	if o.listen == "" {
+		return ctl.Run(ctx)
+	}
+	handler := api.New(api.Options{
+		Controller:    apiController{ctl},
+		Events:        broker,
+		Metrics:       m,
+		Tokens:        tokens,
+		NoAuth:        o.insecureNoAuth && !tokens.Has(api.RoleAdmin),
+		PublicMetrics: o.publicMetrics,
+		Logger:        logger,
+		Ready: func() error {
+			if !ctl.InitialPassesDone() {
+				return errors.New("initial sync not done")
+			}
+			if _, err := be.SwarmNodes(ctx); err != nil {
+				return fmt.Errorf("swarm not reachable: %w", err)
+			}
+			return nil
+		},
+	})
+	return serve(ctx, o, handler, ctl, logger)
+}
+
+// serve runs the API server and the controller together until ctx ends. The
+// server has no write timeout: event streams and waited syncs manage their
+// own deadlines.
+func serve(ctx context.Context, o *controllerOptions, h http.Handler, ctl *reconcile.Controller, logger *slog.Logger) error {
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", o.listen, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() {
+		var err error
+		if o.tlsCert != "" {
+			err = srv.ServeTLS(ln, o.tlsCert, o.tlsKey)
+		} else {
+			err = srv.Serve(ln)
+		}
+		if !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+		}
+	}()
+	logger.Info("api listening", "component", "controller", "addr", ln.Addr().String(), "tls", o.tlsCert != "")
+	runErr := make(chan error, 1)
+	go func() { runErr <- ctl.Run(ctx) }()
+	select {
+	case err = <-errc:
+	case err = <-runErr:
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdown)
+	if err == nil {
+		err = <-runErr
+	}
+	return err
 }
 
 // printResult writes one line per application for --once.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
@@ -15,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/sopsage"
 )
 
 func init() { extraCommands = append(extraCommands, newRenderCmd) }
@@ -37,6 +39,9 @@ type renderOptions struct {
 	Stack string
 	// Output is "yaml" (default) or "json" for the swarm objects.
 	Output string
+	// SOPSKeyFile holds age identities for SOPS-encrypted files. Without
+	// one, encrypted files are refused.
+	SOPSKeyFile string
 }
 
 func newRenderCmd() *cobra.Command {
@@ -65,6 +70,7 @@ invalid, 2 on misuse.`,
 	f.StringArrayVar(&opts.EnvFiles, "env-file", nil, "interpolation env file relative to --path (repeatable)")
 	f.StringVar(&opts.Stack, "stack", "", "stack name (default: base name of --path)")
 	f.StringVarP(&opts.Output, "output", "o", "yaml", "format of the swarm objects: yaml or json")
+	f.StringVar(&opts.SOPSKeyFile, "sops-age-key-file", os.Getenv("FLOTILLA_SOPS_AGE_KEY_FILE"), "age identities that decrypt SOPS-encrypted files (also FLOTILLA_SOPS_AGE_KEY_FILE)")
 	return cmd
 }
 
@@ -94,6 +100,14 @@ func runRender(ctx context.Context, opts renderOptions, stdout, stderr io.Writer
 		stack = filepath.Base(abs)
 	}
 
+	if opts.SOPSKeyFile != "" {
+		ids, err := sopsage.ReadIdentityFile(opts.SOPSKeyFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "flotilla render: --sops-age-key-file:", err)
+			return exitFailed
+		}
+		dir.Decrypt = ids.Decrypt
+	}
 	r, err := compose.Render(stack, dir)
 	if err != nil {
 		fmt.Fprintln(stderr, formatProblem(err))

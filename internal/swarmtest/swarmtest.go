@@ -32,6 +32,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/client"
+
+	"github.com/flotilla-gitops/flotilla/charts"
 )
 
 // Images built locally by scripts/build-test-image.sh. They hold the same
@@ -326,4 +328,39 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() (bool, string))
 		}
 		time.Sleep(150 * time.Millisecond)
 	}
+}
+
+// Settled reports whether every service of a stack read is at rest: all
+// desired tasks running, no rolling update in progress, and no task still on
+// its way in or out. A service's version can still move by itself until
+// then, because Swarm records update progress on the service.
+func Settled(states []charts.ServiceState) (bool, string) {
+	if len(states) == 0 {
+		return false, "no services"
+	}
+	for _, s := range states {
+		if s.Running != s.Desired {
+			msg := ""
+			if len(s.Tasks) > 0 {
+				msg = ": " + s.Tasks[0].State + " " + s.Tasks[0].Err
+			}
+			return false, fmt.Sprintf("%s %d/%d running%s", s.Name, s.Running, s.Desired, msg)
+		}
+		if s.UpdateState != "" && s.UpdateState != "completed" {
+			return false, s.Name + " update " + s.UpdateState
+		}
+		var current uint64
+		for _, t := range s.Tasks {
+			if t.DesiredState == "running" {
+				if t.State != "running" {
+					return false, s.Name + " task " + t.State
+				}
+				current++
+			}
+		}
+		if current != s.Desired {
+			return false, fmt.Sprintf("%s has %d current tasks, wants %d", s.Name, current, s.Desired)
+		}
+	}
+	return true, ""
 }

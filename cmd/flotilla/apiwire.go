@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/flotilla-gitops/flotilla/api"
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/reconcile"
+)
+
+// apiController presents the reconciler to the HTTP API. It only translates
+// types and errors; every decision stays in reconcile.
+type apiController struct{ ctl *reconcile.Controller }
+
+var (
+	_ api.Controller    = apiController{}
+	_ api.HistoryReader = apiController{}
+	_ api.Differ        = apiController{}
+	_ api.Rollbacker    = apiController{}
+)
+
+func (a apiController) Statuses() []application.Status { return a.ctl.Statuses() }
+
+func (a apiController) Status(name string) (application.Status, bool) { return a.ctl.Status(name) }
+
+func (a apiController) Refresh(name string) error { return apiErr(a.ctl.Refresh(name)) }
+
+func (a apiController) RequestSync(name string, o api.SyncOptions) (<-chan api.SyncResult, error) {
+	return forward(a.ctl.RequestSyncWith(name, reconcile.SyncRequest{By: o.By, Prune: o.Prune, DryRun: o.DryRun, Revision: o.Revision}))
+}
+
+func (a apiController) Rollback(_ context.Context, name string, revision int, by string) (<-chan api.SyncResult, error) {
+	return forward(a.ctl.Rollback(name, revision, by))
+}
+
+func (a apiController) History(ctx context.Context, name string) ([]charts.Release, error) {
+	rs, err := a.ctl.History(ctx, name)
+	return rs, apiErr(err)
+}
+
+func (a apiController) Diff(ctx context.Context, name string) (api.Diff, error) {
+	d, err := a.ctl.Diff(ctx, name)
+	if err != nil {
+		return api.Diff{}, apiErr(err)
+	}
+	out := api.Diff{App: d.App, Revision: d.Revision, Deployed: d.Deployed, Manifest: d.Manifest,
+		PendingRemovals: d.PendingRemovals, Unavailable: d.Unavailable}
+	for _, s := range d.Services {
+		out.Services = append(out.Services, api.ServiceDiff{Name: s.Name, Change: api.ServiceChange(s.Change), Fields: s.Fields})
+	}
+	return out, nil
+}
+
+// forward turns the reconciler's result channel into the API's.
+func forward(ch <-chan reconcile.Result, err error) (<-chan api.SyncResult, error) {
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	out := make(chan api.SyncResult, 1)
+	go func() {
+		r := <-ch
+		out <- api.SyncResult{Action: string(r.Action), Revision: r.Revision, Status: r.Status, Err: r.Err}
+	}()
+	return out, nil
+}
+
+// apiErr maps the reconciler's sentinels to the API's, so each answers with
+// its own status code.
+func apiErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, reconcile.ErrNotFound):
+		return fmt.Errorf("%w: %w", api.ErrNotFound, err)
+	case errors.Is(err, reconcile.ErrBusy):
+		return fmt.Errorf("%w: %w", api.ErrConflict, err)
+	}
+	return err
+}
