@@ -94,9 +94,13 @@ func (c *Controller) useRecord(ctx context.Context, p *pass, rec *charts.Release
 }
 
 // pinned reports whether the newest record is a rollback that still holds:
-// git points where it pointed when the rollback was made, and no explicit
-// sync asked to leave it.
+// git points where it pointed when the rollback was made.
 func pinned(latest *charts.Release, p *pass) bool {
 	return latest != nil && latest.PinnedCommit != "" && p.rev != nil &&
-		latest.PinnedCommit == p.rev.Commit && p.request == nil
+		latest.PinnedCommit == p.rev.Commit
+}
+
+func pinMessage(r *charts.Release) string {
+	return fmt.Sprintf("rolled back to revision %d (commit %s); automated sync resumes at the next commit or an explicit sync",
+		r.Revision, shortCommit(r.Commit))
 }

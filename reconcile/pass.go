@@ -172,11 +172,13 @@ func (c *Controller) plan(ctx context.Context, p *pass) error {
 	p.status.Pinned = ""
 	if pinned(latest, p) {
 		// A rollback holds while git still points where it pointed then.
-		if err := c.useRecord(ctx, p, latest); err != nil {
-			return err
+		// Automated passes stay on the record; an explicit sync leaves it.
+		p.status.Pinned = pinMessage(latest)
+		if p.request == nil {
+			if err := c.useRecord(ctx, p, latest); err != nil {
+				return err
+			}
 		}
-		p.status.Pinned = fmt.Sprintf("rolled back to revision %d (commit %s); automated sync resumes at the next commit or an explicit sync",
-			latest.Revision, shortCommit(latest.Commit))
 	}
 	p.action = charts.Plan(p.rendered.Manifest, p.owner, latest)
 	if latest != nil {
@@ -308,6 +310,10 @@ func (c *Controller) confirm(ctx context.Context, p *pass) error {
 		p.status.Revision = p.recorded.Commit
 		p.status.LastAppliedRevision = p.recorded.Revision
 		p.status.LastSyncTime = c.now()
+		p.status.Pinned = ""
+		if p.recorded.PinnedCommit != "" {
+			p.status.Pinned = pinMessage(p.recorded)
+		}
 		c.emit(p, events.SyncSucceeded, "", fmt.Sprintf("revision %d deployed (%s)", p.recorded.Revision, p.recorded.Trigger), nil)
 	}
 	// Health after a write is read fresh: the batch snapshot predates it.

@@ -1,0 +1,271 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/swarm"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/flotilla-gitops/flotilla/api"
+	"github.com/flotilla-gitops/flotilla/internal/gittest"
+	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// flotillaBinary builds cmd/flotilla once for the package.
+func flotillaBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "flotilla-e2e-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "flotilla")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/flotilla-gitops/flotilla/cmd/flotilla").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// cli runs the binary as a user would, with the server and token from the
+// environment, and returns stdout and the exit code.
+type cli struct {
+	t      *testing.T
+	bin    string
+	env    []string
+	server string
+}
+
+func (c cli) run(args ...string) (string, int) {
+	c.t.Helper()
+	cmd := exec.Command(c.bin, args...)
+	cmd.Env = append(os.Environ(), c.env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatalf("%v: %v", args, err)
+	}
+	if code != 0 {
+		c.t.Logf("flotilla %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out.String(), errb.String())
+	}
+	return out.String(), code
+}
+
+func (c cli) mustJSON(v any, args ...string) {
+	c.t.Helper()
+	out, code := c.run(append(args, "-o", "json")...)
+	if code != 0 {
+		c.t.Fatalf("flotilla %s: exit %d", strings.Join(args, " "), code)
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		c.t.Fatalf("flotilla %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+func TestBinaryControllerAndEveryCLICommand(t *testing.T) {
+	t.Parallel()
+	bin := flotillaBinary(t)
+	stack := swarmtest.Name(t, "bin")
+	swarmtest.Cleanup(t, stack)
+	repo := gittest.New(t)
+	repo.Commit("initial", files(stackFile))
+
+	dir := t.TempDir()
+	appsFile := filepath.Join(dir, "applications.yaml")
+	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
+applications:
+  - name: %[1]s
+    source:
+      repoURL: %[2]s
+      revision: main
+      path: deploy
+      compose:
+        envFiles: [.env]
+    stack: %[1]s
+    syncPolicy:
+      automated: {}
+      interval: 10m
+`, stack, repo.Dir)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, code := (cli{t: t, bin: bin}).run("validate", "-f", appsFile); code != 0 {
+		t.Fatal("validate failed")
+	}
+
+	addr := freeAddr(t)
+	const token = "e2e-admin-token-0123456789"
+	ctx, cancel := context.WithCancel(context.Background())
+	ctl := exec.CommandContext(ctx, bin, "controller", "--config", appsFile, "--data", filepath.Join(dir, "data"),
+		"--controller-id", "e2ebin", "--listen", addr, "--log-level", "warn")
+	ctl.Env = append(os.Environ(), "FLOTILLA_ADMIN_TOKEN="+token)
+	var logs bytes.Buffer
+	ctl.Stdout, ctl.Stderr = &logs, &logs
+	if err := ctl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = ctl.Wait()
+		if t.Failed() {
+			t.Logf("controller log:\n%s", logs.String())
+		}
+	})
+	server := "http://" + addr
+	c := cli{t: t, bin: bin, server: server, env: []string{"FLOTILLA_SERVER=" + server, "FLOTILLA_TOKEN=" + token}}
+
+	// Ready once the first pass is done and the swarm answers.
+	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
+		resp, err := http.Get(server + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	scrape := func() float64 {
+		req, _ := http.NewRequest(http.MethodGet, server+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(resp.Body)
+		if err != nil {
+			t.Fatalf("metrics do not parse: %v", err)
+		}
+		var n float64
+		if f, ok := fams["flotilla_reconcile_duration_seconds"]; ok {
+			for _, m := range f.GetMetric() {
+				n += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+		return n
+	}
+	passesBefore := scrape()
+
+	var list api.ApplicationList
+	c.mustJSON(&list, "app", "list")
+	if len(list.Items) != 1 || list.Items[0].Name != stack || list.Items[0].Sync != "Synced" {
+		t.Fatalf("app list: %+v", list.Items)
+	}
+	if out, code := c.run("app", "get", stack); code != 0 || !strings.Contains(out, "web") {
+		t.Fatalf("app get: %d\n%s", code, out)
+	}
+	var hist api.HistoryList
+	c.mustJSON(&hist, "app", "history", stack)
+	if len(hist.Items) != 1 || hist.Items[0].Revision != 1 {
+		t.Fatalf("history: %+v", hist.Items)
+	}
+
+	// A commit, then refresh, diff and an explicit sync that waits.
+	repo.Commit("worker queue", files(strings.Replace(stackFile, "QUEUE: jobs", "QUEUE: urgent", 1)))
+	var diff api.Diff
+	c.mustJSON(&diff, "app", "diff", stack)
+	if !strings.Contains(diff.Manifest, "urgent") || len(diff.Services) != 1 || diff.Services[0].Name != "worker" {
+		t.Fatalf("diff: %+v", diff)
+	}
+	if _, code := c.run("app", "sync", stack, "--wait", "--timeout", "2m"); code != 0 {
+		t.Fatal("sync --wait failed")
+	}
+	c.mustJSON(&hist, "app", "history", stack)
+	if len(hist.Items) != 2 || hist.Items[0].Revision != 2 {
+		t.Fatalf("history after sync: %+v", hist.Items)
+	}
+	if scrape() <= passesBefore {
+		t.Fatal("reconcile metrics did not move with a sync")
+	}
+
+	// Roll back to revision 1: redeployed, and it stays there on refresh.
+	if _, code := c.run("app", "rollback", stack, "1", "--wait", "--timeout", "2m"); code != 0 {
+		t.Fatal("rollback failed")
+	}
+	workerEnv := func() []string {
+		s, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_worker", swarm.ServiceInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Spec.TaskTemplate.ContainerSpec.Env
+	}
+	if env := strings.Join(workerEnv(), " "); !strings.Contains(env, "QUEUE=jobs") {
+		t.Fatalf("rollback did not redeploy revision 1: %s", env)
+	}
+	if _, code := c.run("app", "refresh", stack); code != 0 {
+		t.Fatal("refresh failed")
+	}
+	if _, code := c.run("app", "sync", stack, "--dry-run", "--wait", "--timeout", "1m"); code != 0 {
+		t.Fatal("dry-run sync failed")
+	}
+	swarmtest.Eventually(t, 30*time.Second, func() (bool, string) {
+		var app struct {
+			Name   string `json:"name"`
+			Pinned string `json:"pinned"`
+		}
+		c.mustJSON(&app, "app", "get", stack)
+		return app.Pinned != "", "not pinned"
+	})
+	if env := strings.Join(workerEnv(), " "); !strings.Contains(env, "QUEUE=jobs") {
+		t.Fatalf("automated sync left the rollback: %s", env)
+	}
+	c.mustJSON(&hist, "app", "history", stack)
+	if hist.Items[0].Revision != 3 || !strings.HasPrefix(hist.Items[0].Trigger, "rollback to revision 1") {
+		t.Fatalf("history after rollback: %+v", hist.Items[0])
+	}
+
+	// A new commit ends the rollback.
+	repo.Commit("worker queue again", files(strings.Replace(stackFile, "QUEUE: jobs", "QUEUE: later", 1)))
+	if _, code := c.run("app", "sync", stack, "--wait", "--timeout", "2m"); code != 0 {
+		t.Fatal("sync after rollback failed")
+	}
+	if env := strings.Join(workerEnv(), " "); !strings.Contains(env, "QUEUE=later") {
+		t.Fatalf("new commit not deployed after rollback: %s", env)
+	}
+
+	if out, code := c.run("status"); code != 0 && code != 1 {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+	// A read without a token is refused, with advice.
+	noToken := cli{t: t, bin: bin, env: []string{"FLOTILLA_SERVER=" + server, "FLOTILLA_TOKEN="}}
+	if _, code := noToken.run("app", "list"); code == 0 {
+		t.Fatal("app list without a token succeeded")
+	}
+}
