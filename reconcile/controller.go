@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -130,6 +131,7 @@ type appState struct {
 	failures int
 	pending  []*SyncRequest
 	sweep    sweepState
+	last     Result // of the newest pass the loop ran
 
 	// rolledBack holds the services seen rolled back while the manifest
 	// was rolledBackManifest; they are not healed until it changes.
@@ -231,7 +233,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 			orphansDue = c.now().Add(orphanInterval)
 		}
-		c.startDue(ctx, &wg)
+		c.startDue(ctx, &wg, false)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -241,9 +243,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 }
 
-// startDue starts a pass for every application that is due or has a sync
-// request, after one read of the swarm for all of them.
-func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup) {
+// startDue starts a pass for every application that is due (every one, with
+// all) or has a sync request, after one read of the swarm for all of them.
+func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup, all bool) {
 	now := c.now()
 	c.mu.Lock()
 	var due []*appState
@@ -251,7 +253,7 @@ func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup) {
 		if a.running {
 			continue
 		}
-		if len(a.pending) > 0 || !now.Before(a.next) {
+		if all || len(a.pending) > 0 || !now.Before(a.next) {
 			a.running = true
 			due = append(due, a)
 		}
@@ -295,6 +297,7 @@ func (c *Controller) runPass(ctx context.Context, a *appState, snap *snapshot) {
 	c.mu.Lock()
 	a.running = false
 	a.status = res.Status
+	a.last = res
 	interval := app.SyncPolicy.Interval.Duration
 	if interval <= 0 {
 		interval = application.DefaultInterval
@@ -314,6 +317,24 @@ func (c *Controller) runPass(ctx context.Context, a *appState, snap *snapshot) {
 	if again {
 		c.poke()
 	}
+}
+
+// RunOnce runs one pass of every application as one batch, the way the
+// loop does: one read of the swarm for all of them, then the passes side by
+// side. It returns the results sorted by application; `controller --once`
+// and the benchmarks use it.
+func (c *Controller) RunOnce(ctx context.Context) []Result {
+	var wg sync.WaitGroup
+	c.startDue(ctx, &wg, true)
+	wg.Wait()
+	c.mu.Lock()
+	out := make([]Result, 0, len(c.apps))
+	for _, a := range c.apps {
+		out = append(out, a.last)
+	}
+	c.mu.Unlock()
+	slices.SortFunc(out, func(a, b Result) int { return strings.Compare(a.App, b.App) })
+	return out
 }
 
 // Reconcile runs one pass of the named application now, on the caller's

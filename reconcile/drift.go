@@ -49,11 +49,13 @@ func (c *Controller) detectDrift(ctx context.Context, p *pass) error {
 	if err != nil {
 		return transient("drift", fmt.Errorf("read live services: %w", err))
 	}
-	var names map[string]string
-	if nn, ok := capability.As[capability.NetworkNamer](p.backend); ok {
-		if names, err = nn.LiveNetworkNames(ctx); err != nil {
-			return transient("drift", fmt.Errorf("read networks: %w", err))
-		}
+	snap := p.snapshot
+	if snap == nil {
+		snap = &snapshot{}
+	}
+	names, err := snap.networkNames(ctx, p.backend)
+	if err != nil {
+		return transient("drift", fmt.Errorf("read networks: %w", err))
 	}
 	rolledBack := c.rolledBackSet(p.app.Name, p.rendered.Manifest)
 	for _, scoped := range sortedKeys(desired.Services) {

@@ -72,6 +72,24 @@ type pass struct {
 type snapshot struct {
 	stacks map[string][]charts.ServiceState
 	err    error
+
+	// Network names are not stack-scoped, so one listing serves every
+	// application of the batch; it is made on first use.
+	netOnce  sync.Once
+	netNames map[string]string
+	netErr   error
+}
+
+// networkNames lists the swarm's networks once per snapshot. If the backend
+// implements NetworkNamer the map is filled, otherwise it is nil and network
+// attachments go uncompared.
+func (s *snapshot) networkNames(ctx context.Context, b charts.Backend) (map[string]string, error) {
+	s.netOnce.Do(func() {
+		if nn, ok := capability.As[capability.NetworkNamer](b); ok {
+			s.netNames, s.netErr = nn.LiveNetworkNames(ctx)
+		}
+	})
+	return s.netNames, s.netErr
 }
 
 // step is one stage of a pass. The first step that fails ends the pass.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/charts/chartstest"
 	"github.com/flotilla-gitops/flotilla/source"
@@ -418,5 +419,56 @@ func TestRunLoopSyncsEveryApplicationAndServesSyncRequests(t *testing.T) {
 	}
 	if _, err := c.RequestSync("nope", "bob"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown app: %v", err)
+	}
+}
+
+// countingStacksReader is MinimalBackend plus StacksReader, counting how
+// often the swarm is read for stacks.
+type countingStacksReader struct {
+	*chartstest.MinimalBackend
+	reads int
+	mu    sync.Mutex
+}
+
+func (b *countingStacksReader) ReadStacks(ctx context.Context, stacks []string) (map[string][]charts.ServiceState, error) {
+	b.mu.Lock()
+	b.reads++
+	b.mu.Unlock()
+	out := map[string][]charts.ServiceState{}
+	for _, s := range stacks {
+		out[s] = b.StackServices(ctx, s)
+	}
+	return out, nil
+}
+
+var _ capability.StacksReader = (*countingStacksReader)(nil)
+
+func TestOneBatchReadsTheSwarmOnceForEveryApplication(t *testing.T) {
+	b := &countingStacksReader{MinimalBackend: chartstest.NewMinimal()}
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	var apps []application.Application
+	for i := range 20 {
+		apps = append(apps, testApp(fmt.Sprintf("app%02d", i), true))
+	}
+	c := newTestController(t, b, f, apps...)
+	res := c.RunOnce(context.Background())
+	if len(res) != 20 {
+		t.Fatalf("%d results", len(res))
+	}
+	for _, r := range res {
+		if r.Err != nil || r.Action != charts.Install {
+			t.Fatalf("%s: %v %s", r.App, r.Err, r.Action)
+		}
+	}
+	b.reads = 0
+	res = c.RunOnce(context.Background())
+	for _, r := range res {
+		if r.Action != charts.Unchanged {
+			t.Fatalf("%s: %s on the second batch", r.App, r.Action)
+		}
+	}
+	if b.reads != 1 {
+		t.Fatalf("a steady batch of 20 applications read the swarm %d times, want 1", b.reads)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
 	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/internal/apiwire"
 	"github.com/flotilla-gitops/flotilla/metrics"
 	"github.com/flotilla-gitops/flotilla/reconcile"
 	"github.com/flotilla-gitops/flotilla/sopsage"
@@ -173,13 +174,9 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		for _, orphan := range orphans {
 			printOrphan(stdout, orphan)
 		}
-		for _, a := range file.Applications {
-			res, err := ctl.Reconcile(ctx, a.Name)
-			if err == nil {
-				err = res.Err
-			}
-			printResult(stdout, a.Name, res, err)
-			failed = failed || err != nil
+		for _, res := range ctl.RunOnce(ctx) {
+			printResult(stdout, res.App, res, res.Err)
+			failed = failed || res.Err != nil
 		}
 		if failed {
 			return exitError{exitFailed}
@@ -191,7 +188,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		return ctl.Run(ctx)
 	}
 	handler := api.New(api.Options{
-		Controller:    apiController{ctl},
+		Controller:    apiwire.New(ctl),
 		Events:        broker,
 		Metrics:       m,
 		Tokens:        tokens,

@@ -1,4 +1,6 @@
-package main
+// Package apiwire presents the reconciler to the HTTP API. It only
+// translates types and errors; every decision stays in reconcile.
+package apiwire
 
 import (
 	"context"
@@ -11,37 +13,40 @@ import (
 	"github.com/flotilla-gitops/flotilla/reconcile"
 )
 
-// apiController presents the reconciler to the HTTP API. It only translates
-// types and errors; every decision stays in reconcile.
-type apiController struct{ ctl *reconcile.Controller }
+// Controller adapts a *reconcile.Controller to api.Controller and its
+// optional interfaces.
+type Controller struct{ ctl *reconcile.Controller }
+
+// New wraps ctl for api.Options.Controller.
+func New(ctl *reconcile.Controller) Controller { return Controller{ctl: ctl} }
 
 var (
-	_ api.Controller    = apiController{}
-	_ api.HistoryReader = apiController{}
-	_ api.Differ        = apiController{}
-	_ api.Rollbacker    = apiController{}
+	_ api.Controller    = Controller{}
+	_ api.HistoryReader = Controller{}
+	_ api.Differ        = Controller{}
+	_ api.Rollbacker    = Controller{}
 )
 
-func (a apiController) Statuses() []application.Status { return a.ctl.Statuses() }
+func (a Controller) Statuses() []application.Status { return a.ctl.Statuses() }
 
-func (a apiController) Status(name string) (application.Status, bool) { return a.ctl.Status(name) }
+func (a Controller) Status(name string) (application.Status, bool) { return a.ctl.Status(name) }
 
-func (a apiController) Refresh(name string) error { return apiErr(a.ctl.Refresh(name)) }
+func (a Controller) Refresh(name string) error { return apiErr(a.ctl.Refresh(name)) }
 
-func (a apiController) RequestSync(name string, o api.SyncOptions) (<-chan api.SyncResult, error) {
+func (a Controller) RequestSync(name string, o api.SyncOptions) (<-chan api.SyncResult, error) {
 	return forward(a.ctl.RequestSyncWith(name, reconcile.SyncRequest{By: o.By, Prune: o.Prune, DryRun: o.DryRun, Revision: o.Revision}))
 }
 
-func (a apiController) Rollback(_ context.Context, name string, revision int, by string) (<-chan api.SyncResult, error) {
+func (a Controller) Rollback(_ context.Context, name string, revision int, by string) (<-chan api.SyncResult, error) {
 	return forward(a.ctl.Rollback(name, revision, by))
 }
 
-func (a apiController) History(ctx context.Context, name string) ([]charts.Release, error) {
+func (a Controller) History(ctx context.Context, name string) ([]charts.Release, error) {
 	rs, err := a.ctl.History(ctx, name)
 	return rs, apiErr(err)
 }
 
-func (a apiController) Diff(ctx context.Context, name string) (api.Diff, error) {
+func (a Controller) Diff(ctx context.Context, name string) (api.Diff, error) {
 	d, err := a.ctl.Diff(ctx, name)
 	if err != nil {
 		return api.Diff{}, apiErr(err)
