@@ -10,7 +10,19 @@ import "path"
 // Credentials are left alone: they hold file names only, and the default
 // username (DefaultUsername) is applied by whoever reads them. Wait has no
 // default timeout; Validate requires one when Wait is present.
+//
+// A notification of unknown type keeps an empty template; Validate reports
+// the type.
 func Defaults(f *File) {
+	for i := range f.Notifications {
+		n := &f.Notifications[i]
+		if len(n.Events) == 0 {
+			n.Events = NotificationEvents()
+		}
+		if n.Template == "" {
+			n.Template = n.Type.DefaultTemplate()
+		}
+	}
 	for i := range f.Applications {
 		a := &f.Applications[i]
 		if a.Stack == "" {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/flotilla-gitops/flotilla/events"
 )
 
 // APIVersion is the only applications file version this build reads.
@@ -37,6 +39,9 @@ const (
 type File struct {
 	// APIVersion must be "flotilla/v1". Required.
 	APIVersion string `yaml:"apiVersion"`
+	// Notifications are the sinks the controller reports events to. They
+	// belong to the controller, not to one application. Default: none.
+	Notifications []Notification `yaml:"notifications,omitempty"`
 	// Applications may be empty: a controller with nothing to deploy yet is
 	// a valid state.
 	Applications []Application `yaml:"applications"`
@@ -207,4 +212,99 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	}
 	d.Duration = v
 	return nil
+}
+
+// NotificationType is the request format a notification sink speaks.
+type NotificationType string
+
+// Notification sink types.
+const (
+	// NotifySlack posts {"text": ...} to a Slack-compatible incoming webhook;
+	// Mattermost, Rocket.Chat and others accept the same body.
+	NotifySlack NotificationType = "slack"
+	// NotifyWebhook posts the event as JSON with the rendered text added
+	// under "text", for scripts and alert routers.
+	NotifyWebhook NotificationType = "webhook"
+)
+
+// Default notification templates, by sink type. A template sees one
+// events.Event; see Notification.Template.
+const (
+	DefaultSlackTemplate   = "*{{.App}}* {{.Type}}{{with .Service}} {{.}}{{end}}{{with .Revision}} at `{{trunc 12 .}}`{{end}}{{with .Message}}: {{.}}{{end}}"
+	DefaultWebhookTemplate = "{{.App}} {{.Type}}{{with .Service}} {{.}}{{end}}{{with .Revision}} at {{trunc 12 .}}{{end}}{{with .Message}}: {{.}}{{end}}"
+)
+
+// DefaultTemplate returns the template a sink of type t uses when it names
+// none, or "" for an unknown type.
+func (t NotificationType) DefaultTemplate() string {
+	switch t {
+	case NotifySlack:
+		return DefaultSlackTemplate
+	case NotifyWebhook:
+		return DefaultWebhookTemplate
+	}
+	return ""
+}
+
+// NotificationEvents returns every event type a sink can receive, in a new
+// slice: what the controller publishes, without the stream's own markers.
+// It is the default of Notification.Events.
+func NotificationEvents() []events.Type {
+	return []events.Type{
+		events.SyncStarted, events.SyncSucceeded, events.SyncFailed,
+		events.DriftDetected, events.DriftCorrected, events.OutOfBandChange,
+		events.HealthChanged, events.Pruned,
+	}
+}
+
+// Notification is one place the controller reports events to, such as a
+// chat channel. Its URL is a credential (a Slack webhook's path is its
+// token), so the file only says where to read it.
+type Notification struct {
+	// Name identifies the sink in logs: the same rule as an application's
+	// name, unique among notifications. Required.
+	Name string `yaml:"name"`
+	// Type is "slack" or "webhook". Required.
+	Type NotificationType `yaml:"type"`
+	// URLFile is the absolute path of a file holding the URL (surrounding
+	// whitespace ignored), typically a swarm secret. It is read at every
+	// delivery, so a rotated URL needs no restart. Exactly one of URLFile
+	// and URLEnv is required.
+	URLFile string `yaml:"urlFile,omitempty"`
+	// URLEnv names the controller's environment variable holding the URL.
+	URLEnv string `yaml:"urlEnv,omitempty"`
+	// Events lists the types sent: sync.started, sync.succeeded,
+	// sync.failed, drift.detected, drift.corrected, outofband.change,
+	// health.changed, pruned. Default: all of them (NotificationEvents).
+	Events []events.Type `yaml:"events,omitempty"`
+	// Services adds per-service progress to health.changed, which otherwise
+	// means only an application's rolled-up health: a rollout publishes
+	// progress for every task that moves, too much for a chat channel.
+	// Requires health.changed in Events. Default false.
+	Services bool `yaml:"services,omitempty"`
+	// Applications limits the sink to the events of these applications of
+	// this file. Default: all applications.
+	Applications []string `yaml:"applications,omitempty"`
+	// Template is a Go text/template rendered with the event (.Type, .App,
+	// .Stack, .Service, .Revision, .Message, .Time, .ID, .Data) and the
+	// functions upper, lower, trunc N and default D, besides the builtins.
+	// For slack the event's text fields arrive with &, < and > escaped, so
+	// a message cannot mention a channel or forge a link. Default:
+	// DefaultSlackTemplate or DefaultWebhookTemplate, by Type.
+	Template string `yaml:"template,omitempty"`
+	// Headers are added to every request of a webhook sink; slack takes
+	// none. Names are unique; credentials (Authorization, Cookie) and the
+	// headers the sink sets itself (Content-Type, Content-Length, Host) are
+	// refused. Default: none.
+	Headers []Header `yaml:"headers,omitempty"`
+}
+
+// Header is one HTTP request header. Headers are a list of name/value
+// entries rather than a mapping: the file has no free-form keys, so every
+// key in it stays checkable.
+type Header struct {
+	// Name is an HTTP header name. Required.
+	Name string `yaml:"name"`
+	// Value is sent as written. Required.
+	Value string `yaml:"value"`
 }
