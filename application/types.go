@@ -39,12 +39,12 @@ const (
 type File struct {
 	// APIVersion must be "flotilla/v1". Required.
 	APIVersion string `yaml:"apiVersion"`
-	// Notifications are the sinks the controller reports events to. They
-	// belong to the controller, not to one application. Default: none.
-	Notifications []Notification `yaml:"notifications,omitempty"`
 	// Applications may be empty: a controller with nothing to deploy yet is
 	// a valid state.
 	Applications []Application `yaml:"applications"`
+	// Notifications are the sinks the controller reports events to. They
+	// belong to the controller, not to one application. Default: none.
+	Notifications []Notification `yaml:"notifications,omitempty"`
 
 	// meta remembers where each field was written so that Validate can
 	// point at lines; nil for a File built in code.

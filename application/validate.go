@@ -2,13 +2,18 @@ package application
 
 import (
 	"fmt"
+	"io"
 	"net/url"
 	"path"
 	"regexp"
 	"strconv"
 	"strings"
+	"text/template"
+	"time"
 	"unicode"
+	"unicode/utf8"
 
+	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/fault"
 )
 
@@ -89,6 +94,7 @@ func validate(f *File) []*fault.Error {
 			}
 		}
 	}
+	c.notifications(f.Notifications, names)
 	return c.errs
 }
 
@@ -314,4 +320,171 @@ func (c *checker) allow(app, p string, al *Allow) {
 // mistaken for something else on a command line.
 func badRevisionRune(r rune) bool {
 	return unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune("~^:?*[\\", r)
+}
+
+var (
+	// envNameRE is what a shell accepts as a variable name.
+	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// headerNameRE is an HTTP token, the characters a header name may use.
+	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+)
+
+// reservedHeaders are refused in Notification.Headers, each with the reason.
+var reservedHeaders = map[string]string{
+	"authorization":       "credentials are never written inline; put the whole URL in urlFile if the receiver takes a token in it",
+	"proxy-authorization": "credentials are never written inline",
+	"cookie":              "credentials are never written inline",
+	"content-type":        "the sink sets it",
+	"content-length":      "the sink sets it",
+	"host":                "the sink sets it from the URL",
+}
+
+// notifications checks every sink; apps maps the file's application names
+// to their index.
+func (c *checker) notifications(ns []Notification, apps map[string]int) {
+	names := map[string]int{}
+	for i := range ns {
+		n := &ns[i]
+		p := "notifications[" + strconv.Itoa(i) + "]"
+		c.dnsName("", p+".name", n.Name)
+		if n.Name != "" {
+			if j, dup := names[n.Name]; dup {
+				c.report("", p+".name", ErrDuplicate, "name %q is already used by notifications[%d]", n.Name, j)
+			} else {
+				names[n.Name] = i
+			}
+		}
+		c.notification(n, p, apps)
+	}
+}
+
+func (c *checker) notification(n *Notification, p string, apps map[string]int) {
+	switch n.Type {
+	case NotifySlack, NotifyWebhook:
+		if _, err := n.ParseTemplate(); err != nil {
+			c.report("", p+".template", ErrInvalid, "%v", err)
+		}
+	case "":
+		c.report("", p+".type", ErrRequired, "required: slack or webhook")
+	default:
+		c.report("", p+".type", ErrInvalid, "%q is not slack or webhook", n.Type)
+	}
+
+	// The URL is never quoted back: a user may have pasted it into the
+	// wrong field.
+	switch {
+	case n.URLFile == "" && n.URLEnv == "":
+		c.report("", p+".urlFile", ErrRequired, "required: urlFile or urlEnv says where the URL is read from; the URL is a credential and is never written in this file")
+	case n.URLFile != "" && n.URLEnv != "":
+		c.report("", p, ErrInvalid, "give urlFile or urlEnv, not both")
+	case n.URLFile != "" && !path.IsAbs(n.URLFile):
+		c.report("", p+".urlFile", ErrInvalid, "must be the absolute path of a file on the controller's host holding the URL, not the URL itself")
+	case n.URLEnv != "" && !envNameRE.MatchString(n.URLEnv):
+		c.report("", p+".urlEnv", ErrInvalid, "must be the name of an environment variable holding the URL (letters, digits and '_'), not the URL itself")
+	}
+
+	seen := map[events.Type]bool{}
+	for j, t := range n.Events {
+		fp := fmt.Sprintf("%s.events[%d]", p, j)
+		switch {
+		case !t.Valid() || t.Marker():
+			c.report("", fp, ErrInvalid, "%q is not an event type; use one of %s", t, eventList())
+		case seen[t]:
+			c.report("", fp, ErrDuplicate, "%q is listed twice", t)
+		}
+		seen[t] = true
+	}
+	if n.Services && !seen[events.HealthChanged] {
+		c.report("", p+".services", ErrInvalid, "per-service progress is a kind of %s; add it to events", events.HealthChanged)
+	}
+	for j, a := range n.Applications {
+		if _, ok := apps[a]; !ok {
+			c.report("", fmt.Sprintf("%s.applications[%d]", p, j), ErrInvalid, "%q is not an application of this file", a)
+		}
+	}
+
+	if len(n.Headers) > 0 && n.Type == NotifySlack {
+		c.report("", p+".headers", ErrInvalid, "only a webhook sink takes headers")
+	}
+	headers := map[string]bool{}
+	for j, h := range n.Headers {
+		hp := fmt.Sprintf("%s.headers[%d]", p, j)
+		key := strings.ToLower(h.Name)
+		switch {
+		case h.Name == "":
+			c.report("", hp+".name", ErrRequired, "required")
+		case !headerNameRE.MatchString(h.Name):
+			c.report("", hp+".name", ErrInvalid, "%q is not an HTTP header name", h.Name)
+		case reservedHeaders[key] != "":
+			c.report("", hp+".name", ErrInvalid, "%s is not allowed: %s", h.Name, reservedHeaders[key])
+		case headers[key]:
+			c.report("", hp+".name", ErrDuplicate, "header %s is set twice", h.Name)
+		}
+		headers[key] = true
+		switch {
+		case h.Value == "":
+			c.report("", hp+".value", ErrRequired, "required")
+		case strings.IndexFunc(h.Value, unicode.IsControl) >= 0 || !utf8.ValidString(h.Value):
+			c.report("", hp+".value", ErrInvalid, "contains control characters or invalid UTF-8")
+		}
+	}
+}
+
+func eventList() string {
+	ts := NotificationEvents()
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = string(t)
+	}
+	return strings.Join(s, ", ")
+}
+
+// templateFuncs are what a notification template may call besides
+// text/template's builtins: text shaping only, nothing that reads files,
+// the environment or the network.
+var templateFuncs = template.FuncMap{
+	"upper": strings.ToUpper,
+	"lower": strings.ToLower,
+	// trunc keeps the first n characters: {{trunc 12 .Revision}}.
+	"trunc": func(n int, s string) string {
+		if n < 0 || utf8.RuneCountInString(s) <= n {
+			return s
+		}
+		return string([]rune(s)[:n])
+	},
+	// default gives d for an empty or missing value: {{.Service | default "-"}}.
+	"default": func(d string, v any) string {
+		if v == nil {
+			return d
+		}
+		if s := fmt.Sprint(v); s != "" {
+			return s
+		}
+		return d
+	},
+}
+
+// templateSample is what ParseTemplate renders once to catch a field or
+// function misuse at load rather than at the first delivery.
+var templateSample = events.Event{
+	ID: 1, Time: time.Unix(0, 0).UTC(), Type: events.HealthChanged,
+	App: "app", Stack: "app", Service: "web", Revision: "0123456789abcdef0123456789abcdef01234567",
+	Message: "message",
+	Data:    map[string]any{events.DataRunning: 1, events.DataDesired: 2, events.DataUpdateState: "updating"},
+}
+
+// ParseTemplate compiles n.Template with the functions notification
+// templates may use and renders it once with a sample event, so that
+// Validate refuses what the notify package could not render. A template can
+// still fail on real data (a function given a missing value); the notify
+// package then falls back to the type's default.
+func (n *Notification) ParseTemplate() (*template.Template, error) {
+	t, err := template.New(n.Name).Funcs(templateFuncs).Option("missingkey=zero").Parse(n.Template)
+	if err != nil {
+		return nil, fmt.Errorf("parse template: %w", err)
+	}
+	if err := t.Execute(io.Discard, templateSample); err != nil {
+		return nil, fmt.Errorf("render template: %w", err)
+	}
+	return t, nil
 }
