@@ -6,7 +6,9 @@ import (
 
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
+	"github.com/docker/docker/api/types/volume"
 
+	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/compose"
 )
 
@@ -106,4 +108,32 @@ func (b *Backend) SwarmNodes(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("list nodes: %w", err)
 	}
 	return len(nodes), nil
+}
+
+var _ capability.VolumeSweeper = (*Backend)(nil)
+
+// LiveVolumes lists the named volumes carrying the stack's namespace label on
+// the node this client talks to.
+func (b *Backend) LiveVolumes(ctx context.Context, stack string) (map[string]string, error) {
+	list, err := b.api.VolumeList(ctx, volume.ListOptions{Filters: namespace(stack)})
+	if err != nil {
+		return nil, fmt.Errorf("list volumes of %s: %w", stack, err)
+	}
+	out := make(map[string]string, len(list.Volumes))
+	for _, v := range list.Volumes {
+		out[v.Name] = v.Name
+	}
+	return out, nil
+}
+
+// RemoveVolume deletes one named volume; one already gone is not an error,
+// and one still in use is refused by the daemon, never forced.
+func (b *Backend) RemoveVolume(ctx context.Context, name string) error {
+	if err := b.checkOwnVolume(ctx, name); err != nil {
+		return err
+	}
+	if err := b.api.VolumeRemove(ctx, name, false); err != nil && !isNotFound(err) {
+		return fmt.Errorf("remove volume %s: %w", name, err)
+	}
+	return nil
 }

@@ -133,3 +133,14 @@ func (b *Backend) checkOwn(ctx context.Context, kind, id string) error {
 	}
 	return b.refuseOwn(kind, id, labels)
 }
+
+func (b *Backend) checkOwnVolume(ctx context.Context, name string) error {
+	if b.self.Stack == "" {
+		return nil
+	}
+	v, err := b.api.VolumeInspect(ctx, name)
+	if err != nil {
+		return nil
+	}
+	return b.refuseOwn("volume", name, v.Labels)
+}

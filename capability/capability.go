@@ -131,3 +131,15 @@ type SwarmSizer interface {
 type ReleaseLister interface {
 	ReleaseOwners(ctx context.Context) (map[string]string, error)
 }
+
+// VolumeSweeper lists a stack's named volumes (name to name: volumes have no
+// other id) and removes one. A listing through one manager covers only the
+// volumes of that node, so a sweep deletes with it only where SwarmSizer
+// says the swarm is that one node. Without it volumes are never swept, and
+// the sweep says so when pruneVolumes asks for it.
+//
+// This one is Flotilla's own addition to the seed's set.
+type VolumeSweeper interface {
+	LiveVolumes(ctx context.Context, stack string) (map[string]string, error)
+	RemoveVolume(ctx context.Context, name string) error
+}

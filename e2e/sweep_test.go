@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
@@ -291,4 +292,71 @@ func findOrphan(os []reconcile.Orphan, stack string) *reconcile.Orphan {
 		}
 	}
 	return nil
+}
+
+const volumeFile = `version: "3.8"
+services:
+  web:
+    image: flotilla-test/app:1
+    stop_grace_period: 1s
+  db:
+    image: flotilla-test/app:1
+    stop_grace_period: 1s
+    volumes: [data:/var/lib/data]
+volumes:
+  data: {}
+`
+
+const volumeFileWithoutDB = `version: "3.8"
+services:
+  web:
+    image: flotilla-test/app:1
+    stop_grace_period: 1s
+`
+
+func TestVolumesStayUnlessPruneVolumes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, true)
+	h.app.SyncPolicy.Automated.Prune = true
+	ctx := context.Background()
+	env := "# none\n"
+	h.repo.Commit("with db", map[string]string{"deploy/docker-compose.yml": volumeFile, "deploy/.env": env})
+	ctl := h.controller(false)
+	if res := h.reconcile(ctl); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	h.waitRunning(2) // the volume exists once db's task has started
+	vol := h.app.Stack + "_data"
+	t.Cleanup(func() { _ = swarmtest.Client(t).VolumeRemove(context.Background(), vol, true) })
+	if _, err := swarmtest.Client(t).VolumeInspect(ctx, vol); err != nil {
+		t.Fatalf("volume %s not created: %v", vol, err)
+	}
+
+	h.repo.Commit("drop db", map[string]string{"deploy/docker-compose.yml": volumeFileWithoutDB, "deploy/.env": env})
+	res := h.reconcile(ctl)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if _, err := swarmtest.Client(t).VolumeInspect(ctx, vol); err != nil {
+		t.Fatalf("volume removed without pruneVolumes: %v", err)
+	}
+	if !slices.ContainsFunc(res.Status.Sweep.Messages, func(m string) bool {
+		return strings.Contains(m, vol) && strings.Contains(m, "docker volume rm")
+	}) {
+		t.Fatalf("kept volume not reported with the command to remove it: %v", res.Status.Sweep.Messages)
+	}
+
+	// With pruneVolumes on a one-node swarm, the next sweep removes it once
+	// db's container, which held it, is gone.
+	h.app.SyncPolicy.Automated.PruneVolumes = true
+	ctl = h.controller(false)
+	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
+		res := h.reconcile(ctl)
+		_, err := swarmtest.Client(t).VolumeInspect(ctx, vol)
+		msgs := ""
+		if res.Status.Sweep != nil {
+			msgs = strings.Join(res.Status.Sweep.Messages, "; ")
+		}
+		return err != nil, msgs
+	})
 }

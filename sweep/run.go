@@ -147,10 +147,25 @@ func Run(ctx context.Context, b charts.Backend, in RunInput) (Report, error) {
 	if err != nil {
 		return rep, fmt.Errorf("sweep %s: %w", in.Stack, err)
 	}
-	if in.PruneVolumes {
-		// No capability lists or removes volumes yet, so Live.Volumes stays
-		// empty and none is ever deleted.
-		rep.Degraded = append(rep.Degraded, "volume sweep unavailable: no backend capability lists or removes volumes")
+	coverSwarm := false
+	if vs, ok := capability.As[capability.VolumeSweeper](b); ok {
+		vols, err := vs.LiveVolumes(ctx, in.Stack)
+		if err != nil {
+			return rep, fmt.Errorf("sweep %s: %w", in.Stack, err)
+		}
+		live.Volumes = vols
+		// A manager lists its own node's volumes only: the listing is the
+		// whole swarm's when the swarm is that one node, and that is known
+		// only if b implements SwarmSizer.
+		if sz, ok := capability.As[capability.SwarmSizer](b); ok {
+			if n, err := sz.SwarmNodes(ctx); err == nil && n == 1 {
+				coverSwarm = true
+			}
+		} else if in.PruneVolumes {
+			rep.Degraded = append(rep.Degraded, (&capability.ErrUnavailable{Feature: "volume removal", Capability: "SwarmSizer"}).Error())
+		}
+	} else if in.PruneVolumes {
+		rep.Degraded = append(rep.Degraded, (&capability.ErrUnavailable{Feature: "volume sweep", Capability: "VolumeSweeper"}).Error())
 	}
 
 	rep.Plan = Decide(Input{
@@ -163,6 +178,8 @@ func Run(ctx context.Context, b charts.Backend, in RunInput) (Report, error) {
 		RetainRotated: in.RetainRotated,
 		PruneVolumes:  in.PruneVolumes,
 		Failures:      in.Failures,
+
+		VolumesCoverSwarm: coverSwarm,
 	})
 
 	rm, ok := capability.As[capability.ResourceRemover](b)
@@ -177,14 +194,14 @@ func Run(ctx context.Context, b charts.Backend, in RunInput) (Report, error) {
 	if rep.DryRun {
 		return rep, nil
 	}
-	return rep, remove(ctx, rm, live.ServiceRefs, &rep)
+	return rep, remove(ctx, b, rm, live.ServiceRefs, &rep)
 }
 
 // remove deletes the plan's items in order and records each outcome. A
 // network, config or secret used by a service that could not be removed is
 // not tried: the daemon would refuse it, and counting that refusal would
 // blame the wrong resource.
-func remove(ctx context.Context, rm capability.ResourceRemover, refs map[string][]string, rep *Report) error {
+func remove(ctx context.Context, b charts.Backend, rm capability.ResourceRemover, refs map[string][]string, rep *Report) error {
 	next := map[string]int{}
 	failedServices := map[string]bool{}
 	for i, it := range rep.Plan.Delete {
@@ -205,7 +222,7 @@ func remove(ctx context.Context, rm capability.ResourceRemover, refs map[string]
 			}
 			continue
 		}
-		err := removeOne(ctx, rm, it)
+		err := removeOne(ctx, b, rm, it)
 		switch {
 		case err == nil:
 			rep.Removed = append(rep.Removed, it)
@@ -238,7 +255,7 @@ func usedByAny(users []string, services map[string]bool) []string {
 	return out
 }
 
-func removeOne(ctx context.Context, rm capability.ResourceRemover, it Item) error {
+func removeOne(ctx context.Context, b charts.Backend, rm capability.ResourceRemover, it Item) error {
 	switch it.Kind {
 	case KindService:
 		return rm.RemoveService(ctx, it.ID)
@@ -249,6 +266,9 @@ func removeOne(ctx context.Context, rm capability.ResourceRemover, it Item) erro
 	case KindSecret:
 		return rm.RemoveSecret(ctx, it.ID)
 	case KindVolume:
+		if vs, ok := capability.As[capability.VolumeSweeper](b); ok {
+			return vs.RemoveVolume(ctx, it.Name)
+		}
 		return fmt.Errorf("remove volume %s: %w", it.Name, errors.ErrUnsupported)
 	}
 	return fmt.Errorf("remove %s: unknown kind", it)
