@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,8 +111,29 @@ func TestBinaryControllerAndEveryCLICommand(t *testing.T) {
 	repo.Commit("initial", files(stackFile))
 
 	dir := t.TempDir()
+	// A notification sink that records what it is sent.
+	var notes struct {
+		sync.Mutex
+		bodies []string
+	}
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		notes.Lock()
+		notes.bodies = append(notes.bodies, string(body))
+		notes.Unlock()
+	}))
+	defer sink.Close()
+	urlFile := filepath.Join(dir, "sink-url")
+	if err := os.WriteFile(urlFile, []byte(sink.URL+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	appsFile := filepath.Join(dir, "applications.yaml")
 	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
+notifications:
+  - name: recorder
+    type: webhook
+    urlFile: %[3]s
+    events: [sync.succeeded]
 applications:
   - name: %[1]s
     source:
@@ -123,7 +146,7 @@ applications:
     syncPolicy:
       automated: {}
       interval: 10m
-`, stack, repo.Dir)), 0o644); err != nil {
+`, stack, repo.Dir, urlFile)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, code := (cli{t: t, bin: bin}).run("validate", "-f", appsFile); code != 0 {
@@ -259,6 +282,20 @@ applications:
 	if env := strings.Join(workerEnv(), " "); !strings.Contains(env, "QUEUE=later") {
 		t.Fatalf("new commit not deployed after rollback: %s", env)
 	}
+
+	// The sink heard of the syncs, and of nothing it did not ask for.
+	swarmtest.Eventually(t, 30*time.Second, func() (bool, string) {
+		notes.Lock()
+		defer notes.Unlock()
+		n := 0
+		for _, b := range notes.bodies {
+			if !strings.Contains(b, `"sync.succeeded"`) || !strings.Contains(b, stack) {
+				t.Fatalf("unexpected notification: %s", b)
+			}
+			n++
+		}
+		return n >= 3, fmt.Sprintf("%d notifications", n)
+	})
 
 	if out, code := c.run("status"); code != 0 && code != 1 {
 		t.Fatalf("status: exit %d\n%s", code, out)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/internal/apiwire"
 	"github.com/flotilla-gitops/flotilla/metrics"
+	"github.com/flotilla-gitops/flotilla/notify"
 	"github.com/flotilla-gitops/flotilla/reconcile"
 	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
@@ -184,6 +186,19 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		return nil
 	}
 	logger.Info("controller started", "component", "controller", "applications", len(file.Applications), "controller_id", o.controllerID)
+	// Notifications follow the event stream on their own goroutines, so a
+	// slow sink never holds up a pass.
+	notifier, err := notify.New(file.Notifications, notify.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	var notifying sync.WaitGroup
+	notifying.Add(1)
+	go func() {
+		defer notifying.Done()
+		notifier.Run(ctx, broker)
+	}()
+	defer notifying.Wait()
 	if o.listen == "" {
 		return ctl.Run(ctx)
 	}
