@@ -40,6 +40,11 @@ type Options struct {
 	// PublicMetrics serves /metrics without a token.
 	PublicMetrics bool
 
+	// Webhooks configure POST /api/v1/webhooks/{provider}: the secrets
+	// that enable each provider, the body limit and the replay cache.
+	// Default: no secrets, every provider disabled.
+	Webhooks WebhookOptions
+
 	// Timing.
 	//
 	// Heartbeat is how often an idle event stream gets a comment line, so
@@ -98,7 +103,13 @@ func New(opts Options) http.Handler {
 		return errorf(http.StatusNotFound, CodeNotFound, "no route for %s %s; see /api/v1/applications", r.Method, r.URL.Path)
 	})
 
-	return s.recover(s.accessLog(s.authenticate(mux)))
+	// Webhooks authenticate by their signature, not a bearer token, so they
+	// are routed before authentication; every other request goes through it.
+	root := http.NewServeMux()
+	root.Handle("POST /api/v1/webhooks/{provider}", s.handler(newWebhooks(s, opts.Webhooks).serve))
+	root.Handle("/", s.authenticate(mux))
+
+	return s.recover(s.accessLog(root))
 }
 
 // handler adapts an error-returning handler to http.Handler.

@@ -3,6 +3,9 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -158,7 +161,8 @@ applications:
 	ctx, cancel := context.WithCancel(context.Background())
 	ctl := exec.CommandContext(ctx, bin, "controller", "--config", appsFile, "--data", filepath.Join(dir, "data"),
 		"--controller-id", "e2ebin", "--listen", addr, "--log-level", "warn")
-	ctl.Env = append(os.Environ(), "FLOTILLA_ADMIN_TOKEN="+token)
+	const hookSecret = "e2e-webhook-secret"
+	ctl.Env = append(os.Environ(), "FLOTILLA_ADMIN_TOKEN="+token, "FLOTILLA_WEBHOOK_SECRET="+hookSecret)
 	var logs bytes.Buffer
 	ctl.Stdout, ctl.Stderr = &logs, &logs
 	if err := ctl.Start(); err != nil {
@@ -281,6 +285,32 @@ applications:
 	}
 	if env := strings.Join(workerEnv(), " "); !strings.Contains(env, "QUEUE=later") {
 		t.Fatalf("new commit not deployed after rollback: %s", env)
+	}
+
+	// A signed GitHub push touching the application's path refreshes it; a
+	// forged one is refused.
+	push := fmt.Sprintf(`{"ref":"refs/heads/main","before":"1111111111111111111111111111111111111111","after":"2222222222222222222222222222222222222222","repository":{"clone_url":%q,"default_branch":"main"},"commits":[{"id":"2222222222222222222222222222222222222222","added":[],"removed":[],"modified":["deploy/docker-compose.yml"]}],"head_commit":{"id":"2222222222222222222222222222222222222222"}}`, repo.Dir)
+	hook := func(secret, delivery string) (int, string) {
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write([]byte(push))
+		req, _ := http.NewRequest(http.MethodPost, server+"/api/v1/webhooks/github", strings.NewReader(push))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-GitHub-Event", "push")
+		req.Header.Set("X-GitHub-Delivery", delivery)
+		req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := hook("wrong-secret", "d-1"); code != http.StatusUnauthorized {
+		t.Fatalf("forged webhook: %d %s", code, body)
+	}
+	if code, body := hook(hookSecret, "d-2"); code != http.StatusAccepted || !strings.Contains(body, stack) {
+		t.Fatalf("webhook: %d %s", code, body)
 	}
 
 	// The sink heard of the syncs, and of nothing it did not ask for.

@@ -405,6 +405,19 @@ var (
 	ErrBusy     = errors.New("a pass is already running")
 )
 
+// Applications returns the applications the controller reconciles, sorted by
+// name.
+func (c *Controller) Applications() []application.Application {
+	c.mu.Lock()
+	out := make([]application.Application, 0, len(c.apps))
+	for _, a := range c.apps {
+		out = append(out, a.app)
+	}
+	c.mu.Unlock()
+	slices.SortFunc(out, func(a, b application.Application) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
 // InitialPassesDone reports whether every application has finished at least
 // one pass since the controller started, successful or not.
 func (c *Controller) InitialPassesDone() bool {

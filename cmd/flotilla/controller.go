@@ -128,12 +128,16 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		}
 	}
 	var tokens api.Tokens
+	var webhooks api.WebhookSecrets
 	if !o.once && o.listen != "" {
 		if tokens, err = api.TokensFromEnv(); err != nil {
 			return err
 		}
 		if err := api.CheckListen(o.listen, tokens, o.insecureNoAuth); err != nil {
 			return usageError{err}
+		}
+		if webhooks, err = api.WebhookSecretsFromEnv(); err != nil {
+			return err
 		}
 		if (o.tlsCert == "") != (o.tlsKey == "") {
 			return usageError{errors.New("--tls-cert and --tls-key go together")}
@@ -209,6 +213,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		Tokens:        tokens,
 		NoAuth:        o.insecureNoAuth && !tokens.Has(api.RoleAdmin),
 		PublicMetrics: o.publicMetrics,
+		Webhooks:      api.WebhookOptions{Secrets: webhooks},
 		Logger:        logger,
 		Ready: func() error {
 			if !ctl.InitialPassesDone() {

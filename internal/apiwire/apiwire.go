@@ -21,11 +21,23 @@ type Controller struct{ ctl *reconcile.Controller }
 func New(ctl *reconcile.Controller) Controller { return Controller{ctl: ctl} }
 
 var (
-	_ api.Controller    = Controller{}
-	_ api.HistoryReader = Controller{}
-	_ api.Differ        = Controller{}
-	_ api.Rollbacker    = Controller{}
+	_ api.Controller     = Controller{}
+	_ api.HistoryReader  = Controller{}
+	_ api.Differ         = Controller{}
+	_ api.Rollbacker     = Controller{}
+	_ api.WebhookTargets = Controller{}
 )
+
+// WebhookTargets lists where each application's source lives, so a push
+// refreshes only the applications it touches.
+func (a Controller) WebhookTargets() []api.WebhookTarget {
+	apps := a.ctl.Applications()
+	out := make([]api.WebhookTarget, 0, len(apps))
+	for _, app := range apps {
+		out = append(out, api.NewWebhookTarget(app))
+	}
+	return out
+}
 
 func (a Controller) Statuses() []application.Status { return a.ctl.Statuses() }
 
