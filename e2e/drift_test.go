@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -52,13 +53,7 @@ func driftFields(st application.Status) []string {
 
 func TestDriftIsReportedAndHealedOnlyWithSelfHeal(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, true)
-	h.repo.Commit("initial", files(stackFile))
-	ctl := h.controller(false)
-	if res := h.reconcile(ctl); res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	h.waitRunning(3)
+	h, ctl := running(t)
 
 	// An untouched stack reports no drift.
 	res := h.reconcile(ctl)
@@ -98,7 +93,7 @@ func TestDriftIsReportedAndHealedOnlyWithSelfHeal(t *testing.T) {
 	if got := driftFields(res.Status); !slices.Equal(got, []string{"worker:env.API_TOKEN", "worker:env.DEBUG"}) {
 		t.Fatalf("drift on the next pass %v", got)
 	}
-	if !mapsEqual(before, versions(h.services())) {
+	if !maps.Equal(before, versions(h.services())) {
 		t.Fatal("drift was corrected without selfHeal")
 	}
 
@@ -139,18 +134,6 @@ func TestDriftIsReportedAndHealedOnlyWithSelfHeal(t *testing.T) {
 	if _, ok := h.services()["cron"]; !ok {
 		t.Fatalf("deleted service not restored: %v", driftFields(res.Status))
 	}
-}
-
-func mapsEqual(a, b map[string]uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // flakyReads wraps the real backend and fails its reads while down is set,

@@ -108,6 +108,20 @@ func (h *harness) controllerFetcher() *source.Fetcher {
 	return source.New(source.Options{CacheDir: filepath.Join(h.t.TempDir(), "git"), Logger: quiet})
 }
 
+// running returns an automated application whose stack (stackFile) has
+// been deployed and runs, with the controller that deployed it.
+func running(t *testing.T) (*harness, *reconcile.Controller) {
+	t.Helper()
+	h := newHarness(t, true)
+	h.repo.Commit("initial", files(stackFile))
+	ctl := h.controller(false)
+	if res := h.reconcile(ctl); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	h.waitRunning(3)
+	return h, ctl
+}
+
 // controller starts a fresh controller, as after a restart: new process
 // memory and, when fresh is set, an empty git cache.
 func (h *harness) controller(fresh bool) *reconcile.Controller {
@@ -314,13 +328,7 @@ func TestStackFollowsGitCommitByCommit(t *testing.T) {
 
 func TestBrokenInputLeavesTheRunningStackUntouched(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, true)
-	h.repo.Commit("initial", files(stackFile))
-	ctl := h.controller(false)
-	if res := h.reconcile(ctl); res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	h.waitRunning(3)
+	h, ctl := running(t)
 	good := versions(h.services())
 
 	broken := []struct {
