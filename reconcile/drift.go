@@ -173,11 +173,9 @@ func (c *Controller) markRolledBack(app, manifest, service string) {
 func (c *Controller) outOfBand(p *pass) func(service string) {
 	return func(service string) {
 		short := strings.TrimPrefix(service, p.app.Stack+"_")
-		p.mu.Lock()
 		if !slices.Contains(p.status.OutOfBand, short) {
 			p.status.OutOfBand = append(p.status.OutOfBand, short)
 		}
-		p.mu.Unlock()
 		p.log.Warn("another writer changed a service while it was being written; retried from a fresh read",
 			"service", short)
 		c.emit(p, events.OutOfBandChange, short, "another writer changed the service during a write; retried from a fresh read", nil)

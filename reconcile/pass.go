@@ -62,7 +62,8 @@ type pass struct {
 	healed   *charts.DeployResult
 	recorded *charts.Release
 
-	mu     sync.Mutex // guards status against the out-of-band notifier
+	// status is written only from the pass's goroutine: the backend calls
+	// the out-of-band notifier synchronously, inside the write it reports.
 	status application.Status
 	log    *slog.Logger
 }

@@ -472,3 +472,46 @@ func TestOneBatchReadsTheSwarmOnceForEveryApplication(t *testing.T) {
 		t.Fatalf("a steady batch of 20 applications read the swarm %d times, want 1", b.reads)
 	}
 }
+
+// racingBackend is MinimalBackend plus OutOfBand: every deploy reports that
+// it lost a compare-and-swap on the web service, as the moby backend does
+// when another writer changes a service between its read and its write.
+type racingBackend struct {
+	*chartstest.MinimalBackend
+	notify func(string)
+}
+
+func (b racingBackend) WithOutOfBandNotifier(fn func(string)) charts.Backend {
+	return racingBackend{MinimalBackend: b.MinimalBackend, notify: fn}
+}
+
+func (b racingBackend) DeployStack(ctx context.Context, req charts.DeployRequest) (charts.DeployResult, error) {
+	if b.notify != nil {
+		b.notify(req.Stack + "_web")
+	}
+	return b.MinimalBackend.DeployStack(ctx, req)
+}
+
+var _ capability.OutOfBand = racingBackend{}
+
+func TestLostCompareAndSwapIsReportedAsOutOfBand(t *testing.T) {
+	b := racingBackend{MinimalBackend: chartstest.NewMinimal()}
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	c := newTestController(t, b, f, testApp("shop", true))
+	res := mustReconcile(t, c, "shop")
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if !slices.Equal(res.Status.OutOfBand, []string{"web"}) {
+		t.Fatalf("out-of-band %v, want [web]", res.Status.OutOfBand)
+	}
+	if slices.ContainsFunc(res.Status.Unavailable, func(s string) bool { return strings.Contains(s, "OutOfBand") }) {
+		t.Fatalf("OutOfBand listed as unavailable: %v", res.Status.Unavailable)
+	}
+	// The next pass, with no write, has nothing to report.
+	res = mustReconcile(t, c, "shop")
+	if len(res.Status.OutOfBand) != 0 {
+		t.Fatalf("stale out-of-band report: %v", res.Status.OutOfBand)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 type MinimalBackend struct {
 	mu       sync.Mutex
 	stacks   map[string]map[string]*fakeService // stack → scoped name → service
+	objects  map[objectKey]string               // network, config or secret → its stack
 	releases map[string][]charts.Release        // stack → oldest first
 	writes   int
 	deploys  int
@@ -36,6 +38,10 @@ type MinimalBackend struct {
 
 var _ charts.Backend = (*MinimalBackend)(nil)
 
+// objectKey names a network, config or secret the way the swarm tells them
+// apart: by kind and name.
+type objectKey struct{ kind, name string }
+
 type fakeService struct {
 	spec    swarm.ServiceSpec
 	hash    string
@@ -47,12 +53,15 @@ type fakeService struct {
 func NewMinimal() *MinimalBackend {
 	return &MinimalBackend{
 		stacks:   map[string]map[string]*fakeService{},
+		objects:  map[objectKey]string{},
 		releases: map[string][]charts.Release{},
 	}
 }
 
-// DeployStack converts the manifest without a swarm and creates or updates
-// each service whose spec changed.
+// DeployStack converts the manifest without a swarm, creates the networks,
+// configs and secrets it does not hold yet, and creates or updates each
+// service whose spec changed. Like the moby backend it checks everything
+// before its first write, and Writes counts objects as well as services.
 func (b *MinimalBackend) DeployStack(ctx context.Context, req charts.DeployRequest) (charts.DeployResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -63,33 +72,51 @@ func (b *MinimalBackend) DeployStack(ctx context.Context, req charts.DeployReque
 	if err != nil {
 		return charts.DeployResult{}, fmt.Errorf("convert: %w", err)
 	}
+	var missing []objectKey
+	for _, name := range slices.Sorted(maps.Keys(st.Networks)) {
+		missing = append(missing, objectKey{"network", name})
+	}
+	for _, name := range slices.Sorted(maps.Keys(st.Configs)) {
+		missing = append(missing, objectKey{"config", name})
+	}
+	for _, name := range slices.Sorted(maps.Keys(st.Secrets)) {
+		missing = append(missing, objectKey{"secret", name})
+		_, known := b.objects[objectKey{"secret", name}]
+		if _, given := req.Secrets[name]; !known && !given && st.Secrets[name].Driver == nil {
+			return charts.DeployResult{}, fmt.Errorf("secret %q is not on the swarm and its plaintext was not supplied", name)
+		}
+	}
+	missing = slices.DeleteFunc(missing, func(k objectKey) bool { _, ok := b.objects[k]; return ok })
+	names := slices.Sorted(maps.Keys(st.Services))
+	hashes := make(map[string]string, len(names))
+	for _, name := range names {
+		if hashes[name], err = specHash(st.Services[name]); err != nil {
+			return charts.DeployResult{}, err
+		}
+	}
+
 	b.deploys++
+	var res charts.DeployResult
+	for _, k := range missing {
+		b.objects[k] = req.Stack
+		res.Writes++
+	}
 	live := b.stacks[req.Stack]
 	if live == nil {
 		live = map[string]*fakeService{}
 		b.stacks[req.Stack] = live
 	}
-	var res charts.DeployResult
-	names := make([]string, 0, len(st.Services))
-	for n := range st.Services {
-		names = append(names, n)
-	}
-	slices.Sort(names)
 	for _, name := range names {
-		spec := st.Services[name]
-		h, err := specHash(spec)
-		if err != nil {
-			return res, err
-		}
+		spec, h := st.Services[name], hashes[name]
 		short := strings.TrimPrefix(name, req.Stack+"_")
 		s, ok := live[name]
 		switch {
 		case !ok:
-			live[name] = &fakeService{spec: spec, hash: h, version: 1, labels: req.Labels}
+			live[name] = &fakeService{spec: spec, hash: h, version: 1, labels: serviceLabels(spec, req.Labels)}
 			res.Created = append(res.Created, short)
 			res.Writes++
 		case s.hash != h || slices.Contains(req.Heal, name):
-			s.spec, s.hash, s.labels = spec, h, req.Labels
+			s.spec, s.hash, s.labels = spec, h, serviceLabels(spec, req.Labels)
 			s.version++
 			res.Updated = append(res.Updated, short)
 			res.Writes++
@@ -101,7 +128,17 @@ func (b *MinimalBackend) DeployStack(ctx context.Context, req charts.DeployReque
 	return res, nil
 }
 
-// StackServices reports every service of the stack as fully running.
+// serviceLabels is what a written service carries: the manifest's labels
+// with the request's stamped over them, in a map of its own.
+func serviceLabels(spec swarm.ServiceSpec, stamp map[string]string) map[string]string {
+	l := make(map[string]string, len(spec.Labels)+len(stamp))
+	maps.Copy(l, spec.Labels)
+	maps.Copy(l, stamp)
+	return l
+}
+
+// StackServices reports every service of the stack as fully running, and
+// every job as fully completed.
 func (b *MinimalBackend) StackServices(_ context.Context, stack string) []charts.ServiceState {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -110,38 +147,61 @@ func (b *MinimalBackend) StackServices(_ context.Context, stack string) []charts
 	}
 	var out []charts.ServiceState
 	for name, s := range b.stacks[stack] {
-		desired := uint64(1)
-		mode := "replicated"
-		if s.spec.Mode.Global != nil {
-			mode = "global"
-		} else if s.spec.Mode.Replicated != nil && s.spec.Mode.Replicated.Replicas != nil {
-			desired = *s.spec.Mode.Replicated.Replicas
-		}
-		tasks := make([]charts.TaskState, desired)
-		for i := range tasks {
-			tasks[i] = charts.TaskState{ID: fmt.Sprintf("%s.%d", name, i+1), Slot: i + 1, State: "running", DesiredState: "running"}
-		}
-		out = append(out, charts.ServiceState{
-			Tasks:   tasks,
+		mode, desired, job := modeOf(s.spec.Mode)
+		state := charts.ServiceState{
 			Name:    strings.TrimPrefix(name, stack+"_"),
 			ID:      name,
 			Image:   s.spec.TaskTemplate.ContainerSpec.Image,
 			Mode:    mode,
 			Desired: desired,
-			Running: desired,
 			Version: s.version,
-			Labels:  s.labels,
-		})
+			Labels:  maps.Clone(s.labels),
+		}
+		taskState := "running"
+		if job {
+			state.Completed, taskState = desired, "complete"
+		} else {
+			state.Running = desired
+		}
+		state.Tasks = make([]charts.TaskState, desired)
+		for i := range state.Tasks {
+			state.Tasks[i] = charts.TaskState{ID: fmt.Sprintf("%s.%d", name, i+1), Slot: i + 1, State: taskState, DesiredState: taskState}
+		}
+		out = append(out, state)
 	}
 	slices.SortFunc(out, func(a, b charts.ServiceState) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
-// RemoveStack forgets the stack's services; records stay.
+// modeOf names a service mode as charts.ServiceState does and gives its
+// desired count, taking the fake's swarm to be one node.
+func modeOf(m swarm.ServiceMode) (name string, desired uint64, job bool) {
+	switch {
+	case m.Global != nil:
+		return "global", 1, false
+	case m.GlobalJob != nil:
+		return "global-job", 1, true
+	case m.ReplicatedJob != nil:
+		desired = 1
+		if m.ReplicatedJob.TotalCompletions != nil {
+			desired = *m.ReplicatedJob.TotalCompletions
+		} else if m.ReplicatedJob.MaxConcurrent != nil {
+			desired = *m.ReplicatedJob.MaxConcurrent
+		}
+		return "replicated-job", desired, true
+	case m.Replicated != nil && m.Replicated.Replicas != nil:
+		return "replicated", *m.Replicated.Replicas, false
+	}
+	return "replicated", 1, false
+}
+
+// RemoveStack forgets the stack's services, networks, configs and secrets;
+// records stay.
 func (b *MinimalBackend) RemoveStack(_ context.Context, stack string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.stacks, stack)
+	maps.DeleteFunc(b.objects, func(_ objectKey, owner string) bool { return owner == stack })
 	return nil
 }
 
@@ -172,7 +232,8 @@ func (b *MinimalBackend) RecordRelease(_ context.Context, r charts.Release, keep
 	return nil
 }
 
-// Writes counts service creates and updates so far.
+// Writes counts every write so far, as DeployResult.Writes does: creates of
+// networks, configs and secrets, and creates and updates of services.
 func (b *MinimalBackend) Writes() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()

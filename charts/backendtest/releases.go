@@ -1,0 +1,100 @@
+package backendtest
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/charts"
+)
+
+// Releases lists newest first, and keep < 1 prunes nothing.
+func (s *suite) testReleasesNewestFirst(t *testing.T, b charts.Backend) {
+	name := s.stack(t)
+	for rev, keep := range []int{0, 0, -1, 0} {
+		record(t, b, charts.Release{Name: name, Revision: rev + 1, Owner: "ctl/app"}, keep)
+	}
+	if got := revisions(releases(t, b, name)); !slices.Equal(got, []int{4, 3, 2, 1}) {
+		t.Fatalf("revisions %v, want [4 3 2 1]", got)
+	}
+}
+
+// RecordRelease keeps the newest keep revisions, the one it just stored
+// among them.
+func (s *suite) testRecordReleaseKeep(t *testing.T, b charts.Backend) {
+	name := s.stack(t)
+	for rev := 1; rev <= 4; rev++ {
+		record(t, b, charts.Release{Name: name, Revision: rev, Owner: "ctl/app"}, 2)
+	}
+	if got := revisions(releases(t, b, name)); !slices.Equal(got, []int{4, 3}) {
+		t.Fatalf("revisions with keep 2: %v, want [4 3]", got)
+	}
+	record(t, b, charts.Release{Name: name, Revision: 5, Owner: "ctl/app"}, 1)
+	if got := revisions(releases(t, b, name)); !slices.Equal(got, []int{5}) {
+		t.Fatalf("revisions with keep 1: %v, want [5]", got)
+	}
+}
+
+// A revision is recorded once: a second record of it is refused and the
+// first stays as it was, so history cannot be rewritten.
+func (s *suite) testRecordReleaseRefusesDuplicate(t *testing.T, b charts.Backend) {
+	name := s.stack(t)
+	record(t, b, charts.Release{Name: name, Revision: 1, Owner: "ctl/app", Commit: "aaaa"}, 0)
+	err := b.RecordRelease(context.Background(), charts.Release{Name: name, Revision: 1, Owner: "ctl/app", Commit: "bbbb"}, 0)
+	if err == nil {
+		t.Fatal("second record of revision 1 was accepted")
+	}
+	rs := releases(t, b, name)
+	if len(rs) != 1 || rs[0].Commit != "aaaa" {
+		t.Fatalf("records after refused duplicate: %+v, want revision 1 with commit aaaa only", rs)
+	}
+}
+
+// Every field of a record comes back as stored; Time to the second, since
+// a backend may store less precision than time.Time has.
+func (s *suite) testRecordReleaseRoundTrip(t *testing.T, b charts.Backend) {
+	name := s.stack(t)
+	manifest := s.render(t, name, project{}).Manifest
+	recorded := time.Date(2024, 5, 17, 9, 30, 12, 345678901, time.FixedZone("test", 2*60*60))
+	wantRel := charts.Release{
+		Name:         name,
+		Revision:     7,
+		Owner:        "ctl-1/shop",
+		Manifest:     manifest,
+		Commit:       "0123456789abcdef0123456789abcdef01234567",
+		Time:         recorded,
+		Trigger:      "rollback",
+		PinnedCommit: "fedcba9876543210fedcba9876543210fedcba98",
+		Author:       "Alice <alice@example.com>",
+		Message:      "Roll back the worker\n\nIt crashed.",
+	}
+	record(t, b, wantRel, 0)
+	rs := releases(t, b, name)
+	if len(rs) != 1 {
+		t.Fatalf("%d records, want 1", len(rs))
+	}
+	got := rs[0]
+	if d := got.Time.Sub(wantRel.Time).Abs(); d >= time.Second {
+		t.Errorf("time %v, want %v", got.Time, wantRel.Time)
+	}
+	got.Time, wantRel.Time = time.Time{}, time.Time{}
+	if got != wantRel {
+		t.Errorf("record round trip:\n got %+v\nwant %+v", got, wantRel)
+	}
+}
+
+// A release never recorded has no revisions, and that is an answer, not an
+// error: planning treats it as a first install. Other releases' records do
+// not leak into it.
+func (s *suite) testReleasesUnknown(t *testing.T, b charts.Backend) {
+	other, unknown := s.stack(t), s.stack(t)
+	record(t, b, charts.Release{Name: other, Revision: 1, Owner: "ctl/app"}, 0)
+	rs, err := b.Releases(context.Background(), unknown)
+	if err != nil {
+		t.Fatalf("releases of an unknown release: %v", err)
+	}
+	if len(rs) != 0 {
+		t.Fatalf("unknown release has revisions %v", revisions(rs))
+	}
+}
