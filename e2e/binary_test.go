@@ -330,6 +330,19 @@ applications:
 	if out, code := c.run("status"); code != 0 && code != 1 {
 		t.Fatalf("status: exit %d\n%s", code, out)
 	}
+	// The applications file is watched: an application removed from it
+	// leaves the controller, and without --prune its stack stays.
+	if err := os.WriteFile(appsFile, []byte("apiVersion: flotilla/v1\napplications: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	swarmtest.Eventually(t, 30*time.Second, func() (bool, string) {
+		c.mustJSON(&list, "app", "list")
+		return len(list.Items) == 0, fmt.Sprintf("%d applications", len(list.Items))
+	})
+	if s, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_worker", swarm.ServiceInspectOptions{}); err != nil || s.ID == "" {
+		t.Fatalf("stack of a removed application was touched without --prune: %v", err)
+	}
+
 	// A read without a token is refused, with advice.
 	noToken := cli{t: t, bin: bin, env: []string{"FLOTILLA_SERVER=" + server, "FLOTILLA_TOKEN="}}
 	if _, code := noToken.run("app", "list"); code == 0 {

@@ -14,9 +14,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/application"
@@ -153,6 +155,9 @@ type Controller struct {
 
 	orphans        []Orphan
 	orphanFailures map[string]map[string]int
+	// appsChanged makes Run look for orphaned stacks at once after
+	// SetApplications removed or moved an application.
+	appsChanged atomic.Bool
 
 	relMu    sync.Mutex
 	releases map[string]*charts.Release // newest record per stack, a cache of the swarm's
@@ -224,6 +229,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	t := time.NewTicker(c.opts.Tick)
 	defer t.Stop()
 	for {
+		if c.appsChanged.Swap(false) {
+			orphansDue = c.now()
+		}
 		if !c.now().Before(orphansDue) {
 			// On start, then now and then: a removal that failed (still
 			// in use) is retried, and a record written meanwhile by a
@@ -405,6 +413,39 @@ var (
 	ErrBusy     = errors.New("a pass is already running")
 )
 
+// SetApplications replaces the set of applications, as after the
+// applications file changed: new ones are due at once, changed ones are due
+// at once with their new definition, removed ones stop (a pass in flight
+// finishes). Their stacks are then looked at as orphans: kept and reported,
+// or removed with PruneOrphans. Statuses and sweep memory of unchanged
+// applications are kept.
+func (c *Controller) SetApplications(apps []application.Application) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next := make(map[string]*appState, len(apps))
+	for _, a := range apps {
+		if old, ok := c.apps[a.Name]; ok {
+			if !reflect.DeepEqual(old.app, a) {
+				old.app = a
+				old.next = time.Time{}
+				old.status.Stack = a.Stack
+			}
+			next[a.Name] = old
+			continue
+		}
+		next[a.Name] = &appState{app: a, status: c.initialStatus(a)}
+	}
+	for name, old := range c.apps {
+		if _, kept := next[name]; !kept {
+			c.log.Info("application removed from the applications file", "app", name, "stack", old.app.Stack)
+			c.opts.Metrics.ForgetApp(name)
+		}
+	}
+	c.apps = next
+	c.appsChanged.Store(true)
+	c.poke()
+}
+
 // Applications returns the applications the controller reconciles, sorted by
 // name.
 func (c *Controller) Applications() []application.Application {
@@ -499,7 +540,10 @@ func (c *Controller) appBackend(p *pass) (charts.Backend, error) {
 // pass runs the steps for one application and always publishes a status.
 func (c *Controller) pass(ctx context.Context, app application.Application, req *SyncRequest, snap *snapshot) (res Result) {
 	c.mu.Lock()
-	prev := c.apps[app.Name].status
+	var prev application.Status
+	if a, ok := c.apps[app.Name]; ok {
+		prev = a.status
+	}
 	c.mu.Unlock()
 	started := c.now()
 	p := &pass{

@@ -515,3 +515,34 @@ func TestLostCompareAndSwapIsReportedAsOutOfBand(t *testing.T) {
 		t.Fatalf("stale out-of-band report: %v", res.Status.OutOfBand)
 	}
 }
+
+func TestSetApplicationsAddsChangesAndRemoves(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	keep, gone := testApp("keep", true), testApp("gone", true)
+	c := newTestController(t, b, f, keep, gone)
+	c.RunOnce(context.Background())
+
+	added := testApp("added", true)
+	changed := keep
+	changed.History = 3
+	c.SetApplications([]application.Application{changed, added})
+	names := []string{}
+	for _, a := range c.Applications() {
+		names = append(names, a.Name)
+	}
+	if !slices.Equal(names, []string{"added", "keep"}) {
+		t.Fatalf("applications %v", names)
+	}
+	if _, ok := c.Status("gone"); ok {
+		t.Fatal("removed application still has a status")
+	}
+	if st, _ := c.Status("keep"); st.LastAppliedRevision != 1 {
+		t.Fatalf("kept application lost its status: %+v", st)
+	}
+	res := c.RunOnce(context.Background())
+	if len(res) != 2 || res[0].App != "added" || res[0].Action != charts.Install || res[1].Action != charts.Unchanged {
+		t.Fatalf("after reload: %+v", res)
+	}
+}

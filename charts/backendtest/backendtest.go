@@ -31,8 +31,9 @@ type Options struct {
 	// t.Cleanup (services, networks, configs, secrets and records).
 	Cleanup func(t testing.TB, stack string)
 	// Image is the image every service runs. It must be available where
-	// the backend deploys and keep running once started. Default
-	// "flotilla-test/app:1".
+	// the backend deploys, keep running when started without arguments,
+	// and exit 0 when its arguments are "exit 0" (the job). Default
+	// "flotilla-test/app:1", whose program does both.
 	Image string
 	// Timeout bounds each wait for tasks to reach their desired count.
 	// Default 30s.

@@ -203,6 +203,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		notifier.Run(ctx, broker)
 	}()
 	defer notifying.Wait()
+	go watchApplications(ctx, o.config, ctl, logger)
 	if o.listen == "" {
 		return ctl.Run(ctx)
 	}

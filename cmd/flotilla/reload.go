@@ -1,0 +1,56 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/reconcile"
+)
+
+// reloadInterval is how often the controller looks at its applications file.
+const reloadInterval = 5 * time.Second
+
+// watchApplications reloads the applications file when its content changes
+// (checked every few seconds, and at once on SIGHUP) and hands the new set
+// to the controller. A file that no longer validates is reported and the
+// previous set kept: a typo never stops or removes a running application.
+// Notification sinks are read at start only.
+func watchApplications(ctx context.Context, path string, ctl *reconcile.Controller, logger *slog.Logger) {
+	log := logger.With("component", "controller", "file", path)
+	last, _ := os.ReadFile(path)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	t := time.NewTicker(reloadInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-hup:
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			log.Error("cannot read the applications file; keeping the applications loaded before", "error", err)
+			continue
+		}
+		if bytes.Equal(data, last) {
+			continue
+		}
+		last = data
+		file, err := application.Parse(path, data)
+		if err != nil {
+			log.Error("applications file is invalid; keeping the applications loaded before", "error", err)
+			continue
+		}
+		ctl.SetApplications(file.Applications)
+		log.Info("applications file reloaded", "applications", len(file.Applications))
+	}
+}
