@@ -25,6 +25,11 @@ type Options struct {
 	Events *events.Broker
 	// Metrics is served on /metrics; nil serves 404 there.
 	Metrics *metrics.Metrics
+	// UI serves the web UI's files under /ui/, and / redirects there; nil
+	// leaves both to the authenticated routes (401 without a token). The
+	// files are served without a token since they carry no data: every
+	// call the page makes goes to /api/v1 with the operator's token.
+	UI http.Handler
 	// Ready is called by /readyz; nil means always ready.
 	Ready func() error
 	// Logger receives structured logs. Default slog.Default().
@@ -103,10 +108,15 @@ func New(opts Options) http.Handler {
 		return errorf(http.StatusNotFound, CodeNotFound, "no route for %s %s; see /api/v1/applications", r.Method, r.URL.Path)
 	})
 
-	// Webhooks authenticate by their signature, not a bearer token, so they
-	// are routed before authentication; every other request goes through it.
+	// Webhooks authenticate by their signature, not a bearer token, and the
+	// UI's static files carry no data, so both are routed before
+	// authentication; every other request goes through it.
 	root := http.NewServeMux()
 	root.Handle("POST /api/v1/webhooks/{provider}", s.handler(newWebhooks(s, opts.Webhooks).serve))
+	if opts.UI != nil {
+		root.Handle("GET /ui/", http.StripPrefix("/ui", opts.UI))
+		root.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
+	}
 	root.Handle("/", s.authenticate(mux))
 
 	return s.recover(s.accessLog(root))

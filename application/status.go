@@ -166,6 +166,9 @@ type Status struct {
 	// from what the repository converts to, while the repository has not
 	// moved. Values of secret-looking keys are masked.
 	Drift []Drift `json:"drift,omitempty"`
+	// Corrected lists the drift the last pass put back (self-heal or an
+	// explicit sync), field by field; empty when it corrected nothing.
+	Corrected []Drift `json:"corrected,omitempty"`
 	// RolledBack names services Swarm rolled back after a failed update.
 	// They are not healed into the failing spec again until git changes.
 	RolledBack []string `json:"rolledBack,omitempty"`

@@ -343,6 +343,13 @@ applications:
 		t.Fatalf("stack of a removed application was touched without --prune: %v", err)
 	}
 
+	// The web UI is served (its data calls need the token like any other).
+	if resp, err := http.Get(server + "/ui/"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("web UI: %v %v", err, resp)
+	} else {
+		resp.Body.Close()
+	}
+
 	// A read without a token is refused, with advice.
 	noToken := cli{t: t, bin: bin, env: []string{"FLOTILLA_SERVER=" + server, "FLOTILLA_TOKEN="}}
 	if _, code := noToken.run("app", "list"); code == 0 {

@@ -118,6 +118,8 @@ type Result struct {
 	Action charts.Action
 	// Deployed is set when the pass deployed.
 	Deployed *charts.DeployResult
+	// Healed is set when the pass corrected live drift.
+	Healed *charts.DeployResult
 	// Revision is the release revision recorded, 0 if none.
 	Revision int
 	Status   application.Status
@@ -557,6 +559,7 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 	p.status.Name, p.status.Stack = app.Name, app.Stack
 	p.status.Unavailable = c.unavailable()
 	p.status.OutOfBand = nil
+	p.status.Corrected = nil
 	var err error
 	p.backend, err = c.appBackend(p)
 	if err == nil {
@@ -574,7 +577,7 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 	c.finish(p, err)
 	c.reportChanges(p, prev)
 	c.observeOutcome(p, err, gated, c.now().Sub(started))
-	res = Result{App: app.Name, Action: p.action, Deployed: p.deployed, Status: p.status, Err: err}
+	res = Result{App: app.Name, Action: p.action, Deployed: p.deployed, Healed: p.healed, Status: p.status, Err: err}
 	if p.recorded != nil {
 		res.Revision = p.recorded.Revision
 	}

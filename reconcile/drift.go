@@ -121,7 +121,7 @@ func (c *Controller) correct(ctx context.Context, p *pass) error {
 	p.healed = &res
 	p.log.Info("corrected live drift", "services", len(heal)+len(p.missing), "writes", res.Writes)
 	c.emit(p, events.DriftCorrected, "", fmt.Sprintf("%d service(s) put back to the repository's spec", len(heal)+len(p.missing)), nil)
-	p.status.Drift = nil
+	p.status.Corrected, p.status.Drift = p.status.Drift, nil
 	p.status.Sync = application.Synced
 	p.status.SyncReason = application.ReasonNone
 	return nil

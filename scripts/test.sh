@@ -14,6 +14,7 @@ if ! command -v git >/dev/null 2>&1; then
   step "installing git (go-git serves local repositories through git-upload-pack)"
   apt-get update -qq && apt-get install -y -qq git >/dev/null
 fi
+command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
 step "swarm"
 bash scripts/swarm-up.sh

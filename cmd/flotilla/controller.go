@@ -27,6 +27,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/reconcile"
 	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
+	"github.com/flotilla-gitops/flotilla/web"
 )
 
 func init() { extraCommands = append(extraCommands, newControllerCmd) }
@@ -47,6 +48,7 @@ type controllerOptions struct {
 	publicMetrics  bool
 	tlsCert        string
 	tlsKey         string
+	ui             bool
 }
 
 func newControllerCmd() *cobra.Command {
@@ -83,6 +85,7 @@ redeploys nothing.`,
 	f.BoolVar(&o.publicMetrics, "public-metrics", false, "serve /metrics without a token")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate file for the API (with --tls-key)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "TLS private key file for the API (with --tls-cert)")
+	f.BoolVar(&o.ui, "ui", true, "serve the web UI at / and /ui/ (static files; every data call still needs a token)")
 	f.BoolVar(&o.prune, "prune", false, "remove the stacks of applications that were removed from the applications file (only what this controller's records prove it created)")
 	f.BoolVar(&o.once, "once", false, "run one pass per application (applying even manual ones is NOT implied), print a summary and exit; exit 1 if any pass failed")
 	return cmd
@@ -215,6 +218,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		NoAuth:        o.insecureNoAuth && !tokens.Has(api.RoleAdmin),
 		PublicMetrics: o.publicMetrics,
 		Webhooks:      api.WebhookOptions{Secrets: webhooks},
+		UI:            uiHandler(o.ui),
 		Logger:        logger,
 		Ready: func() error {
 			if !ctl.InitialPassesDone() {
@@ -227,6 +231,14 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		},
 	})
 	return serve(ctx, o, handler, ctl, logger)
+}
+
+// uiHandler is the web UI, or nil when --ui=false.
+func uiHandler(on bool) http.Handler {
+	if !on {
+		return nil
+	}
+	return web.Handler()
 }
 
 // serve runs the API server and the controller together until ctx ends. The
