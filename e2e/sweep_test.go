@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -359,4 +360,80 @@ func TestVolumesStayUnlessPruneVolumes(t *testing.T) {
 		}
 		return err != nil, msgs
 	})
+}
+
+const provedV1 = `version: "3.8"
+services:
+  a:
+    image: flotilla-test/app:1
+    configs: [{source: x, target: /etc/x.conf}]
+    deploy: {replicas: 0}
+  b:
+    image: flotilla-test/app:1
+    networks: [n]
+    deploy: {replicas: 0}
+  c:
+    image: flotilla-test/app:1
+    deploy: {replicas: 0}
+networks:
+  n: {driver: overlay}
+configs:
+  x: {file: ./x.conf}
+`
+
+const provedV2 = `version: "3.8"
+services:
+  c:
+    image: flotilla-test/app:1
+    deploy: {replicas: 0}
+`
+
+func TestARevisionWhoseConfigWasDeletedStillProvesItsOtherClaims(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, true) // automated, prune off for now
+	ctx := context.Background()
+	c := swarmtest.Client(t)
+	base := map[string]string{"deploy/x.conf": "x\n", "deploy/.env": "# none\n"}
+	commit := func(msg, compose string) {
+		fs := maps.Clone(base)
+		fs["deploy/docker-compose.yml"] = compose
+		h.repo.Commit(msg, fs)
+	}
+	commit("v1", provedV1)
+	if res := h.reconcile(h.controller(false)); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	// v2 drops a, b, their config and network; without prune they stay.
+	commit("v2", provedV2)
+	if res := h.reconcile(h.controller(false)); res.Err != nil || len(h.services()) != 3 {
+		t.Fatalf("v2 without prune: %v, %d services", res.Err, len(h.services()))
+	}
+	// Someone removes a and its config by hand: revision 1 now mounts a
+	// config that no longer exists anywhere.
+	svcs := h.services()
+	if err := c.ServiceRemove(ctx, svcs["a"].ID); err != nil {
+		t.Fatal(err)
+	}
+	confs, _ := h.backend.LiveConfigs(ctx, h.app.Stack)
+	for name, id := range confs {
+		if strings.Contains(name, "_x-") {
+			if err := c.ConfigRemove(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// With prune on, revision 1 still proves b and n, which only it declared.
+	h.app.SyncPolicy.Automated.Prune = true
+	res := h.reconcile(h.controller(false))
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	removed := strings.Join(res.Status.Sweep.Removed, ",")
+	if !strings.Contains(removed, h.app.Stack+"_b") || !strings.Contains(removed, h.app.Stack+"_n") {
+		t.Fatalf("removed %v; messages %v", res.Status.Sweep.Removed, res.Status.Sweep.Messages)
+	}
+	if _, ok := h.services()["c"]; !ok || len(h.services()) != 1 {
+		t.Fatal("the declared service went too")
+	}
 }
