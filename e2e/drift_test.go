@@ -171,7 +171,7 @@ func TestUnreachableDaemonIsUnknownAndRecovers(t *testing.T) {
 	h := newHarness(t, true)
 	h.repo.Commit("initial", files(stackFile))
 	flaky := &flakyReads{Backend: h.backend}
-	ctl, err := reconcile.New(reconcile.Options{ControllerID: "e2e", Backend: flaky, Fetcher: h.controllerFetcher(), Logger: quiet},
+	ctl, err := reconcile.New(reconcile.Options{ControllerID: h.id, Backend: flaky, Fetcher: h.controllerFetcher(), Logger: quiet},
 		[]application.Application{h.app})
 	if err != nil {
 		t.Fatal(err)

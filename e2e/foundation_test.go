@@ -69,7 +69,11 @@ func files(compose string) map[string]string {
 }
 
 // harness is one application on one stack with a real fetcher and backend.
+// Each harness has its own controller id: tests run side by side on one
+// swarm, and a controller that prunes orphans would otherwise take the
+// stacks of every other test's application as its own.
 type harness struct {
+	id      string
 	t       *testing.T
 	repo    *gittest.Repo
 	backend *backend.Backend
@@ -101,7 +105,7 @@ func newHarness(t *testing.T, automated bool) *harness {
 	if automated {
 		app.SyncPolicy.Automated = &application.Automated{}
 	}
-	return &harness{t: t, repo: repo, backend: b, app: app, cache: t.TempDir()}
+	return &harness{id: "e2e-" + stack, t: t, repo: repo, backend: b, app: app, cache: t.TempDir()}
 }
 
 func (h *harness) controllerFetcher() *source.Fetcher {
@@ -131,7 +135,7 @@ func (h *harness) controller(fresh bool) *reconcile.Controller {
 		cache = h.t.TempDir()
 	}
 	c, err := reconcile.New(reconcile.Options{
-		ControllerID: "e2e",
+		ControllerID: h.id,
 		Backend:      h.backend,
 		Fetcher:      source.New(source.Options{CacheDir: filepath.Join(cache, "git"), Logger: quiet}),
 		Logger:       quiet,
@@ -234,7 +238,7 @@ func TestStackFollowsGitCommitByCommit(t *testing.T) {
 		if !ok {
 			t.Fatalf("service %s missing", n)
 		}
-		if got := s.Spec.Labels["io.flotilla.owner"]; got != "e2e/"+h.app.Name {
+		if got := s.Spec.Labels["io.flotilla.owner"]; got != h.id+"/"+h.app.Name {
 			t.Fatalf("%s owner label %q", n, got)
 		}
 		if _, inTask := s.Spec.TaskTemplate.ContainerSpec.Labels["io.flotilla.owner"]; inTask {
@@ -370,7 +374,7 @@ func TestBrokenInputLeavesTheRunningStackUntouched(t *testing.T) {
 	unreachable.Source.RepoURL = filepath.Join(t.TempDir(), "gone")
 	for _, app := range []application.Application{bad, unreachable} {
 		c, err := reconcile.New(reconcile.Options{
-			ControllerID: "e2e", Backend: h.backend, Logger: quiet,
+			ControllerID: h.id, Backend: h.backend, Logger: quiet,
 			Fetcher: source.New(source.Options{CacheDir: t.TempDir(), Logger: quiet}),
 		}, []application.Application{app})
 		if err != nil {

@@ -61,7 +61,7 @@ func sopsFiles(t *testing.T, recipient, password string) map[string]string {
 func (h *harness) sopsController(ids *sopsage.Identities) *reconcile.Controller {
 	h.t.Helper()
 	c, err := reconcile.New(reconcile.Options{
-		ControllerID: "e2e",
+		ControllerID: h.id,
 		Backend:      h.backend,
 		Fetcher:      source.New(source.Options{CacheDir: filepath.Join(h.cache, "git"), Logger: quiet}),
 		Logger:       quiet,

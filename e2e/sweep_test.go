@@ -231,7 +231,7 @@ func TestRemovedApplicationsStackIsPrunedOnlyWithPrune(t *testing.T) {
 
 	// The application leaves the file: a controller started without it,
 	// with no prune, reports the stack and keeps it.
-	other := testController(t, h, "e2e", false)
+	other := testController(t, h, h.id, false)
 	orphans, err := other.SweepOrphans(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +255,7 @@ func TestRemovedApplicationsStackIsPrunedOnlyWithPrune(t *testing.T) {
 	}
 
 	// Restarted with --prune: the records in the swarm prove what to remove.
-	pruner := testController(t, h, "e2e", true)
+	pruner := testController(t, h, h.id, true)
 	orphans, err = pruner.SweepOrphans(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -273,13 +273,17 @@ func TestRemovedApplicationsStackIsPrunedOnlyWithPrune(t *testing.T) {
 	}
 }
 
-// testController starts a controller with no applications, as one whose
-// file no longer lists h's application.
+// testController starts a controller whose file no longer lists h's
+// application.
 func testController(t *testing.T, h *harness, id string, prune bool) *reconcile.Controller {
 	t.Helper()
+	// Another application stays in the file: a file with none is refused
+	// as a reason to prune everything.
+	other := h.app
+	other.Name, other.Stack = h.app.Name+"-other", h.app.Stack+"-other"
 	c, err := reconcile.New(reconcile.Options{
 		ControllerID: id, Backend: h.backend, Fetcher: h.controllerFetcher(), Logger: quiet, PruneOrphans: prune,
-	}, nil)
+	}, []application.Application{other})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,13 @@ func (c *Controller) SweepOrphans(ctx context.Context) ([]Orphan, error) {
 		declared[a.app.Stack] = true
 	}
 	c.mu.Unlock()
+	// An applications file that lists nothing is far more often a mistake
+	// (an empty or truncated file) than a wish to remove every stack, so
+	// orphans are then only reported.
+	prune := c.opts.PruneOrphans && len(declared) > 0
+	if c.opts.PruneOrphans && !prune {
+		c.log.Warn("the applications file lists no applications; not pruning any stack of this controller (remove applications one at a time, or the stacks by hand)")
+	}
 
 	var out []Orphan
 	for _, stack := range sortedKeys(owners) {
@@ -66,7 +73,7 @@ func (c *Controller) SweepOrphans(ctx context.Context) ([]Orphan, error) {
 			Owner:    owner,
 			Current:  &compose.Stack{Namespace: stack},
 			Failures: failures,
-			DryRun:   !c.opts.PruneOrphans,
+			DryRun:   !prune,
 		})
 		log := c.log.With("stack", stack, "owner", owner)
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/charts/chartstest"
+	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
@@ -544,5 +545,80 @@ func TestSetApplicationsAddsChangesAndRemoves(t *testing.T) {
 	res := c.RunOnce(context.Background())
 	if len(res) != 2 || res[0].App != "added" || res[0].Action != charts.Install || res[1].Action != charts.Unchanged {
 		t.Fatalf("after reload: %+v", res)
+	}
+}
+
+// releaseListing is MinimalBackend plus ReleaseLister, DeclaredLister (so
+// records prove what they declared) and a ResourceRemover that only counts,
+// so a sweep would really delete.
+type releaseListing struct {
+	*chartstest.MinimalBackend
+	removals *int
+}
+
+func (b releaseListing) DeclaredResources(ctx context.Context, manifest, stack string) (*compose.Stack, error) {
+	return compose.Convert(ctx, manifest, stack, nil)
+}
+
+func (b releaseListing) RemoveService(context.Context, string) error { *b.removals++; return nil }
+func (b releaseListing) RemoveNetwork(context.Context, string) error { *b.removals++; return nil }
+func (b releaseListing) RemoveConfig(context.Context, string) error  { *b.removals++; return nil }
+func (b releaseListing) RemoveSecret(context.Context, string) error  { *b.removals++; return nil }
+
+func (b releaseListing) ReleaseOwners(ctx context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	for _, stack := range []string{"shop", "blog"} {
+		if rs, _ := b.Releases(ctx, stack); len(rs) > 0 {
+			out[stack] = rs[0].Owner
+		}
+	}
+	return out, nil
+}
+
+var (
+	_ capability.ReleaseLister   = releaseListing{}
+	_ capability.ResourceRemover = releaseListing{}
+	_ capability.DeclaredLister  = releaseListing{}
+)
+
+func TestAnEmptyApplicationsFilePrunesNothing(t *testing.T) {
+	removals := 0
+	b := releaseListing{chartstest.NewMinimal(), &removals}
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	c := newTestController(t, b, f, testApp("shop", true), testApp("blog", true))
+	c.RunOnce(context.Background())
+
+	empty, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet, PruneOrphans: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphans, err := empty.SweepOrphans(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(orphans) != 2 {
+		t.Fatalf("orphans %+v", orphans)
+	}
+	for _, o := range orphans {
+		if o.Sweep == nil || !o.Sweep.DryRun {
+			t.Fatalf("%s was swept for real from an empty applications file: %+v", o.Stack, o.Sweep)
+		}
+	}
+	if removals != 0 {
+		t.Fatalf("%d removals from an empty applications file", removals)
+	}
+
+	// With an application left in the file, the other stack is pruned.
+	one, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet, PruneOrphans: true},
+		[]application.Application{testApp("shop", true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := one.SweepOrphans(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if removals == 0 {
+		t.Fatal("the removed application's stack was not pruned")
 	}
 }
