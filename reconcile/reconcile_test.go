@@ -117,6 +117,16 @@ func newTestController(t *testing.T, b charts.Backend, f Fetcher, apps ...applic
 	return c
 }
 
+// shopOnMinimal is the application "shop" at composeV1 on a fresh
+// MinimalBackend, not yet reconciled.
+func shopOnMinimal(t *testing.T, automated bool) (*chartstest.MinimalBackend, *fakeFetcher, *Controller) {
+	t.Helper()
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	return b, f, newTestController(t, b, f, testApp("shop", automated))
+}
+
 func mustReconcile(t *testing.T, c *Controller, name string) Result {
 	t.Helper()
 	res, err := c.Reconcile(context.Background(), name)
@@ -165,10 +175,7 @@ func TestAutomatedApplicationInstallsThenStaysUnchanged(t *testing.T) {
 }
 
 func TestCommitChangingOneServiceUpdatesOnlyThatService(t *testing.T) {
-	b := chartstest.NewMinimal()
-	f := newFakeFetcher()
-	f.commit(t, repoFiles(composeV1))
-	c := newTestController(t, b, f, testApp("shop", true))
+	b, f, c := shopOnMinimal(t, true)
 	mustReconcile(t, c, "shop")
 	workerV := b.ServiceVersion("shop", "shop_worker")
 
@@ -189,10 +196,7 @@ func TestCommitChangingOneServiceUpdatesOnlyThatService(t *testing.T) {
 }
 
 func TestCommitThatRendersTheSameManifestDeploysNothing(t *testing.T) {
-	b := chartstest.NewMinimal()
-	f := newFakeFetcher()
-	f.commit(t, repoFiles(composeV1))
-	c := newTestController(t, b, f, testApp("shop", true))
+	_, f, c := shopOnMinimal(t, true)
 	mustReconcile(t, c, "shop")
 
 	files := repoFiles("# a comment only a reader sees\n" + composeV1)
@@ -208,10 +212,7 @@ func TestCommitThatRendersTheSameManifestDeploysNothing(t *testing.T) {
 }
 
 func TestManualApplicationIsPlannedButNotAppliedUntilSync(t *testing.T) {
-	b := chartstest.NewMinimal()
-	f := newFakeFetcher()
-	f.commit(t, repoFiles(composeV1))
-	c := newTestController(t, b, f, testApp("shop", false))
+	b, _, c := shopOnMinimal(t, false)
 
 	res := mustReconcile(t, c, "shop")
 	if res.Err != nil || res.Action != charts.Install || res.Deployed != nil {
@@ -308,10 +309,7 @@ func TestFetchFailuresAreClassified(t *testing.T) {
 }
 
 func TestMinimalBackendReportsEveryLostFeature(t *testing.T) {
-	b := chartstest.NewMinimal()
-	f := newFakeFetcher()
-	f.commit(t, repoFiles(composeV1))
-	c := newTestController(t, b, f, testApp("shop", true))
+	_, _, c := shopOnMinimal(t, true)
 	res := mustReconcile(t, c, "shop")
 	if res.Err != nil {
 		t.Fatal(res.Err)
@@ -331,10 +329,7 @@ func TestMinimalBackendReportsEveryLostFeature(t *testing.T) {
 }
 
 func TestUnreadableSwarmIsUnknownNotMissing(t *testing.T) {
-	b := chartstest.NewMinimal()
-	f := newFakeFetcher()
-	f.commit(t, repoFiles(composeV1))
-	c := newTestController(t, b, f, testApp("shop", true))
+	b, _, c := shopOnMinimal(t, true)
 	mustReconcile(t, c, "shop")
 
 	b.FailReads = true
