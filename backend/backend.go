@@ -20,6 +20,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api"
 	"github.com/docker/docker/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
@@ -195,7 +196,11 @@ func countingClient(base *client.Client, cnt *counter) (*client.Client, error) {
 	hc := base.HTTPClient()
 	hc.Transport = &countingTransport{next: hc.Transport, c: cnt}
 	opts := []client.Opt{client.WithHost(base.DaemonHost()), client.WithHTTPClient(hc), client.WithAPIVersionNegotiation()}
-	if v := base.ClientVersion(); v != "" {
+	// A client that negotiates reports the library's default version until
+	// it has talked to the daemon; pinning that would turn negotiation off
+	// and fail against any older daemon. Only a version someone chose is
+	// kept.
+	if v := base.ClientVersion(); v != "" && v != api.DefaultVersion {
 		opts = append(opts, client.WithVersion(v))
 	}
 	return client.NewClientWithOpts(opts...)

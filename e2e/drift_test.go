@@ -2,20 +2,23 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/swarm"
+	"github.com/docker/docker/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
-	"github.com/flotilla-gitops/flotilla/capability"
-	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/backend"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 	"github.com/flotilla-gitops/flotilla/reconcile"
 )
@@ -136,42 +139,92 @@ func TestDriftIsReportedAndHealedOnlyWithSelfHeal(t *testing.T) {
 	}
 }
 
-// flakyReads wraps the real backend and fails its reads while down is set,
-// as a daemon that stopped answering would.
-type flakyReads struct {
-	charts.Backend
-	down atomic.Bool
+// daemonSocket stands between the backend and the daemon: a unix socket
+// that forwards to Docker's, and that can be taken away and brought back.
+// Killing the shared dockerd would break every other test running beside
+// this one; losing the socket is the same thing to the controller — its
+// requests fail at the transport — without touching the daemon.
+type daemonSocket struct {
+	t    *testing.T
+	path string
+	mu   sync.Mutex
+	ln   net.Listener
+	open map[net.Conn]bool
 }
 
-var errDaemonDown = errors.New("Cannot connect to the Docker daemon")
+func newDaemonSocket(t *testing.T) *daemonSocket {
+	d := &daemonSocket{t: t, path: filepath.Join(t.TempDir(), "docker.sock"), open: map[net.Conn]bool{}}
+	d.up()
+	t.Cleanup(d.down)
+	return d
+}
 
-func (f *flakyReads) Unwrap() charts.Backend { return f.Backend }
-
-func (f *flakyReads) ReadStacks(ctx context.Context, stacks []string) (map[string][]charts.ServiceState, error) {
-	if f.down.Load() {
-		return nil, errDaemonDown
+// up starts forwarding.
+func (d *daemonSocket) up() {
+	ln, err := net.Listen("unix", d.path)
+	if err != nil {
+		d.t.Fatal(err)
 	}
-	return f.Backend.(capability.StacksReader).ReadStacks(ctx, stacks)
+	d.mu.Lock()
+	d.ln = ln
+	d.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go d.forward(c)
+		}
+	}()
 }
 
-func (f *flakyReads) ReadStackServices(ctx context.Context, stack string) ([]charts.ServiceState, error) {
-	if f.down.Load() {
-		return nil, errDaemonDown
+func (d *daemonSocket) forward(c net.Conn) {
+	up, err := net.Dial("unix", "/var/run/docker.sock")
+	if err != nil {
+		c.Close()
+		return
 	}
-	return f.Backend.(capability.StackServicesReader).ReadStackServices(ctx, stack)
+	d.mu.Lock()
+	d.open[c], d.open[up] = true, true
+	d.mu.Unlock()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+	<-done
+	c.Close()
+	up.Close()
 }
 
-var (
-	_ capability.StacksReader        = (*flakyReads)(nil)
-	_ capability.StackServicesReader = (*flakyReads)(nil)
-)
+// down closes the socket and every connection through it.
+func (d *daemonSocket) down() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ln != nil {
+		d.ln.Close()
+		d.ln = nil
+	}
+	for c := range d.open {
+		c.Close()
+	}
+	d.open = map[net.Conn]bool{}
+	_ = os.Remove(d.path)
+}
 
 func TestUnreachableDaemonIsUnknownAndRecovers(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, true)
 	h.repo.Commit("initial", files(stackFile))
-	flaky := &flakyReads{Backend: h.backend}
-	ctl, err := reconcile.New(reconcile.Options{ControllerID: h.id, Backend: flaky, Fetcher: h.controllerFetcher(), Logger: quiet},
+	sock := newDaemonSocket(t)
+	cl, err := client.NewClientWithOpts(client.WithHost("unix://"+sock.path), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := backend.New(context.Background(), backend.Options{Client: cl, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := reconcile.New(reconcile.Options{ControllerID: h.id, Backend: be, Fetcher: h.controllerFetcher(), Logger: quiet},
 		[]application.Application{h.app})
 	if err != nil {
 		t.Fatal(err)
@@ -181,14 +234,19 @@ func TestUnreachableDaemonIsUnknownAndRecovers(t *testing.T) {
 	}
 	h.waitRunning(3)
 
-	flaky.down.Store(true)
+	sock.down()
 	res, _ := ctl.Reconcile(context.Background(), h.app.Name)
 	if res.Status.Health != application.HealthUnknown {
-		t.Fatalf("daemon down: health %s (%s), want Unknown", res.Status.Health, res.Status.HealthMessage)
+		t.Fatalf("daemon gone: health %s (%s), want Unknown", res.Status.Health, res.Status.HealthMessage)
 	}
-	flaky.down.Store(false)
-	res, _ = ctl.Reconcile(context.Background(), h.app.Name)
-	if res.Status.Health != application.Healthy {
-		t.Fatalf("daemon back: health %s (%s)", res.Status.Health, res.Status.HealthMessage)
+	for _, s := range res.Status.Services {
+		if s.Health == application.Missing {
+			t.Fatalf("daemon gone: service %s reported Missing", s.Name)
+		}
 	}
+	sock.up()
+	swarmtest.Eventually(t, 30*time.Second, func() (bool, string) {
+		res, _ = ctl.Reconcile(context.Background(), h.app.Name)
+		return res.Status.Health == application.Healthy, string(res.Status.Health) + ": " + res.Status.HealthMessage
+	})
 }
