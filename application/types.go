@@ -7,6 +7,7 @@
 package application
 
 import (
+	"path"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -97,9 +98,23 @@ type SOPS struct {
 // section is read; credential helpers are not run. Like Credentials it holds
 // a path and never the secret, so the applications file stays safe to show.
 type RegistryAuth struct {
-	// File is the config.json's absolute path, such as
-	// /run/secrets/app-regcreds. Required.
-	File string `yaml:"file"`
+	// Secret names a swarm secret mounted into the controller's service;
+	// it is read from /run/secrets/<Secret>. Exactly one of Secret and
+	// File is required.
+	Secret string `yaml:"secret,omitempty"`
+	// File is the config.json's absolute path on the controller's host.
+	File string `yaml:"file,omitempty"`
+}
+
+// SecretsDir is where Swarm mounts a service's secrets.
+const SecretsDir = "/run/secrets"
+
+// Path is the file the credential is read from.
+func (r *RegistryAuth) Path() string {
+	if r.Secret != "" {
+		return path.Join(SecretsDir, r.Secret)
+	}
+	return r.File
 }
 
 // Source is a directory at a revision of a git repository.

@@ -145,9 +145,13 @@ func (c *checker) application(a *Application, p string) {
 	c.allow(app, p+".allow", &a.Allow)
 	if ra := a.RegistryAuth; ra != nil {
 		switch {
-		case ra.File == "":
-			c.report(app, p+".registryAuth.file", ErrRequired, "required: the absolute path of a Docker config.json, such as /run/secrets/%s-regcreds", app)
-		case !path.IsAbs(ra.File):
+		case ra.File == "" && ra.Secret == "":
+			c.report(app, p+".registryAuth", ErrRequired, "required: secret (a swarm secret mounted into the controller) or file (the absolute path of a Docker config.json)")
+		case ra.File != "" && ra.Secret != "":
+			c.report(app, p+".registryAuth", ErrInvalid, "set secret or file, not both")
+		case ra.Secret != "" && (strings.ContainsAny(ra.Secret, "/\\") || ra.Secret == "." || ra.Secret == ".."):
+			c.report(app, p+".registryAuth.secret", ErrInvalid, "%q is not a secret name", ra.Secret)
+		case ra.File != "" && !path.IsAbs(ra.File):
 			c.report(app, p+".registryAuth.file", ErrInvalid, "%q must be an absolute path on the controller's host", ra.File)
 		}
 	}

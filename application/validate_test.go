@@ -88,3 +88,39 @@ func TestParse_secretsAreNotEchoed(t *testing.T) {
 		}
 	}
 }
+
+func TestValidate_registryAuth(t *testing.T) {
+	tests := []struct {
+		name string
+		ra   RegistryAuth
+		want []want
+		path string
+	}{
+		{"swarm secret", RegistryAuth{Secret: "shop-regcreds"}, nil, "/run/secrets/shop-regcreds"},
+		{"file", RegistryAuth{File: "/etc/flotilla/regcreds.json"}, nil, "/etc/flotilla/regcreds.json"},
+		{"neither", RegistryAuth{}, []want{{app: "shop", field: "applications[0].registryAuth", kind: ErrRequired}}, ""},
+		{"both", RegistryAuth{Secret: "x", File: "/x"}, []want{{app: "shop", field: "applications[0].registryAuth", kind: ErrInvalid}}, ""},
+		{"secret with a path", RegistryAuth{Secret: "../etc/passwd"}, []want{{app: "shop", field: "applications[0].registryAuth.secret", kind: ErrInvalid}}, ""},
+		{"relative file", RegistryAuth{File: "regcreds.json"}, []want{{app: "shop", field: "applications[0].registryAuth.file", kind: ErrInvalid}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ra := tt.ra
+			f := &File{APIVersion: APIVersion, Applications: []Application{{
+				Name: "shop", Source: Source{RepoURL: "https://h/x.git"}, RegistryAuth: &ra,
+			}}}
+			Defaults(f)
+			err := Validate(f)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := ra.Path(); got != tt.path {
+					t.Fatalf("Path() = %q, want %q", got, tt.path)
+				}
+				return
+			}
+			checkProblems(t, err, tt.want)
+		})
+	}
+}

@@ -530,9 +530,9 @@ func (c *Controller) appBackend(p *pass) (charts.Backend, error) {
 		if !ok {
 			return nil, stalled("credentials", &capability.ErrUnavailable{Feature: "registry credentials", Capability: "RegistryAuth"})
 		}
-		creds, err := regauth.FromFile(ra.File)
+		creds, err := regauth.FromFile(ra.Path())
 		if err != nil {
-			return nil, stalled("credentials", fmt.Errorf("registryAuth.file: %w", err))
+			return nil, stalled("credentials", fmt.Errorf("registryAuth: %w", err))
 		}
 		b = r.WithRegistryAuth(creds)
 	}
