@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -150,10 +151,13 @@ func TestSweepRemovesExactlyWhatTheRepositoryStoppedDeclaring(t *testing.T) {
 			}
 		}))
 	}
-	nets, _ = h.backend.LiveNetworks(ctx, h.app.Stack)
-	if _, ok := nets[h.app.Stack+"_back"]; ok || len(nets) != len(before["networks"])-1 {
-		t.Fatalf("networks %v → %v", before["networks"], names(nets))
-	}
+	// The manager removes a swarm network at once, but the node's own
+	// listing can show it for a moment longer.
+	swarmtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		nets, _ = h.backend.LiveNetworks(ctx, h.app.Stack)
+		_, ok := nets[h.app.Stack+"_back"]
+		return !ok && len(nets) == len(before["networks"])-1, fmt.Sprintf("networks %v → %v", before["networks"], names(nets))
+	})
 
 	// A rotated config with no retention goes once the service moved on;
 	// the one the service now uses stays.
