@@ -7,7 +7,6 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 
-	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/drift"
 	"github.com/flotilla-gitops/flotilla/sweep"
@@ -73,24 +72,14 @@ func (c *Controller) Diff(ctx context.Context, name string) (Diff, error) {
 		d.Manifest = text
 	}
 
-	ld, ok := capability.As[capability.LiveDrift](p.backend)
+	cmp, ok, err := readComparison(ctx, p)
+	if err != nil {
+		return Diff{}, err
+	}
 	if !ok {
 		return d, nil
 	}
-	desired, err := ld.DesiredServices(ctx, p.rendered.Manifest, app.Stack)
-	if err != nil {
-		return Diff{}, fmt.Errorf("convert: %w", err)
-	}
-	live, err := ld.LiveServices(ctx, app.Stack)
-	if err != nil {
-		return Diff{}, fmt.Errorf("read live services: %w", err)
-	}
-	var names map[string]string
-	if nn, ok := capability.As[capability.NetworkNamer](p.backend); ok {
-		if names, err = nn.LiveNetworkNames(ctx); err != nil {
-			return Diff{}, fmt.Errorf("read networks: %w", err)
-		}
-	}
+	desired, live, names := cmp.desired, cmp.live, cmp.networkNames
 	kind := "update"
 	if p.action == charts.Unchanged {
 		kind = "drift"

@@ -11,6 +11,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/drift"
 	"github.com/flotilla-gitops/flotilla/events"
 )
@@ -37,26 +38,14 @@ func (c *Controller) detectDrift(ctx context.Context, p *pass) error {
 	if p.action != charts.Unchanged {
 		return nil
 	}
-	ld, ok := capability.As[capability.LiveDrift](p.backend)
+	cmp, ok, err := readComparison(ctx, p)
+	if err != nil {
+		return transient("drift", err)
+	}
 	if !ok {
 		return nil
 	}
-	desired, err := ld.DesiredServices(ctx, p.rendered.Manifest, p.app.Stack)
-	if err != nil {
-		return transient("drift", fmt.Errorf("convert for drift: %w", err))
-	}
-	live, err := ld.LiveServices(ctx, p.app.Stack)
-	if err != nil {
-		return transient("drift", fmt.Errorf("read live services: %w", err))
-	}
-	snap := p.snapshot
-	if snap == nil {
-		snap = &snapshot{}
-	}
-	names, err := snap.networkNames(ctx, p.backend)
-	if err != nil {
-		return transient("drift", fmt.Errorf("read networks: %w", err))
-	}
+	desired, live, names := cmp.desired, cmp.live, cmp.networkNames
 	rolledBack := c.rolledBackSet(p.app.Name, p.rendered.Manifest)
 	for _, scoped := range sortedKeys(desired.Services) {
 		short := strings.TrimPrefix(scoped, p.app.Stack+"_")
@@ -94,6 +83,42 @@ func (c *Controller) detectDrift(ctx context.Context, p *pass) error {
 	}
 	c.publish(p)
 	return nil
+}
+
+// comparison is the two sides of a live drift comparison, read once.
+type comparison struct {
+	desired      *compose.Stack
+	live         map[string]swarm.Service
+	networkNames map[string]string // nil: attachments are not compared
+}
+
+// readComparison reads what the pass's manifest converts to against today's
+// swarm and what the swarm holds. If the backend implements LiveDrift both
+// halves are read (ok is true); otherwise there is nothing to compare.
+// Network names come from the batch's snapshot when there is one, so one
+// listing serves every application of the batch.
+func readComparison(ctx context.Context, p *pass) (comparison, bool, error) {
+	ld, ok := capability.As[capability.LiveDrift](p.backend)
+	if !ok {
+		return comparison{}, false, nil
+	}
+	desired, err := ld.DesiredServices(ctx, p.rendered.Manifest, p.app.Stack)
+	if err != nil {
+		return comparison{}, false, fmt.Errorf("convert for drift: %w", err)
+	}
+	live, err := ld.LiveServices(ctx, p.app.Stack)
+	if err != nil {
+		return comparison{}, false, fmt.Errorf("read live services: %w", err)
+	}
+	snap := p.snapshot
+	if snap == nil {
+		snap = &snapshot{}
+	}
+	names, err := snap.networkNames(ctx, p.backend)
+	if err != nil {
+		return comparison{}, false, fmt.Errorf("read networks: %w", err)
+	}
+	return comparison{desired: desired, live: live, networkNames: names}, true, nil
 }
 
 // correct puts drifted services back to the manifest when selfHeal is on or

@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"slices"
 	"strings"
 
 	"github.com/flotilla-gitops/flotilla/application"
@@ -31,12 +30,7 @@ func (c *Controller) applyHealth(p *pass, snap *snapshot) {
 	rolled := health.Stack(results)
 	p.status.Health, p.status.HealthMessage = rolled.Health, rolled.Message
 	p.status.Services = p.status.Services[:0:0]
-	names := make([]string, 0, len(results))
-	for n := range results {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
+	for _, n := range sortedKeys(results) {
 		r := results[n]
 		p.status.Services = append(p.status.Services, application.ServiceStatus{
 			Name: n, Health: r.Health, Running: int(r.Running), Desired: int(r.Desired), Message: r.Message,
@@ -70,12 +64,7 @@ func declaredServices(p *pass) []string {
 	if p.declared == nil {
 		return nil
 	}
-	out := make([]string, 0, len(p.declared.Services))
-	for n := range p.declared.Services {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
+	return sortedKeys(p.declared.Services)
 }
 
 func declaredReplicas(p *pass, scoped string) uint64 {

@@ -83,11 +83,7 @@ func writeEntry(s storer.EncodedObjectStorer, p string, e object.TreeEntry) erro
 	case filemode.Executable:
 		return writeBlob(s, p, e, 0o755)
 	case filemode.Symlink:
-		blob, err := object.GetBlob(s, e.Hash)
-		if err != nil {
-			return err
-		}
-		r, err := blob.Reader()
+		r, err := openBlob(s, e)
 		if err != nil {
 			return err
 		}
@@ -102,12 +98,17 @@ func writeEntry(s storer.EncodedObjectStorer, p string, e object.TreeEntry) erro
 	}
 }
 
-func writeBlob(s storer.EncodedObjectStorer, p string, e object.TreeEntry, perm os.FileMode) error {
+// openBlob opens the content of a tree entry.
+func openBlob(s storer.EncodedObjectStorer, e object.TreeEntry) (io.ReadCloser, error) {
 	blob, err := object.GetBlob(s, e.Hash)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	r, err := blob.Reader()
+	return blob.Reader()
+}
+
+func writeBlob(s storer.EncodedObjectStorer, p string, e object.TreeEntry, perm os.FileMode) error {
+	r, err := openBlob(s, e)
 	if err != nil {
 		return err
 	}
