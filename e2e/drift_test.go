@@ -250,3 +250,29 @@ func TestUnreachableDaemonIsUnknownAndRecovers(t *testing.T) {
 		return res.Status.Health == application.Healthy, string(res.Status.Health) + ": " + res.Status.HealthMessage
 	})
 }
+
+// `docker stack rm` behind the controller's back removes the configs and
+// secrets the manifest mounts too. The next pass must report that as drift
+// (not fail converting the manifest against a swarm that lacks them), and
+// self-heal must bring the whole stack back.
+func TestARemovedStackIsDriftAndSelfHealRestoresIt(t *testing.T) {
+	t.Parallel()
+	h, ctl := running(t)
+	if err := h.backend.RemoveStack(context.Background(), h.app.Stack); err != nil {
+		t.Fatal(err)
+	}
+	res := h.reconcile(ctl)
+	if res.Err != nil {
+		t.Fatalf("pass after the stack was removed: %v", res.Err)
+	}
+	if res.Status.SyncReason != application.ReasonDrift || len(res.Status.Drift) != 3 || len(h.services()) != 0 {
+		t.Fatalf("without selfHeal: reason %q, drift %v, %d services", res.Status.SyncReason, driftFields(res.Status), len(h.services()))
+	}
+
+	h.app.SyncPolicy.Automated.SelfHeal = true
+	res = h.reconcile(h.controller(false))
+	if res.Err != nil || res.Healed == nil {
+		t.Fatalf("self-heal: %v %+v", res.Err, res.Healed)
+	}
+	h.waitRunning(3)
+}

@@ -104,7 +104,19 @@ func readComparison(ctx context.Context, p *pass) (comparison, bool, error) {
 	}
 	desired, err := ld.DesiredServices(ctx, p.rendered.Manifest, p.app.Stack)
 	if err != nil {
-		return comparison{}, false, fmt.Errorf("convert for drift: %w", err)
+		// Converting against today's swarm fails when a config or secret
+		// the manifest mounts is gone (the stack was removed by hand): that
+		// is drift to report and heal, not a reason to fail every pass. If
+		// the backend implements DeclaredLister the manifest is converted by
+		// name instead; drift.Diff compares references by name, so the
+		// missing ids never count as differences.
+		dl, ok := capability.As[capability.DeclaredLister](p.backend)
+		if !ok {
+			return comparison{}, false, fmt.Errorf("convert for drift: %w", err)
+		}
+		if desired, err = dl.DeclaredResources(ctx, p.rendered.Manifest, p.app.Stack); err != nil {
+			return comparison{}, false, fmt.Errorf("convert for drift: %w", err)
+		}
 	}
 	live, err := ld.LiveServices(ctx, p.app.Stack)
 	if err != nil {
