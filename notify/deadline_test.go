@@ -2,8 +2,11 @@ package notify
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,5 +76,24 @@ func TestASinkThatNeverAnswersFailsEachAttemptAtItsTimeout(t *testing.T) {
 	}
 	if strings.Contains(logs, "sekrit") {
 		t.Errorf("the sink URL reached the logs:\n%s", logs)
+	}
+}
+
+func TestAURLFileThatIsANamedPipeFailsTheDeliveryInsteadOfBlockingIt(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "url")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	t.Cleanup(func() {
+		// Free a sink blocked in open, should the guard be missing.
+		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	h := start(t, []application.Notification{{Name: "piped", Type: application.NotifyWebhook, URLFile: fifo}}, Options{})
+	h.broker.Publish(failed("shop", "boom"))
+	waitFor(t, "the delivery to be given up", func() bool { return h.stats("piped").Failed == 1 })
+	if !strings.Contains(h.logs.String(), "not a regular file") {
+		t.Errorf("the logs do not say why:\n%s", h.logs.String())
 	}
 }
