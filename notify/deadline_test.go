@@ -84,13 +84,14 @@ func TestAURLFileThatIsANamedPipeFailsTheDeliveryInsteadOfBlockingIt(t *testing.
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Skipf("mkfifo: %v", err)
 	}
+	h := start(t, []application.Notification{{Name: "piped", Type: application.NotifyWebhook, URLFile: fifo}}, Options{})
+	// Registered after start, so it runs before the dispatcher is waited
+	// for: it frees a sink blocked in open, should the guard be missing.
 	t.Cleanup(func() {
-		// Free a sink blocked in open, should the guard be missing.
 		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
 			f.Close()
 		}
 	})
-	h := start(t, []application.Notification{{Name: "piped", Type: application.NotifyWebhook, URLFile: fifo}}, Options{})
 	h.broker.Publish(failed("shop", "boom"))
 	waitFor(t, "the delivery to be given up", func() bool { return h.stats("piped").Failed == 1 })
 	if !strings.Contains(h.logs.String(), "not a regular file") {
