@@ -2,6 +2,9 @@ package source
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +16,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/flotilla-gitops/flotilla/application"
 )
 
 // hungServer accepts connections on 127.0.0.1, reads whatever is sent and
@@ -209,5 +216,38 @@ func TestAHungLocalUploadPackIsKilledAtTheDeadline(t *testing.T) {
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("git-upload-pack (pid %d) still exists after the deadline: kill -0 = %v", pid, err)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// go-git shakes hands over SSH without a context; the connection deadline
+// is what ends a server that accepts and never sends its banner.
+func TestAHungSSHRemoteFailsWithinItsDeadline(t *testing.T) {
+	hung := newHungServer(t)
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := writeTemp(t, "id", string(pem.EncodeToMemory(block)))
+	host, port, _ := net.SplitHostPort(hung.ln.Addr().String())
+	known := writeTemp(t, "known_hosts", "["+host+"]:"+port+" "+string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
+	creds := &application.Credentials{SSHKeyFile: key, KnownHostsFile: known}
+	f := New(Options{CacheDir: t.TempDir(), Logger: testLogger(t), RemoteTimeout: time.Second, FetchTimeout: time.Second})
+	url := "ssh://git@" + hung.ln.Addr().String() + "/team/app.git"
+
+	for _, rev := range []string{"main", strings.Repeat("cd", 20)} { // ls-remote, then a fetch by SHA
+		res := await(t, "the ssh fetch of "+rev, fetchAsync(f, Request{RepoURL: url, Revision: rev, Credentials: creds}), 15*time.Second)
+		if !errors.Is(res.err, ErrUnreachable) || !strings.Contains(res.err.Error(), "/team/app.git") {
+			t.Fatalf("ssh fetch of %s = %v, want unreachable naming the repository", rev, res.err)
+		}
+		t.Logf("ssh fetch of %s failed after %s: %v", rev, res.took.Round(time.Millisecond), res.err)
+		f = New(Options{CacheDir: t.TempDir(), Logger: testLogger(t), RemoteTimeout: time.Second, FetchTimeout: time.Second})
 	}
 }

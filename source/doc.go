@@ -26,7 +26,10 @@
 // connection and never answers fails within its deadline with
 // ErrUnreachable, and the repository's lock is free again at that moment:
 // other applications of the same repository get the failure (its backoff) at
-// once, and other repositories never wait on it.
+// once, and other repositories never wait on it. Over HTTP the context
+// bounds each request; a local repository's git-upload-pack is killed; an
+// SSH connection carries the deadline itself, since go-git's handshake takes
+// no context.
 //
 // # Credentials
 //

@@ -325,7 +325,7 @@ func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision string
 	if t.refspecs == nil {
 		var refs map[plumbing.ReferenceName]*plumbing.Reference
 		err := withDeadline(ctx, f.remoteTimeout, "list refs", func(ctx context.Context) (err error) {
-			refs, err = listRefs(ctx, remote, a)
+			refs, err = listRefs(ctx, remote, r.loc, a)
 			return err
 		})
 		if errors.Is(err, errEmptyRemote) {
@@ -349,7 +349,7 @@ func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision string
 
 	start := time.Now()
 	err = withDeadline(ctx, f.fetchTimeout, "fetch", func(ctx context.Context) error {
-		return fetchRefs(ctx, remote, a, t.refspecs)
+		return fetchRefs(ctx, remote, r.loc, a, t.refspecs)
 	})
 	if err != nil {
 		return nil, f.failed(ctx, r, log, fmt.Errorf("%w: fetch %s: %w", ErrUnreachable, r.loc.safe, err))
@@ -374,7 +374,9 @@ func withDeadline(ctx context.Context, d time.Duration, what string, call func(c
 	cctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	err := call(cctx)
-	if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+	// The connection deadline of an SSH remote can fire a moment before
+	// the context's timer does; both mean the same thing.
+	if until, _ := cctx.Deadline(); err != nil && ctx.Err() == nil && !time.Now().Before(until) {
 		return fmt.Errorf("%s: no answer within %s: %w", what, d, context.DeadlineExceeded)
 	}
 	return err
