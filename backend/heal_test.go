@@ -136,8 +136,7 @@ func TestDeployStack_aReferenceFoundMissingWhileWritingIsRecreatedOnce(t *testin
 // and the network: the node keeps listing the network, Swarm no longer knows
 // it, and neither a service on it nor a new network of its name can be
 // created. The deploy must say so before any write, not fail half-way with
-// "network … not found" on every pass. The node's stale entry outlives the
-// test (nothing can remove it); its name is this test's own.
+// "network … not found"; and once the container is gone, recreate it.
 func TestDeployStack_aNetworkOnlyTheNodeStillListsIsNamedAndNothingIsWritten(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -212,5 +211,25 @@ networks:
 	}
 	if live, err := b.LiveServices(ctx, stack); err != nil || len(live) != 0 {
 		t.Errorf("services after the refused deploy: %v, %v; want none", live, err)
+	}
+
+	// Once the job's container is gone the node lets go of the network,
+	// and the same deploy recreates it and the services.
+	if err := api.ContainerRemove(ctx, jobContainer(), container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
+		nets, err := api.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", stack+"_front"))})
+		return err == nil && len(nets) == 0, fmt.Sprintf("network still listed: %d, %v", len(nets), err)
+	})
+	// Without the job this time: a job that never completes would hold
+	// the network again when the test cleans up.
+	webOnly := renderProject(t, stack, strings.Replace(manifest, "  job:\n    image: "+swarmtest.Image+"\n    command: [\"serve\", \":8080\"]\n    networks: [front]\n    deploy:\n      mode: replicated-job\n", "", 1))
+	res, err := b.DeployStack(ctx, charts.DeployRequest{Stack: stack, Manifest: webOnly.Manifest})
+	if err != nil || !slices.Equal(res.Created, []string{"web"}) {
+		t.Fatalf("deploy once the node dropped the stale network: %v, created %v", err, res.Created)
+	}
+	if nets, err := b.LiveNetworks(ctx, stack); err != nil || len(nets) != 1 {
+		t.Errorf("networks after the deploy: %v, %v; want the stack's one", nets, err)
 	}
 }
