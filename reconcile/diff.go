@@ -7,6 +7,7 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 
+	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/drift"
 	"github.com/flotilla-gitops/flotilla/sweep"
@@ -92,6 +93,11 @@ func (c *Controller) Diff(ctx context.Context, name string) (Diff, error) {
 	}
 	if !ok {
 		return d, nil
+	}
+	// Task counts, as the status's observation has them: a global
+	// service's allowance to settle depends on how many nodes run it.
+	if states, trusted, _ := capability.ReadStack(ctx, p.backend, app.Stack); trusted {
+		p.snapshot = &snapshot{stacks: map[string][]charts.ServiceState{app.Stack: states}}
 	}
 	kind := "update"
 	if p.action == charts.Unchanged {

@@ -156,7 +156,10 @@ type apiVersioner interface{ APIVersion() string }
 // writing it again would change nothing but the service's version, every
 // pass, forever. It is remembered with the value written and the value kept,
 // reported, and left alone until either changes. A read that fails only
-// loses this check; the write itself succeeded.
+// loses this check; the write itself succeeded. Another writer landing
+// between the write and the read would look the same; a service whose write
+// lost a compare-and-swap in this pass is therefore not judged, and the
+// memory lets go as soon as that field's live value moves again.
 func (c *Controller) checkWritesKept(ctx context.Context, p *pass, res *charts.DeployResult) {
 	if res == nil || len(res.Created)+len(res.Updated) == 0 {
 		return
@@ -181,7 +184,9 @@ func (c *Controller) checkWritesKept(ctx context.Context, p *pass, res *charts.D
 		scoped := p.app.Stack + "_" + short
 		d, dok := cmp.desired.Services[scoped]
 		l, lok := cmp.live[scoped]
-		if !dok || !lok {
+		if !dok || !lok || slices.Contains(p.status.OutOfBand, short) {
+			// Another writer was seen on it during this pass: what
+			// reads back may be its write, not what the daemon kept.
 			continue
 		}
 		for _, ch := range drift.Diff(d, l.Spec, drift.Options{NetworkNames: cmp.networkNames}) {
