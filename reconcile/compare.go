@@ -40,8 +40,9 @@ type serviceVerdict struct {
 	// inMotionSince is when the service was first seen updating or rolling
 	// back without a pause; zero when it is at rest.
 	inMotionSince time.Time
-	// notSettling explains why a service still in motion was compared
-	// anyway: it has been moving longer than its update config allows.
+	// notSettling says a service has been moving longer than its update
+	// (or rollback) config allows: an update is then compared anyway, a
+	// rollback only named.
 	notSettling string
 }
 
@@ -115,7 +116,14 @@ func compareServices(in compareInput) []serviceVerdict {
 			v.inMotionSince = motionStart(in.mem.motionSince[scoped], l.UpdateStatus, in.now)
 			allowed := settleAllowance(l.Spec, in.tasks[scoped], st == updateRollbackStarted)
 			moving := in.now.Sub(v.inMotionSince)
-			if moving <= allowed {
+			// A rollback is Swarm's own undoing of a failed update:
+			// comparing it would push the failing spec back, so it is
+			// always waited for, and only named when it lasts.
+			if moving <= allowed || st == updateRollbackStarted {
+				if moving > allowed {
+					v.notSettling = fmt.Sprintf("service %s has been rolling back for %s, longer than its rollback config allows (%s)",
+						v.short, moving.Round(time.Second), allowed.Round(time.Second))
+				}
 				v.verdict = verdictUpdating
 				out = append(out, v)
 				continue

@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -316,5 +318,38 @@ func TestSettleAllowance(t *testing.T) {
 		if got := settleAllowance(spec(tc.uc), tc.tasks, false); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestALongRollbackIsNamedButNeverCompared(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "docker-compose.yml"), []byte("services:\n  web: {image: example/app:2}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := compose.Render("s", compose.Dir{Root: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	desired, err := compose.Convert(ctx, r.Manifest, "s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := desired.Services["s_web"]
+	live.TaskTemplate.ContainerSpec = &swarm.ContainerSpec{Image: "example/app:1"}
+	now := time.Now()
+	started := now.Add(-time.Hour)
+	vs := compareServices(compareInput{
+		stack: "s",
+		cmp: comparison{desired: desired, live: map[string]swarm.Service{
+			"s_web": {Spec: live, UpdateStatus: &swarm.UpdateStatus{State: swarm.UpdateStateRollbackStarted, StartedAt: &started}},
+		}},
+		now: now,
+	})
+	if len(vs) != 1 || vs[0].verdict != verdictUpdating || len(vs[0].changes) != 0 {
+		t.Fatalf("verdict %+v; want the rollback waited for, not compared", vs)
+	}
+	if !strings.Contains(vs[0].notSettling, "has been rolling back for 1h0m0s") {
+		t.Errorf("notSettling %q; want the long rollback named", vs[0].notSettling)
 	}
 }
