@@ -131,6 +131,7 @@ type Backend struct {
 // between a service's read and its compare-and-swap write.
 type testHooks struct {
 	beforeServiceUpdate func(ctx context.Context, id string, attempt int)
+	beforeServiceCreate func(ctx context.Context, name string)
 }
 
 var (

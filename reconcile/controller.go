@@ -141,6 +141,8 @@ type appState struct {
 	// was rolledBackManifest; they are not healed until it changes.
 	rolledBack         map[string]bool
 	rolledBackManifest string
+	// drift is what the drift comparison remembers between passes.
+	drift driftMemory
 }
 
 // orphanInterval is how often Run looks for stacks of removed applications.
