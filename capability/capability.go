@@ -132,6 +132,19 @@ type ReleaseLister interface {
 	ReleaseOwners(ctx context.Context) (map[string]string, error)
 }
 
+// ReleaseHead tells, from one small read, whether a record a caller kept is
+// still the newest of its release: the same object, unchanged, with nothing
+// newer beside it. It is what lets a controller keep the newest record in
+// memory between passes without trusting its memory over the swarm: records
+// deleted by hand or written by a second controller are noticed on the next
+// pass, for the price of a listing that carries one record instead of the
+// whole history. Without it the whole history is read on every pass.
+//
+// This one is Flotilla's own addition to the seed's set.
+type ReleaseHead interface {
+	IsLatestRelease(ctx context.Context, r charts.Release) (bool, error)
+}
+
 // VolumeSweeper lists a stack's named volumes (name to name: volumes have no
 // other id) and removes one. A listing through one manager covers only the
 // volumes of that node, so a sweep deletes with it only where SwarmSizer
