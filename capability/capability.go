@@ -145,6 +145,29 @@ type ReleaseHead interface {
 	IsLatestRelease(ctx context.Context, r charts.Release) (bool, error)
 }
 
+// OwnerStamps reads the owner stamp ("<controller-id>/<application>") each
+// service, network, config and secret of a stack carries, by scoped name;
+// an object without one is left out. A release record proves what a deploy
+// declared only once the deploy has finished; the stamp is written with the
+// object itself, so it is the proof that survives a controller killed
+// between its first write and its record. It can be trusted because no
+// stack may set a label under io.flotilla. (the guards refuse it). Without
+// it a sweep proves ownership from records alone, and what a crashed deploy
+// created is reported as unmanaged and kept.
+//
+// This one is Flotilla's own addition to the seed's set.
+type OwnerStamps interface {
+	LiveOwners(ctx context.Context, stack string) (Owners, error)
+}
+
+// Owners is what OwnerStamps reads: per kind, scoped name to owner stamp.
+type Owners struct {
+	Services map[string]string
+	Networks map[string]string
+	Configs  map[string]string
+	Secrets  map[string]string
+}
+
 // VolumeSweeper lists a stack's named volumes (name to name: volumes have no
 // other id) and removes one. A listing through one manager covers only the
 // volumes of that node, so a sweep deletes with it only where SwarmSizer

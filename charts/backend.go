@@ -64,7 +64,8 @@ type DeployRequest struct {
 	Secrets map[string][]byte
 	// Labels are stamped on every service this deploy creates or updates
 	// (owner, release, revision). They go on service labels only, never in
-	// the task template, so changing them restarts nothing.
+	// the task template, so changing them restarts nothing. The owner stamp
+	// also goes on every network, config and secret the deploy creates.
 	Labels map[string]string
 	// Adopt lets the deploy take over a namespace that already holds
 	// services no Flotilla owner label accounts for (a stack someone
