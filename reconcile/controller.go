@@ -615,14 +615,22 @@ func (c *Controller) publish(p *pass) {
 // keeps is checked against the swarm on every call (capability.LatestRelease:
 // one small read with ReleaseHead, the whole history without), so a record
 // deleted by hand or written by another controller is planned against on the
-// next pass, never hidden by memory.
+// next pass, never hidden by memory. When that check cannot be made the copy
+// is returned as it is; apply never writes on it unchecked.
 func (c *Controller) latestRelease(ctx context.Context, stack string) (*charts.Release, error) {
 	c.relMu.Lock()
 	known := c.releases[stack]
 	c.relMu.Unlock()
 	r, err := capability.LatestRelease(ctx, c.opts.Backend, stack, known)
+	if err != nil && known != nil {
+		// The pass may still plan from the record last read, so that it
+		// observes and reports what it can; apply checks the swarm again
+		// before it writes anything.
+		c.log.Warn("could not check the newest release record against the swarm; planning from the one last read",
+			"stack", stack, "revision", known.Revision, "error", err)
+		return known, nil
+	}
 	if err != nil {
-		c.forgetRelease(stack)
 		return nil, fmt.Errorf("read release records: %w", err)
 	}
 	if known != nil && r != known && (r == nil || r.Revision != known.Revision || r.Version != known.Version) {

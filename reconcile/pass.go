@@ -263,6 +263,9 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 	if p.action == charts.Unchanged {
 		return nil
 	}
+	if err := c.checkLatest(ctx, p); err != nil || p.action == charts.Unchanged {
+		return err
+	}
 	next := p.latestRevision() + 1
 	c.emit(p, events.SyncStarted, "", fmt.Sprintf("deploying revision %d (%s)", next, p.action), nil)
 	res, err := p.backend.DeployStack(ctx, charts.DeployRequest{
@@ -303,6 +306,26 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 		}
 	}
 	return c.record(ctx, p, rec)
+}
+
+// checkLatest makes sure, right before the first write, that the record the
+// pass planned against is still the swarm's newest, and plans again when it
+// is not: the next revision number is taken from the swarm, not from memory.
+func (c *Controller) checkLatest(ctx context.Context, p *pass) error {
+	fresh, err := capability.LatestRelease(ctx, c.opts.Backend, p.app.Stack, p.latest)
+	if err != nil {
+		return transient("apply", fmt.Errorf("check the newest release record: %w", err))
+	}
+	if fresh == p.latest {
+		return nil
+	}
+	c.forgetRelease(p.app.Stack)
+	if fresh != nil && !c.mayTakeOver(fresh.Owner, p.app.Name) {
+		return stalled("apply", fmt.Errorf("stack %q is owned by %q, not by this controller (%q)", p.app.Stack, fresh.Owner, c.opts.ControllerID))
+	}
+	p.latest = fresh
+	p.action = charts.Plan(p.rendered.Manifest, p.owner, fresh)
+	return nil
 }
 
 // record stores the revision apply deployed. The swarm keeps the record, so
