@@ -623,3 +623,46 @@ func TestCrashSafetyOfAnUpdateKilledAtEveryWrite(t *testing.T) {
 	})
 	t.Logf("update: %d writes per update, %d kill points converged, %d restarts in all", total, m.runs, m.restarts)
 }
+
+// The two windows of a crash between the first write and the release
+// record, each at its exact write: after every create of a first deploy and
+// before its record, then a commit that drops objects; and right after the
+// new version of a rotated config was created, then a commit that rotates
+// it again.
+func TestACrashBeforeTheFirstRecordLeaksNothingOnceACommitDropsObjects(t *testing.T) {
+	t.Parallel()
+	r := newFaultRig(t, flotillaBinary(t), "fwindow")
+	r.repo.Commit("v1", faultFiles(faultFirstV1, "one\n"))
+	// Ten creates (two networks, two configs, a secret, five services),
+	// then the record: killed before it reaches the daemon.
+	if _, killed, writes := r.run(11, false); !killed || writes != 11 {
+		t.Fatalf("killed %v at write %d, want the record's write 11", killed, writes)
+	}
+	if e := r.proxy.log(); len(e) != 10 || e[9].Kind != "service" {
+		t.Fatalf("writes before the kill: %+v", e)
+	}
+	v2 := r.repo.Commit("v2 drops three services, a network and a config", faultFiles(faultFirstV2, "one\n"))
+	r.recover()
+	r.checkConverged(v2, nil)
+}
+
+func TestACrashDuringAConfigRotationThenANewCommitKeepsOnlyWhatRetentionAllows(t *testing.T) {
+	t.Parallel()
+	r := newFaultRig(t, flotillaBinary(t), "fwindow")
+	r.repo.Commit("v1", faultFiles(faultUpdateV1, "one\n"))
+	if code, _, _ := r.run(0, false); code != 0 {
+		t.Fatalf("v1: exit %d", code)
+	}
+	r.repo.Commit("v2", faultFiles(faultUpdateV2, "two\n"))
+	// Write 1 creates the new network, 2 the rotated config: killed once
+	// the daemon has created it.
+	if _, killed, _ := r.run(2, true); !killed {
+		t.Fatal("not killed at write 2")
+	}
+	if e := r.proxy.log(); e[len(e)-1].Kind != "config" || e[len(e)-1].Op != "create" {
+		t.Fatalf("the last write before the kill: %+v", e[len(e)-1])
+	}
+	v3 := r.repo.Commit("v3 rotates the config again", faultFiles(faultUpdateV2, "three\n"))
+	r.recover()
+	r.checkConverged(v3, map[string]int{"web": 1, "api": 1, "side": 1})
+}
