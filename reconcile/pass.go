@@ -325,6 +325,13 @@ func (c *Controller) checkLatest(ctx context.Context, p *pass) error {
 	}
 	p.latest = fresh
 	p.action = charts.Plan(p.rendered.Manifest, p.owner, fresh)
+	if p.action == charts.Unchanged {
+		// Another writer deployed and recorded this very manifest since
+		// the plan: nothing is left to do, and the status says so.
+		p.log.Info("the manifest was recorded meanwhile by another writer; nothing to deploy", "revision", fresh.Revision)
+		p.status.Sync, p.status.SyncReason = application.Synced, application.ReasonNone
+		p.status.LastAppliedRevision, p.status.Revision = fresh.Revision, fresh.Commit
+	}
 	return nil
 }
 

@@ -22,6 +22,9 @@ type headBackend struct {
 	mu           sync.Mutex
 	heads, reads int
 	beforeRecord func(r charts.Release)
+	// beforeHead, when set, runs once just before head check number n.
+	beforeHead   func()
+	beforeHeadAt int
 }
 
 var _ capability.ReleaseHead = (*headBackend)(nil)
@@ -36,7 +39,14 @@ func (b *headBackend) Releases(ctx context.Context, release string) ([]charts.Re
 func (b *headBackend) IsLatestRelease(ctx context.Context, r charts.Release) (bool, error) {
 	b.mu.Lock()
 	b.heads++
+	var f func()
+	if b.beforeHead != nil && b.heads == b.beforeHeadAt {
+		f, b.beforeHead = b.beforeHead, nil
+	}
 	b.mu.Unlock()
+	if f != nil {
+		f()
+	}
 	rs, err := b.MinimalBackend.Releases(ctx, r.Name)
 	return err == nil && len(rs) > 0 && rs[0].Revision == r.Revision && rs[0].Version == r.Version, err
 }
@@ -196,4 +206,40 @@ func revs(rs []charts.Release) []int {
 		out[i] = r.Revision
 	}
 	return out
+}
+
+func TestARecordWrittenBetweenPlanAndApplyIsPlannedAgainstBeforeAnyWrite(t *testing.T) {
+	m := chartstest.NewMinimal()
+	b := &headBackend{MinimalBackend: m}
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	c := newTestController(t, b, f, testApp("shop", true))
+	mustReconcile(t, c, "shop")
+
+	f.commit(t, repoFiles(strings.Replace(composeV1, "MESSAGE: one", "MESSAGE: two", 1)))
+	// Plan checks the cached record (head check 1 of this pass); then,
+	// before apply checks again, a second controller deploys and records
+	// this very change as revision 2.
+	other := newTestController(t, m, f, testApp("shop", true))
+	heads, _ := b.counts()
+	b.beforeHead, b.beforeHeadAt = func() {
+		if res := mustReconcile(t, other, "shop"); res.Err != nil || res.Revision != 2 {
+			t.Errorf("other controller: %+v", res)
+		}
+	}, heads+2
+	writes := m.Writes()
+	res := mustReconcile(t, c, "shop")
+	if res.Err != nil || res.Action != charts.Unchanged || res.Deployed != nil || res.Revision != 0 {
+		t.Fatalf("pass after the other controller's deploy: action %s deployed %+v revision %d err %v", res.Action, res.Deployed, res.Revision, res.Err)
+	}
+	if m.Writes() != writes+1 {
+		t.Fatalf("%d writes, want only the other controller's one", m.Writes()-writes)
+	}
+	if res.Status.Sync != application.Synced || res.Status.LastAppliedRevision != 2 {
+		t.Fatalf("status: sync %s, last applied %d", res.Status.Sync, res.Status.LastAppliedRevision)
+	}
+	rs, _ := m.Releases(context.Background(), "shop")
+	if got := revs(rs); !slices.Equal(got, []int{2, 1}) {
+		t.Fatalf("records %v, want [2 1]", got)
+	}
 }
