@@ -239,7 +239,9 @@ func (b *Backend) apply(ctx context.Context, req charts.DeployRequest, p *deploy
 	log := b.log.With("stack", req.Stack)
 
 	for _, name := range p.networks {
-		if _, err := b.api.NetworkCreate(ctx, name, p.stack.Networks[name]); err != nil {
+		opts := p.stack.Networks[name]
+		opts.Labels = ownerStamped(opts.Labels, req.Labels)
+		if _, err := b.api.NetworkCreate(ctx, name, opts); err != nil {
 			return res, fmt.Errorf("create network %s: %w", name, err)
 		}
 		res.Writes++
@@ -247,7 +249,9 @@ func (b *Backend) apply(ctx context.Context, req charts.DeployRequest, p *deploy
 	}
 	created := make(map[string]string) // pending id -> real id
 	for _, name := range p.configs {
-		r, err := b.api.ConfigCreate(ctx, p.stack.Configs[name])
+		spec := p.stack.Configs[name]
+		spec.Labels = ownerStamped(spec.Labels, req.Labels)
+		r, err := b.api.ConfigCreate(ctx, spec)
 		if err != nil {
 			return res, fmt.Errorf("create config %s: %w", name, err)
 		}
@@ -258,6 +262,7 @@ func (b *Backend) apply(ctx context.Context, req charts.DeployRequest, p *deploy
 	for _, name := range p.secrets {
 		spec := p.stack.Secrets[name]
 		spec.Data = req.Secrets[name]
+		spec.Labels = ownerStamped(spec.Labels, req.Labels)
 		r, err := b.api.SecretCreate(ctx, spec)
 		if err != nil {
 			return res, fmt.Errorf("create secret %s: %w", name, err)
