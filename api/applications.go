@@ -182,7 +182,7 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, app string, done
 		return nil
 	}
 	// A long wait must not be cut by the server's timeouts.
-	outliveDeadlines(w, time.Now().Add(timeout+10*time.Second))
+	liftWriteDeadline(w, time.Now().Add(timeout+10*time.Second))
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {

@@ -63,14 +63,10 @@ func checkWrite(r *http.Request) error {
 	return nil
 }
 
-// outliveDeadlines lifts the server's read deadline and moves its write
-// deadline to until (zero: none) for one response that is meant to last:
-// an event stream, a waited sync. The request's body has been read by then,
-// so a slow client gains nothing from the lifted read deadline; without
-// lifting it the connection's background read would time out and cancel
-// the request's context mid-stream.
-func outliveDeadlines(w http.ResponseWriter, until time.Time) {
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
-	_ = rc.SetWriteDeadline(until)
+// liftWriteDeadline moves the server's write deadline to until (zero: none)
+// for one answer that is meant to last: an event stream, a waited sync.
+// The read deadline needs no lifting: net/http clears it once the request
+// has been read.
+func liftWriteDeadline(w http.ResponseWriter, until time.Time) {
+	_ = http.NewResponseController(w).SetWriteDeadline(until)
 }

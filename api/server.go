@@ -7,9 +7,8 @@ import (
 )
 
 // Timeouts bound one connection to the API; zero means none. Event streams
-// and waited syncs lift Read and Write for themselves once their request is
-// read, so a long stream is not cut, while a client that sends its headers
-// or body slowly still is.
+// and waited syncs lift Write for themselves, so a long answer is not cut,
+// while a client that sends its headers or body slowly still is.
 type Timeouts struct {
 	// Read bounds reading a request, headers and body. Headers alone get
 	// at most 10s within it.

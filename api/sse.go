@@ -41,8 +41,8 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		h.Del("Content-Type")
 		return fmt.Errorf("stream events: the response cannot be flushed: %w", err)
 	}
-	// The stream outlives any read or write timeout the server sets.
-	outliveDeadlines(w, time.Time{})
+	// The stream outlives any write timeout the server sets.
+	liftWriteDeadline(w, time.Time{})
 	if _, err := fmt.Fprintf(w, "retry: %d\n\n", retryMillis); err != nil {
 		return nil
 	}
