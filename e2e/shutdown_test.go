@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -309,15 +310,20 @@ func waitedSync(t *testing.T, server, app string) chan string {
 }
 
 // stallingDaemon is a Docker socket in front of the real one that holds
-// every service creation until released. A slow daemon, without touching
-// the daemon every other test shares.
+// every request hold matches until released. A slow daemon, without
+// touching the daemon every other test shares.
 type stallingDaemon struct {
 	path    string
 	held    chan struct{} // receives when a creation is being held
 	release chan struct{} // closed to let held creations through
 }
 
-func newStallingDaemon(t *testing.T) *stallingDaemon {
+// holdCreations matches service creations.
+func holdCreations(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/services/create")
+}
+
+func newStallingDaemon(t *testing.T, hold func(*http.Request) bool) *stallingDaemon {
 	t.Helper()
 	d := &stallingDaemon{path: filepath.Join(t.TempDir(), "docker.sock"), held: make(chan struct{}, 16), release: make(chan struct{})}
 	ln, err := net.Listen("unix", d.path)
@@ -335,8 +341,11 @@ func newStallingDaemon(t *testing.T) *stallingDaemon {
 		FlushInterval: -1,
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/services/create") {
-			d.held <- struct{}{}
+		if hold(r) {
+			select {
+			case d.held <- struct{}{}:
+			default:
+			}
 			<-d.release
 		}
 		proxy.ServeHTTP(w, r)
@@ -362,7 +371,7 @@ func TestSIGTERMDuringAWriteLetsTheWriteFinishThenExitsZero(t *testing.T) {
 	swarmtest.Cleanup(t, stack)
 	repo := gittest.New(t)
 	repo.Commit("initial", map[string]string{"deploy/docker-compose.yml": idleStack})
-	d := newStallingDaemon(t)
+	d := newStallingDaemon(t, holdCreations)
 	c := startController(t, shutdownApps(t, stack, repo.Dir, ""), stack, []string{"DOCKER_HOST=unix://" + d.path},
 		"--listen", freeAddr(t), "--insecure-no-auth", "--shutdown-timeout", "30s")
 	select {
@@ -405,7 +414,7 @@ func TestShutdownPastItsTimeoutExitsNonZeroAndNamesWhatStillRuns(t *testing.T) {
 	swarmtest.Cleanup(t, stack)
 	repo := gittest.New(t)
 	repo.Commit("initial", map[string]string{"deploy/docker-compose.yml": idleStack})
-	d := newStallingDaemon(t)
+	d := newStallingDaemon(t, holdCreations)
 	c := startController(t, shutdownApps(t, stack, repo.Dir, ""), stack, []string{"DOCKER_HOST=unix://" + d.path},
 		"--listen", "", "--shutdown-timeout", "2s")
 	select {
@@ -430,4 +439,40 @@ func TestShutdownPastItsTimeoutExitsNonZeroAndNamesWhatStillRuns(t *testing.T) {
 	if !strings.Contains(line, "passes of "+stack) {
 		t.Fatalf("timeout line %q does not name the pass still running", line)
 	}
+}
+
+// A daemon that stops answering makes /readyz say so within its own
+// deadline instead of hanging the probe with it.
+func TestReadyzAnswers503WithinItsDeadlineWhenTheDaemonHangs(t *testing.T) {
+	t.Parallel()
+	stack := swarmtest.Name(t, "readyhang")
+	swarmtest.Cleanup(t, stack)
+	repo := gittest.New(t)
+	repo.Commit("initial", map[string]string{"deploy/docker-compose.yml": idleStack})
+	var hang atomic.Bool
+	d := newStallingDaemon(t, func(r *http.Request) bool { return hang.Load() && strings.HasSuffix(r.URL.Path, "/nodes") })
+	addr := freeAddr(t)
+	startController(t, shutdownApps(t, stack, repo.Dir, ""), stack, []string{"DOCKER_HOST=unix://" + d.path},
+		"--listen", addr, "--insecure-no-auth")
+	probe := func() (int, string, time.Duration) {
+		c := &http.Client{Timeout: 20 * time.Second}
+		began := time.Now()
+		resp, err := c.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return 0, err.Error(), time.Since(began)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), time.Since(began)
+	}
+	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
+		code, body, _ := probe()
+		return code == http.StatusOK, body
+	})
+	hang.Store(true)
+	code, body, took := probe()
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "did not answer within 2s") {
+		t.Fatalf("/readyz with a hung daemon: %d %s after %s", code, body, took)
+	}
+	t.Logf("/readyz answered 503 after %s", took.Round(time.Millisecond))
 }
