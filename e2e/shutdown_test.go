@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -239,6 +240,7 @@ func TestSIGTERMDuringAWaitingSyncEndsThePassAndExitsZero(t *testing.T) {
 			if mode == "api" {
 				stream = openEventStream(t, "http://"+addr)
 				waited = waitedSync(t, "http://"+addr, stack)
+				c.waitLog("sync requested", 10*time.Second)
 			}
 			code, took := c.stop(syscall.SIGTERM, stopDeadline)
 			if code != 0 {
@@ -285,16 +287,14 @@ func openEventStream(t *testing.T, server string) chan string {
 }
 
 // waitedSync asks for a sync that waits for its pass, and returns the answer
-// once it comes as "STATUS body". It returns when the request was sent.
+// once it comes as "STATUS body".
 func waitedSync(t *testing.T, server, app string) chan string {
 	t.Helper()
 	answered := make(chan string, 1)
-	sent := make(chan struct{})
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, server+"/api/v1/applications/"+app+"/sync?wait=true&timeout=5m", strings.NewReader("{}"))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set(api.RequestHeader, "1")
-		close(sent)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			answered <- err.Error()
@@ -304,8 +304,6 @@ func waitedSync(t *testing.T, server, app string) chan string {
 		b, _ := io.ReadAll(resp.Body)
 		answered <- fmt.Sprintf("%d %s", resp.StatusCode, b)
 	}()
-	<-sent
-	time.Sleep(300 * time.Millisecond) // let it reach the handler
 	return answered
 }
 
@@ -475,4 +473,50 @@ func TestReadyzAnswers503WithinItsDeadlineWhenTheDaemonHangs(t *testing.T) {
 		t.Fatalf("/readyz with a hung daemon: %d %s after %s", code, body, took)
 	}
 	t.Logf("/readyz answered 503 after %s", took.Round(time.Millisecond))
+}
+
+// The notifications of the passes a stop ends still go out before the
+// process exits, even to a receiver that is slow to answer.
+func TestSIGTERMSendsTheLastPassesNotificationsBeforeExiting(t *testing.T) {
+	t.Parallel()
+	stack := swarmtest.Name(t, "stopnote")
+	swarmtest.Cleanup(t, stack)
+	repo := gittest.New(t)
+	repo.Commit("initial", map[string]string{"deploy/docker-compose.yml": neverHealthy})
+	var mu sync.Mutex
+	var got []string
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		time.Sleep(500 * time.Millisecond)
+		mu.Lock()
+		got = append(got, string(b))
+		mu.Unlock()
+	}))
+	t.Cleanup(sink.Close)
+	urlFile := filepath.Join(t.TempDir(), "sink-url")
+	if err := os.WriteFile(urlFile, []byte(sink.URL+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	apps := shutdownApps(t, stack, repo.Dir, "      wait: {timeout: 10m}\n")
+	body, err := os.ReadFile(apps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := fmt.Sprintf("notifications:\n  - name: recorder\n    type: webhook\n    urlFile: %s\n    events: [sync.failed]\n", urlFile)
+	if err := os.WriteFile(apps, []byte(strings.Replace(string(body), "applications:\n", notes+"applications:\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startController(t, apps, stack, nil, "--listen", "")
+	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
+		_, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_web", swarm.ServiceInspectOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	if code, _ := c.stop(syscall.SIGTERM, stopDeadline); code != 0 {
+		t.Fatalf("exit status %d, want 0", code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || !strings.Contains(got[0], `"sync.failed"`) || !strings.Contains(got[0], stack) {
+		t.Fatalf("notifications received by the time the process exited: %q, want the stopped pass's sync.failed", got)
+	}
 }
