@@ -559,6 +559,9 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 		status:   prev,
 		log:      c.log.With("app", app.Name, "stack", app.Stack),
 	}
+	// The fetch step leases the checkout; no other fetch prunes it until
+	// the pass is over.
+	defer func() { p.rev.Release() }()
 	p.status.Name, p.status.Stack = app.Name, app.Stack
 	p.status.Unavailable = c.unavailable()
 	p.status.OutOfBand = nil

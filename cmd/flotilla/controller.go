@@ -48,6 +48,12 @@ type controllerOptions struct {
 	tlsKey         string
 	ui             bool
 
+	// Deadlines of the external calls.
+	gitTimeout      time.Duration
+	gitFetchTimeout time.Duration
+	dockerTimeout   time.Duration
+	notifyTimeout   time.Duration
+
 	shutdownTimeout time.Duration
 	http            httpTimeouts
 }
@@ -102,6 +108,10 @@ redeploys nothing.`,
 	f.StringVar(&o.tlsKey, "tls-key", "", "TLS private key file for the API (with --tls-cert)")
 	f.BoolVar(&o.ui, "ui", true, "serve the web UI at / and /ui/ (static files; every data call still needs a token)")
 	f.BoolVar(&o.prune, "prune", false, "remove the stacks of applications that were removed from the applications file (only what this controller's records prove it created)")
+	f.DurationVar(&o.gitTimeout, "git-timeout", source.DefaultRemoteTimeout, "deadline of the cheap remote check (ls-remote) every pass makes; a remote that does not answer within it fails that pass")
+	f.DurationVar(&o.gitFetchTimeout, "git-fetch-timeout", source.DefaultFetchTimeout, "deadline of one git fetch or first clone")
+	f.DurationVar(&o.dockerTimeout, "docker-timeout", backend.DefaultRequestTimeout, "deadline of every request to the Docker daemon (event streams exempt)")
+	f.DurationVar(&o.notifyTimeout, "notify-timeout", notify.DefaultAttemptTimeout, "deadline of one notification delivery attempt")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM or SIGINT, how long a pass that is writing may take to finish, the API to drain and notifications to go out; past it the controller exits anyway, with status 1")
 	f.DurationVar(&o.http.read, "http-read-timeout", api.DefaultReadTimeout, "longest an API request may take to send its headers and body; 0 for none")
 	f.DurationVar(&o.http.write, "http-write-timeout", api.DefaultWriteTimeout, "longest an API answer may take to write, except event streams and waited syncs; 0 for none")
@@ -166,7 +176,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		}
 	}
 	m := metrics.New()
-	be, err := backend.New(ctx, backend.Options{Logger: logger, OnRequest: m.DockerRequest})
+	be, err := backend.New(ctx, backend.Options{Logger: logger, OnRequest: m.DockerRequest, RequestTimeout: o.dockerTimeout})
 	if err != nil {
 		return fmt.Errorf("connect to the swarm: %w", err)
 	}
@@ -177,7 +187,8 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		logger.Warn("could not tell whether the controller runs as a swarm service", "error", err)
 	}
 	be = be.WithSelf(self)
-	fetcher := source.New(source.Options{CacheDir: filepath.Join(o.dataDir, "git"), Logger: logger})
+	fetcher := source.New(source.Options{CacheDir: filepath.Join(o.dataDir, "git"), Logger: logger,
+		RemoteTimeout: o.gitTimeout, FetchTimeout: o.gitFetchTimeout})
 	broker := events.NewBroker(events.BrokerOptions{})
 	ctl, err := reconcile.New(reconcile.Options{
 		ControllerID:     o.controllerID,
@@ -214,7 +225,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	logger.Info("controller started", "component", "controller", "applications", len(file.Applications), "controller_id", o.controllerID)
 	// Notifications follow the event stream on their own goroutines, so a
 	// slow sink never holds up a pass.
-	notifier, err := notify.New(file.Notifications, notify.Options{Logger: logger})
+	notifier, err := notify.New(file.Notifications, notify.Options{Logger: logger, AttemptTimeout: o.notifyTimeout})
 	if err != nil {
 		return err
 	}
