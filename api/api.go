@@ -2,6 +2,13 @@
 // rollbacks and refreshes as JSON under /api/v1, the event stream as
 // Server-Sent Events, health and readiness probes, and Prometheus metrics.
 //
+// Every write must declare a JSON body and carry RequestHeader, so that no
+// browser page can forge one; webhooks authenticate by signature instead and
+// are rate-limited per source before their body is read. NewServer sets the
+// read, write and idle timeouts; event streams and waited syncs lift the
+// write timeout for themselves, and Options.Stopping ends them for a
+// graceful shutdown.
+//
 // Handlers return errors; one writer turns them into a JSON Error, sanitised
 // and logged once. Every request passes through the same middleware (recover,
 // access log, authentication), and the event stream flushes through all of
