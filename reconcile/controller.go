@@ -258,6 +258,9 @@ func (c *Controller) Run(ctx context.Context) error {
 // startDue starts a pass for every application that is due (every one, with
 // all) or has a sync request, after one read of the swarm for all of them.
 func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup, all bool) {
+	if ctx.Err() != nil {
+		return // stopping: no new pass
+	}
 	now := c.now()
 	c.mu.Lock()
 	var due []*appState
@@ -569,7 +572,16 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 	p.backend, err = c.appBackend(p)
 	if err == nil {
 		for _, s := range steps {
-			if err = s.run(c, ctx, p); err != nil {
+			// A stopping controller ends the pass between steps.
+			if ctx.Err() != nil {
+				err = transient(s.name, fmt.Errorf("controller stopping before %s: %w", s.name, context.Cause(ctx)))
+				break
+			}
+			sctx := ctx
+			if writingSteps[s.name] {
+				sctx = context.WithoutCancel(ctx)
+			}
+			if err = s.run(c, sctx, p); err != nil {
 				break
 			}
 		}

@@ -117,6 +117,11 @@ var steps = []step{
 	{"confirm", (*Controller).confirm},
 }
 
+// writingSteps are the steps that write to the swarm. A stopping controller
+// lets one of them finish rather than cut a deploy, heal or sweep in half;
+// the pass then ends at the next step boundary.
+var writingSteps = map[string]bool{"apply": true, "correct": true, "sweep": true}
+
 // errGated ends a pass early without failing it: a manual application that
 // was planned and reported but not asked to sync.
 var errGated = errors.New("gated")
