@@ -160,6 +160,9 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 	if err != nil {
 		return nil, fmt.Errorf("convert manifest: %w", err)
 	}
+	if err := compose.Unseal(p.stack, req.Sealed); err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
 	p.services = sortedKeys(p.stack.Services)
 	if p.auth, err = b.registryAuths(ctx, p.stack.Services); err != nil {
 		return nil, err

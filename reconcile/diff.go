@@ -79,7 +79,7 @@ func (c *Controller) Diff(ctx context.Context, name string) (Diff, error) {
 	if !ok {
 		return d, nil
 	}
-	desired, live, names := cmp.desired, cmp.live, cmp.networkNames
+	desired, live := cmp.desired, cmp.live
 	kind := "update"
 	if p.action == charts.Unchanged {
 		kind = "drift"
@@ -91,7 +91,7 @@ func (c *Controller) Diff(ctx context.Context, name string) (Diff, error) {
 			d.Services = append(d.Services, ServiceDiff{Name: short, Change: "create"})
 			continue
 		}
-		if ch := drift.Diff(desired.Services[scoped], l.Spec, drift.Options{NetworkNames: names}); len(ch) > 0 {
+		if ch := drift.Diff(desired.Services[scoped], l.Spec, cmp.options(scoped)); len(ch) > 0 {
 			d.Services = append(d.Services, ServiceDiff{Name: short, Change: kind, Fields: ch})
 		}
 	}
