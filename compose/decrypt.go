@@ -37,6 +37,10 @@ type sopsState struct {
 	// envSealed maps service and variable to a value that came from a
 	// decrypted env_file or an encrypted environment entry: see sealEnv.
 	envSealed map[string]map[string]string
+	// interp maps each value of a decrypted interpolation env file (of
+	// minRedacted characters or more) to its variable's name: the values
+	// interpolation can carry anywhere in the compose model.
+	interp map[string]string
 	// key is the seal key (Dir.SealKey, or derived: see sealKey).
 	key []byte
 }

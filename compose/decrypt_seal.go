@@ -160,6 +160,19 @@ func (p *project) noteEnvFile(svc, key, value string) {
 	}
 }
 
+// noteInterpolation remembers the values of a decrypted interpolation env
+// file: interpolation can carry them into any field of a plain file.
+func (p *project) noteInterpolation(vars map[string]string) {
+	if p.sops.interp == nil {
+		p.sops.interp = map[string]string{}
+	}
+	for _, k := range sortedKeys(vars) {
+		if v := vars[k]; len(v) >= minRedacted {
+			p.sops.interp[v] = k
+		}
+	}
+}
+
 // noteEncryptedCompose records, for a decrypted compose file, which
 // environment entries were encrypted in its stored text, and warns about
 // any other field that was: only environment values are sealed.
@@ -285,7 +298,7 @@ func (p *project) fromCipher(svc, key, value string) bool {
 	if v, ok := p.sops.envSealed[svc][key]; ok && v == value {
 		return true
 	}
-	for _, s := range p.sops.values {
+	for s := range p.sops.interp {
 		if strings.Contains(value, s) {
 			return true
 		}
@@ -297,7 +310,7 @@ func (p *project) fromCipher(svc, key, value string) bool {
 // value decrypted with SOPS: it would be stored in the release record in
 // plaintext. The fault names the field, never the value.
 func (p *project) checkUnsealed(text string) error {
-	if len(p.sops.values) == 0 {
+	if len(p.sops.interp) == 0 {
 		return nil
 	}
 	var doc yaml.Node
@@ -309,18 +322,19 @@ func (p *project) checkUnsealed(text string) error {
 		if root.Content[i].Value != "compose" {
 			continue
 		}
-		if field := p.findDecrypted(root.Content[i+1], ""); field != "" {
-			return p.fault(field, errors.New(
-				"holds a value decrypted with SOPS outside environment: only environment values and config and secret files are sealed, "+
-					"so it would be stored in plaintext in the release record; pass it through environment or a secret instead"))
+		if field, name := p.findDecrypted(root.Content[i+1], ""); field != "" {
+			return p.fault(field, fmt.Errorf(
+				"holds the value of %s, which an env file decrypted with SOPS sets: only environment values and config and secret files are sealed, "+
+					"so it would be stored in plaintext in the release record; pass it through environment or a secret, or set it in a plain env file if it is no secret", name))
 		}
 	}
 	return nil
 }
 
 // findDecrypted returns the dotted path of the first string scalar under n
-// that contains a decrypted value, "" for none.
-func (p *project) findDecrypted(n *yaml.Node, path string) string {
+// that contains a decrypted interpolation value, and that value's variable;
+// "" for none.
+func (p *project) findDecrypted(n *yaml.Node, path string) (string, string) {
 	join := func(s string) string {
 		if path == "" {
 			return s
@@ -330,25 +344,25 @@ func (p *project) findDecrypted(n *yaml.Node, path string) string {
 	switch n.Kind {
 	case yaml.ScalarNode:
 		if n.Tag != "!!str" {
-			return ""
+			return "", ""
 		}
-		for _, s := range p.sops.values {
-			if strings.Contains(n.Value, s) {
-				return path
+		for _, v := range sortedKeys(p.sops.interp) {
+			if strings.Contains(n.Value, v) {
+				return path, p.sops.interp[v]
 			}
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if f := p.findDecrypted(n.Content[i+1], join(n.Content[i].Value)); f != "" {
-				return f
+			if f, name := p.findDecrypted(n.Content[i+1], join(n.Content[i].Value)); f != "" {
+				return f, name
 			}
 		}
 	case yaml.SequenceNode:
 		for _, c := range n.Content {
-			if f := p.findDecrypted(c, path); f != "" {
-				return f
+			if f, name := p.findDecrypted(c, path); f != "" {
+				return f, name
 			}
 		}
 	}
-	return ""
+	return "", ""
 }

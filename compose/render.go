@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -188,7 +189,8 @@ func (p *project) readEnvFiles(names []string) error {
 		if err != nil {
 			return &fault.Error{File: repoRel(p.dir, name), Field: limitField(err, "source.compose.envFiles"), Err: err}
 		}
-		if err := parseDotenv(data, p.env); err != nil {
+		vars := map[string]string{}
+		if err := parseDotenv(data, vars); err != nil {
 			fe := &fault.Error{File: repoRel(p.dir, name), Err: err}
 			var le *lineError
 			if errors.As(err, &le) {
@@ -196,6 +198,10 @@ func (p *project) readEnvFiles(names []string) error {
 			}
 			return fe
 		}
+		if p.wasDecrypted(repoRel(p.dir, name)) {
+			p.noteInterpolation(vars)
+		}
+		maps.Copy(p.env, vars)
 	}
 	return nil
 }
