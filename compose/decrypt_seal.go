@@ -275,22 +275,31 @@ func hasEncrypted(v any) bool {
 
 // sealEnv replaces every environment value that came from decrypted
 // material by its placeholder.
-func (p *project) sealEnv(cfg *composetypes.Config, out *Rendered) {
-	if len(p.sops.cipher) == 0 {
-		return
-	}
+func (p *project) sealEnv(cfg *composetypes.Config, out *Rendered) error {
 	for i := range cfg.Services {
 		svc := &cfg.Services[i]
 		for _, k := range sortedKeys(svc.Environment) {
 			v := svc.Environment[k]
-			if v == nil || IsSealed(*v) || !p.fromCipher(svc.Name, k, *v) {
+			if v == nil {
+				continue
+			}
+			if IsSealed(*v) {
+				// Only a render writes placeholders; one copied into a
+				// repository would be filled in with another value.
+				return p.fault("services."+svc.Name+".environment."+k, errPlaceholder)
+			}
+			if len(p.sops.cipher) == 0 || !p.fromCipher(svc.Name, k, *v) {
 				continue
 			}
 			ph := p.seal(out, "env", k, *v)
 			svc.Environment[k] = &ph
 		}
 	}
+	return nil
 }
+
+// errPlaceholder refuses a sealed placeholder written into a repository.
+var errPlaceholder = errors.New("holds a sealed-value placeholder (" + sealPrefix + "...): those are written by the controller in place of decrypted values, never by hand")
 
 // fromCipher reports whether a service's environment value came from
 // decrypted material.

@@ -172,3 +172,27 @@ func TestRenderNamesADecryptedSecretByAKeyedDigestThatSurvivesReencryption(t *te
 		t.Error("re-encrypting the secret's plaintext changed the manifest")
 	}
 }
+
+func TestRenderRefusesAPlaceholderWrittenIntoTheRepository(t *testing.T) {
+	id := sopsagetest.NewIdentity(t)
+	d := sopsProject(t, id, "app.env")
+	r := mustRender(t, sopsStack, d)
+	ph := envValue(sealedEnvOf(t, r), "API_TOKEN")
+	// Copying API_TOKEN's placeholder into another variable must not have
+	// the render fill it in with the token.
+	compose := filepath.Join(d.Root, d.Path, "compose.yaml")
+	src := strings.Replace(string(mustRead(t, compose)), "GREETING: plain-greeting", "GREETING: "+ph, 1)
+	if err := os.WriteFile(compose, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Render(sopsStack, d)
+	if fe := faultOf(t, err); fe.Field != "services.app.environment.GREETING" {
+		t.Fatalf("fault %v: want it against services.app.environment.GREETING", err)
+	}
+	// And as a config's whole content.
+	d = sopsProject(t, id, "app.env")
+	write(t, d, "app.conf", ph)
+	if _, err := Render(sopsStack, d); faultOf(t, err).Field != "configs.app_conf.file" {
+		t.Fatalf("config holding a placeholder: %v", err)
+	}
+}

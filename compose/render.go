@@ -528,9 +528,12 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 			if _, dup := m.Configs[name]; dup {
 				return nil, p.fault("configs."+key+".name", fmt.Errorf("config name %q is used twice", name))
 			}
-			if sealed {
+			switch {
+			case sealed:
 				m.Configs[name] = manifestConfig{Key: key, Sealed: p.seal(out, "config", name, string(data))}
-			} else {
+			case IsSealed(string(data)):
+				return nil, p.fault("configs."+key+".file", errPlaceholder)
+			default:
 				m.Configs[name] = newManifestConfig(key, data)
 			}
 		}
@@ -556,7 +559,9 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 		cfg.Secrets[key] = composetypes.SecretConfig(obj)
 	}
 
-	p.sealEnv(cfg, out)
+	if err := p.sealEnv(cfg, out); err != nil {
+		return nil, err
+	}
 	stripExtras(cfg)
 	text, err := encodeManifest(m)
 	if err != nil {
