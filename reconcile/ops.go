@@ -149,6 +149,8 @@ func (c *Controller) renderRecordCommit(ctx context.Context, p *pass, rec *chart
 		}
 		return nil, transient("render", err)
 	}
+	// The render holds what it needs in memory; the tree may go.
+	defer rev.Release()
 	at, _, err := c.renderAt(ctx, p, rev)
 	if err != nil {
 		return nil, fmt.Errorf("revision %d: render its commit %s for its sealed values: %w", rec.Revision, shortCommit(rec.Commit), err)

@@ -51,6 +51,12 @@ type controllerOptions struct {
 	tlsCert        string
 	tlsKey         string
 	ui             bool
+
+	// Deadlines of the external calls.
+	gitTimeout      time.Duration
+	gitFetchTimeout time.Duration
+	dockerTimeout   time.Duration
+	notifyTimeout   time.Duration
 }
 
 func newControllerCmd() *cobra.Command {
@@ -91,6 +97,10 @@ redeploys nothing.`,
 	f.StringVar(&o.tlsKey, "tls-key", "", "TLS private key file for the API (with --tls-cert)")
 	f.BoolVar(&o.ui, "ui", true, "serve the web UI at / and /ui/ (static files; every data call still needs a token)")
 	f.BoolVar(&o.prune, "prune", false, "remove the stacks of applications that were removed from the applications file (only what this controller's records prove it created)")
+	f.DurationVar(&o.gitTimeout, "git-timeout", source.DefaultRemoteTimeout, "deadline of the cheap remote check (ls-remote) every pass makes; a remote that does not answer within it fails that pass")
+	f.DurationVar(&o.gitFetchTimeout, "git-fetch-timeout", source.DefaultFetchTimeout, "deadline of one git fetch or first clone")
+	f.DurationVar(&o.dockerTimeout, "docker-timeout", backend.DefaultRequestTimeout, "deadline of every request to the Docker daemon (event streams exempt)")
+	f.DurationVar(&o.notifyTimeout, "notify-timeout", notify.DefaultAttemptTimeout, "deadline of one notification delivery attempt")
 	f.BoolVar(&o.once, "once", false, "run one pass per application (applying even manual ones is NOT implied), print a summary and exit; exit 1 if any pass failed")
 	return cmd
 }
@@ -151,7 +161,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		}
 	}
 	m := metrics.New()
-	be, err := backend.New(ctx, backend.Options{Logger: logger, OnRequest: m.DockerRequest})
+	be, err := backend.New(ctx, backend.Options{Logger: logger, OnRequest: m.DockerRequest, RequestTimeout: o.dockerTimeout})
 	if err != nil {
 		return fmt.Errorf("connect to the swarm: %w", err)
 	}
@@ -162,7 +172,8 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		logger.Warn("could not tell whether the controller runs as a swarm service", "error", err)
 	}
 	be = be.WithSelf(self)
-	fetcher := source.New(source.Options{CacheDir: filepath.Join(o.dataDir, "git"), Logger: logger})
+	fetcher := source.New(source.Options{CacheDir: filepath.Join(o.dataDir, "git"), Logger: logger,
+		RemoteTimeout: o.gitTimeout, FetchTimeout: o.gitFetchTimeout})
 	broker := events.NewBroker(events.BrokerOptions{})
 	ctl, err := reconcile.New(reconcile.Options{
 		ControllerID:     o.controllerID,
@@ -200,7 +211,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	logger.Info("controller started", "component", "controller", "applications", len(file.Applications), "controller_id", o.controllerID)
 	// Notifications follow the event stream on their own goroutines, so a
 	// slow sink never holds up a pass.
-	notifier, err := notify.New(file.Notifications, notify.Options{Logger: logger})
+	notifier, err := notify.New(file.Notifications, notify.Options{Logger: logger, AttemptTimeout: o.notifyTimeout})
 	if err != nil {
 		return err
 	}
