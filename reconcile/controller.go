@@ -67,6 +67,10 @@ type Options struct {
 	// applications file (controller --prune). Default false: they are
 	// reported and kept.
 	PruneOrphans bool
+	// RenderLimits bound each render: the size of every file it reads and
+	// of the manifest it writes. Zero fields take compose's defaults
+	// (compose.DefaultMaxFileBytes, compose.DefaultMaxManifestBytes).
+	RenderLimits compose.Limits
 	// Backoff bounds the retry delay after a transient failure.
 	// Default 5s doubling to the application's interval.
 	Backoff time.Duration
@@ -165,6 +169,8 @@ type Controller struct {
 
 	relMu    sync.Mutex
 	releases map[string]*charts.Release // newest record per stack, a cache of the swarm's
+
+	renders renderCache // see rendercache.go
 }
 
 // New returns a Controller for apps, which must already be defaulted and
