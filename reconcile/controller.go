@@ -70,6 +70,16 @@ type Options struct {
 	// Backoff bounds the retry delay after a transient failure.
 	// Default 5s doubling to the application's interval.
 	Backoff time.Duration
+	// SwarmReadTimeout bounds the one read of the swarm a batch of passes
+	// shares, so a daemon that stops answering costs that batch an
+	// Unknown health within this long instead of holding it. Default 30s.
+	SwarmReadTimeout time.Duration
+	// OrphanSweepTimeout bounds one look for (and sweep of) the stacks of
+	// removed applications. Default 2m.
+	OrphanSweepTimeout time.Duration
+	// QueueLimit is how many explicit requests (sync, rollback) may wait
+	// per application; one more is refused at once. Default 16.
+	QueueLimit int
 }
 
 func (o *Options) defaults() {
@@ -91,6 +101,15 @@ func (o *Options) defaults() {
 	if o.Backoff <= 0 {
 		o.Backoff = 5 * time.Second
 	}
+	if o.SwarmReadTimeout <= 0 {
+		o.SwarmReadTimeout = 30 * time.Second
+	}
+	if o.OrphanSweepTimeout <= 0 {
+		o.OrphanSweepTimeout = 2 * time.Minute
+	}
+	if o.QueueLimit <= 0 {
+		o.QueueLimit = 16
+	}
 }
 
 // SyncRequest asks a manual (or automated) application to apply now.
@@ -108,8 +127,6 @@ type SyncRequest struct {
 	// Rollback, when above zero, redeploys the manifest of that recorded
 	// revision instead of rendering git.
 	Rollback int
-	// done receives the pass result once.
-	done chan Result
 }
 
 // Result is what one pass did.
@@ -133,7 +150,7 @@ type appState struct {
 	next     time.Time
 	running  bool
 	failures int
-	pending  []*SyncRequest
+	pending  []*queued
 	sweep    sweepState
 	last     Result // of the newest pass the loop ran
 
@@ -141,6 +158,24 @@ type appState struct {
 	// was rolledBackManifest; they are not healed until it changes.
 	rolledBack         map[string]bool
 	rolledBackManifest string
+
+	// refreshed is set by Refresh while a pass runs: another pass is due
+	// as soon as this one ends.
+	refreshed bool
+}
+
+// queued is one waiting request and everyone waiting for its result:
+// identical requests merge into one, so each gets the same answer.
+type queued struct {
+	req     SyncRequest
+	waiters []chan Result // each buffered for one result
+}
+
+// answer sends res to every waiter. It never blocks.
+func (q *queued) answer(res Result) {
+	for _, w := range q.waiters {
+		w <- res
+	}
 }
 
 // orphanInterval is how often Run looks for stacks of removed applications.
@@ -157,6 +192,8 @@ type Controller struct {
 
 	orphans        []Orphan
 	orphanFailures map[string]map[string]int
+	// stopped is the reason Run ended; requests are then refused.
+	stopped error
 	// appsChanged makes Run look for orphaned stacks at once after
 	// SetApplications removed or moved an application.
 	appsChanged atomic.Bool
@@ -223,25 +260,45 @@ func (c *Controller) unavailable() []string {
 }
 
 // Run drives every application until ctx ends, then waits for passes in
-// flight to finish.
+// flight to finish and answers every request still waiting with ctx's error.
+//
+// The scheduler itself never waits on the swarm: each batch reads it on a
+// goroutine of its own under SwarmReadTimeout, and the look for orphaned
+// stacks runs beside the scheduler, one at a time, under OrphanSweepTimeout.
+// A daemon that stops answering therefore costs the applications it serves
+// an Unknown health, not every application its passes.
 func (c *Controller) Run(ctx context.Context) error {
+	c.mu.Lock()
+	c.stopped = nil
+	c.mu.Unlock()
 	var wg sync.WaitGroup
+	defer func() { c.stop(ctx.Err()) }() // after the passes: they answer their own requests
 	defer wg.Wait()
 	orphansDue := c.now()
+	sweeping := false
+	swept := make(chan struct{}, 1)
 	t := time.NewTicker(c.opts.Tick)
 	defer t.Stop()
 	for {
 		if c.appsChanged.Swap(false) {
 			orphansDue = c.now()
 		}
-		if !c.now().Before(orphansDue) {
+		if !sweeping && !c.now().Before(orphansDue) {
 			// On start, then now and then: a removal that failed (still
 			// in use) is retried, and a record written meanwhile by a
 			// controller that has since lost the application is found.
-			if _, err := c.SweepOrphans(ctx); err != nil {
-				c.log.Warn("stacks of removed applications not checked", "error", err)
-			}
+			sweeping = true
 			orphansDue = c.now().Add(orphanInterval)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sctx, cancel := context.WithTimeout(ctx, c.opts.OrphanSweepTimeout)
+				defer cancel()
+				if _, err := c.SweepOrphans(sctx); err != nil && ctx.Err() == nil {
+					c.log.Warn("stacks of removed applications not checked", "error", err)
+				}
+				swept <- struct{}{}
+			}()
 		}
 		c.startDue(ctx, &wg, false)
 		select {
@@ -249,12 +306,39 @@ func (c *Controller) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		case <-c.wake:
+		case <-swept:
+			sweeping = false
 		}
 	}
 }
 
-// startDue starts a pass for every application that is due (every one, with
-// all) or has a sync request, after one read of the swarm for all of them.
+// stop answers every request still queued once the loop has ended, so no
+// caller waits for a pass that will never run, and refuses new ones.
+func (c *Controller) stop(cause error) {
+	if cause == nil {
+		cause = context.Canceled
+	}
+	c.mu.Lock()
+	c.stopped = cause
+	var drop []*queued
+	var names []string
+	for name, a := range c.apps {
+		for _, q := range a.pending {
+			drop = append(drop, q)
+			names = append(names, name)
+		}
+		a.pending = nil
+	}
+	c.mu.Unlock()
+	for i, q := range drop {
+		q.answer(Result{App: names[i], Err: fmt.Errorf("application %q: the controller stopped before serving the request: %w", names[i], cause)})
+	}
+}
+
+// startDue starts a batch for every application that is due (every one,
+// with all) or has a sync request. The batch reads the swarm once for all of
+// them and then runs their passes side by side, all on goroutines counted by
+// wg, so the caller never waits on the swarm.
 func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup, all bool) {
 	now := c.now()
 	c.mu.Lock()
@@ -272,21 +356,37 @@ func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup, all bool)
 	if len(due) == 0 {
 		return
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		snap := c.readBatch(ctx, due)
+		for _, a := range due {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.runPass(ctx, a, snap)
+			}()
+		}
+	}()
+}
+
+// readBatch takes the one look at the swarm a batch shares, bounded by
+// SwarmReadTimeout. A read that failed or ran out of time is kept as the
+// snapshot's error, which every pass of the batch then reports as Unknown.
+func (c *Controller) readBatch(ctx context.Context, due []*appState) *snapshot {
 	stacks := make([]string, 0, len(due))
 	for _, a := range due {
 		stacks = append(stacks, a.app.Stack)
 	}
 	slices.Sort(stacks)
 	stacks = slices.Compact(stacks)
-	read, err := capability.ReadStacks(ctx, c.opts.Backend, stacks)
-	snap := &snapshot{stacks: read, err: err}
-	for _, a := range due {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.runPass(ctx, a, snap)
-		}()
+	rctx, cancel := context.WithTimeout(ctx, c.opts.SwarmReadTimeout)
+	defer cancel()
+	read, err := capability.ReadStacks(rctx, c.opts.Backend, stacks)
+	if err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		err = fmt.Errorf("the swarm did not answer within %s: %w", c.opts.SwarmReadTimeout, err)
 	}
+	return &snapshot{stacks: read, err: err}
 }
 
 // runPass runs one pass for a and schedules the next.
@@ -294,14 +394,19 @@ func (c *Controller) runPass(ctx context.Context, a *appState, snap *snapshot) {
 	// One request per pass: a sync and a rollback queued together are
 	// different deploys. The rest stay queued and make the app due again.
 	c.mu.Lock()
-	var req *SyncRequest
+	var q *queued
 	if len(a.pending) > 0 {
-		req = a.pending[0]
-		a.pending = a.pending[1:]
+		q = a.pending[0]
+		a.pending = slices.Delete(a.pending, 0, 1)
 	}
 	app := a.app
+	a.refreshed = false
 	c.mu.Unlock()
 
+	var req *SyncRequest
+	if q != nil {
+		req = &q.req
+	}
 	res := c.pass(ctx, app, req, snap)
 
 	c.mu.Lock()
@@ -312,17 +417,28 @@ func (c *Controller) runPass(ctx context.Context, a *appState, snap *snapshot) {
 	if interval <= 0 {
 		interval = application.DefaultInterval
 	}
-	if res.Err != nil && KindOf(res.Err) == Transient {
+	switch {
+	case a.refreshed:
+		// Asked for during the pass (a webhook, say), which may have
+		// fetched before the push it announces: run again now.
+		a.failures = 0
+		a.next = time.Time{}
+	case res.Err != nil && KindOf(res.Err) == Transient:
 		a.failures++
 		a.next = c.now().Add(min(c.opts.Backoff<<min(a.failures-1, 10), interval))
-	} else {
+	default:
 		a.failures = 0
 		a.next = c.now().Add(interval)
 	}
-	again := len(a.pending) > 0
+	again := len(a.pending) > 0 || a.refreshed
+	removed := c.apps[app.Name] != a
 	c.mu.Unlock()
-	if req != nil && req.done != nil {
-		req.done <- res
+	if removed {
+		// The pass outlived its application: drop the series it just set.
+		c.opts.Metrics.ForgetApp(app.Name)
+	}
+	if q != nil {
+		q.answer(res)
 	}
 	if again {
 		c.poke()
@@ -389,7 +505,10 @@ func (c *Controller) RequestSync(name, by string) (<-chan Result, error) {
 }
 
 // Refresh makes the application due now, without forcing a manual one to
-// apply.
+// apply. It also clears the backoff of earlier transient failures: a refresh
+// (a webhook, an operator) says the outage is over, so the next pass must
+// not wait out the backoff. Asked for during a pass, it runs another one
+// right after.
 func (c *Controller) Refresh(name string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -398,6 +517,10 @@ func (c *Controller) Refresh(name string) error {
 		return fmt.Errorf("application %q: %w", name, ErrNotFound)
 	}
 	a.next = time.Time{}
+	a.failures = 0
+	if a.running {
+		a.refreshed = true
+	}
 	c.poke()
 	return nil
 }
@@ -413,7 +536,15 @@ func (c *Controller) poke() {
 var (
 	ErrNotFound = errors.New("no such application")
 	ErrBusy     = errors.New("a pass is already running")
+	// ErrQueueFull refuses a request when QueueLimit requests already wait
+	// for the application. It matches ErrBusy too: the answer is "later".
+	ErrQueueFull error = queueFullError{}
 )
+
+type queueFullError struct{}
+
+func (queueFullError) Error() string        { return "too many requests waiting" }
+func (queueFullError) Is(target error) bool { return target == ErrBusy }
 
 // SetApplications replaces the set of applications, as after the
 // applications file changed: new ones are due at once, changed ones are due
@@ -422,8 +553,8 @@ var (
 // or removed with PruneOrphans. Statuses and sweep memory of unchanged
 // applications are kept.
 func (c *Controller) SetApplications(apps []application.Application) {
+	unavailable := c.unavailable()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	next := make(map[string]*appState, len(apps))
 	for _, a := range apps {
 		if old, ok := c.apps[a.Name]; ok {
@@ -435,17 +566,38 @@ func (c *Controller) SetApplications(apps []application.Application) {
 			next[a.Name] = old
 			continue
 		}
-		next[a.Name] = &appState{app: a, status: c.initialStatus(a)}
+		st := c.initialStatus(a)
+		st.Unavailable = unavailable
+		next[a.Name] = &appState{app: a, status: st}
 	}
+	var removed []*appState
 	for name, old := range c.apps {
 		if _, kept := next[name]; !kept {
-			c.log.Info("application removed from the applications file", "app", name, "stack", old.app.Stack)
-			c.opts.Metrics.ForgetApp(name)
+			removed = append(removed, old)
 		}
 	}
+	// Requests waiting for a removed application are taken while the lock
+	// is held, so no pass can start on them; they are answered below.
+	waiting := make([][]*queued, len(removed))
+	for i, old := range removed {
+		waiting[i], old.pending = old.pending, nil
+	}
 	c.apps = next
+	c.mu.Unlock()
 	c.appsChanged.Store(true)
 	c.poke()
+
+	// Slow work (a log line, metric series, waiters per application) is
+	// done after the lock is released, so the API and other applications'
+	// passes never wait on a large reload.
+	for i, old := range removed {
+		name := old.app.Name
+		c.log.Info("application removed from the applications file", "app", name, "stack", old.app.Stack)
+		c.opts.Metrics.ForgetApp(name)
+		for _, q := range waiting[i] {
+			q.answer(Result{App: name, Err: fmt.Errorf("application %q: removed while waiting: %w", name, ErrNotFound)})
+		}
+	}
 }
 
 // Applications returns the applications the controller reconciles, sorted by
@@ -574,6 +726,13 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 		err = nil
 		p.log.Info("manual application planned, waiting for a sync", "action", p.action)
 	}
+	if err != nil {
+		// Never the previous pass's judgement: this pass's own, or Unknown.
+		if !p.observed {
+			c.healthAfterEarlyFailure(ctx, p, prev, err)
+		}
+		syncAfterFailure(p, err)
+	}
 	c.finish(p, err)
 	c.reportChanges(p, prev)
 	c.observeOutcome(p, err, gated, c.now().Sub(started))
@@ -595,9 +754,6 @@ func (c *Controller) finish(p *pass, err error) {
 	msg := source.SanitizeString(fault.WithApp(p.app.Name, err).Error())
 	p.status.LastError = msg
 	c.emit(p, events.SyncFailed, "", msg, map[string]any{"kind": string(KindOf(err))})
-	if p.status.Sync == "" || p.rendered == nil {
-		p.status.Sync = application.SyncUnknown
-	}
 	c.publish(p)
 	p.log.Error("pass failed, nothing more was applied", "kind", KindOf(err), "error", msg)
 }

@@ -66,6 +66,9 @@ type pass struct {
 	// the out-of-band notifier synchronously, inside the write it reports.
 	status application.Status
 	log    *slog.Logger
+	// observed is set once the pass has judged health from a read of the
+	// swarm (see applyHealth), whether or not that read succeeded.
+	observed bool
 }
 
 // snapshot is one read of the swarm for many stacks; err is set when the read
