@@ -279,7 +279,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	swept := make(chan struct{}, 1)
 	t := time.NewTicker(c.opts.Tick)
 	defer t.Stop()
-	for {
+	for ctx.Err() == nil {
 		if c.appsChanged.Swap(false) {
 			orphansDue = c.now()
 		}
@@ -310,6 +310,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			sweeping = false
 		}
 	}
+	return nil
 }
 
 // stop answers every request still queued once the loop has ended, so no

@@ -18,12 +18,12 @@ import (
 // Unknown; so is a read a backend without StackServicesReader could not vouch
 // for. Neither is ever published as Missing.
 func (c *Controller) applyHealth(p *pass, snap *snapshot) {
+	p.observed = true
 	c.judgeHealth(p, snap, declaredOf(p))
 }
 
 // judgeHealth is applyHealth against an explicit list of expected services.
 func (c *Controller) judgeHealth(p *pass, snap *snapshot, want []expected) {
-	p.observed = true
 	if snap.err != nil {
 		r := health.Unknown(source.Sanitize(fmt.Errorf("swarm not read: %w", snap.err)))
 		p.status.Health, p.status.HealthMessage, p.status.Services = r.Health, r.Message, nil
@@ -104,7 +104,6 @@ func (c *Controller) healthAfterEarlyFailure(ctx context.Context, p *pass, prev 
 	if snap.err == nil && p.declared == nil && len(want) == 0 {
 		r := health.Unknown(source.Sanitize(fmt.Errorf("no manifest to judge the swarm against: %w", cause)))
 		p.status.Health, p.status.HealthMessage, p.status.Services = r.Health, r.Message, nil
-		p.observed = true
 		return
 	}
 	c.judgeHealth(p, snap, want)
