@@ -595,6 +595,9 @@ func (c *Controller) SetApplications(apps []application.Application) {
 		name := old.app.Name
 		c.log.Info("application removed from the applications file", "app", name, "stack", old.app.Stack)
 		c.opts.Metrics.ForgetApp(name)
+		// Memory stays proportional to what is loaded; an application
+		// that takes the stack over reads its record from the swarm.
+		c.forgetRelease(old.app.Stack)
 		for _, q := range waiting[i] {
 			q.answer(Result{App: name, Err: fmt.Errorf("application %q: removed while waiting: %w", name, ErrNotFound)})
 		}
