@@ -385,7 +385,7 @@ func (c *Controller) readBatch(ctx context.Context, due []*appState) *snapshot {
 	defer cancel()
 	read, err := capability.ReadStacks(rctx, c.opts.Backend, stacks)
 	if err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-		err = fmt.Errorf("the swarm did not answer within %s: %w", c.opts.SwarmReadTimeout, err)
+		err = fmt.Errorf("no answer within %s: %w", c.opts.SwarmReadTimeout, err)
 	}
 	return &snapshot{stacks: read, err: err}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/capability"
@@ -25,8 +26,12 @@ func (c *Controller) applyHealth(p *pass, snap *snapshot) {
 // judgeHealth is applyHealth against an explicit list of expected services.
 func (c *Controller) judgeHealth(p *pass, snap *snapshot, want []expected) {
 	if snap.err != nil {
-		r := health.Unknown(source.Sanitize(fmt.Errorf("swarm not read: %w", snap.err)))
-		p.status.Health, p.status.HealthMessage, p.status.Services = r.Health, r.Message, nil
+		// The time is in the message: a pass held up after this (a later
+		// step waiting on the same daemon) publishes it before LastPass.
+		p.status.Health = application.HealthUnknown
+		p.status.HealthMessage = fmt.Sprintf("the swarm could not be read at %s: %v",
+			c.now().UTC().Format(time.RFC3339), source.Sanitize(snap.err))
+		p.status.Services = nil
 		return
 	}
 	states, read := snap.stacks[p.app.Stack]

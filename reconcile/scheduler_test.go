@@ -195,7 +195,7 @@ func TestStalledSwarmReadHoldsUpNoOtherApplicationAndReportsUnknownWithinItsDead
 	for {
 		st := statusOf(statusesPromptly(t, c), "stuck")
 		if st.Health == application.HealthUnknown {
-			if !strings.Contains(st.HealthMessage, "did not answer within "+deadline.String()) {
+			if !strings.Contains(st.HealthMessage, "no answer within "+deadline.String()) {
 				t.Fatalf("unknown health without its reason: %q", st.HealthMessage)
 			}
 			if len(st.Services) != 0 {
