@@ -80,6 +80,12 @@ type Options struct {
 	// QueueLimit is how many explicit requests (sync, rollback) may wait
 	// per application; one more is refused at once. Default 16.
 	QueueLimit int
+	// MaxConcurrentPasses bounds the passes of applications that have run
+	// before. Applications on their first pass have a lane of their own, a
+	// quarter as wide (at least one): loading thousands of new applications
+	// then neither starves the ones already running nor holds thousands of
+	// renders in memory at once. Default 32.
+	MaxConcurrentPasses int
 }
 
 func (o *Options) defaults() {
@@ -109,6 +115,9 @@ func (o *Options) defaults() {
 	}
 	if o.QueueLimit <= 0 {
 		o.QueueLimit = 16
+	}
+	if o.MaxConcurrentPasses <= 0 {
+		o.MaxConcurrentPasses = 32
 	}
 }
 
@@ -194,6 +203,10 @@ type Controller struct {
 	orphanFailures map[string]map[string]int
 	// stopped is the reason Run ended; requests are then refused.
 	stopped error
+
+	// A pass holds a slot of one lane while it runs: firstLane for an
+	// application's first pass, steadyLane for every later one.
+	firstLane, steadyLane chan struct{}
 	// appsChanged makes Run look for orphaned stacks at once after
 	// SetApplications removed or moved an application.
 	appsChanged atomic.Bool
@@ -217,6 +230,8 @@ func New(opts Options, apps []application.Application) (*Controller, error) {
 		releases: map[string]*charts.Release{},
 
 		orphanFailures: map[string]map[string]int{},
+		firstLane:      make(chan struct{}, max(1, opts.MaxConcurrentPasses/4)),
+		steadyLane:     make(chan struct{}, opts.MaxConcurrentPasses),
 	}
 	for _, a := range apps {
 		c.apps[a.Name] = &appState{app: a, status: c.initialStatus(a)}
@@ -338,12 +353,14 @@ func (c *Controller) stop(cause error) {
 
 // startDue starts a batch for every application that is due (every one,
 // with all) or has a sync request. The batch reads the swarm once for all of
-// them and then runs their passes side by side, all on goroutines counted by
-// wg, so the caller never waits on the swarm.
+// them and then runs their passes side by side, at most MaxConcurrentPasses
+// at a time, all on goroutines counted by wg, so the caller never waits on
+// the swarm or for a free slot.
 func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup, all bool) {
 	now := c.now()
 	c.mu.Lock()
 	var due []*appState
+	var first []bool
 	for _, a := range c.apps {
 		if a.running {
 			continue
@@ -353,6 +370,11 @@ func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup, all bool)
 			due = append(due, a)
 		}
 	}
+	// Explicit requests first: someone waits for them.
+	slices.SortStableFunc(due, func(x, y *appState) int { return cmpBool(len(y.pending) > 0, len(x.pending) > 0) })
+	for _, a := range due {
+		first = append(first, a.status.LastPass.IsZero())
+	}
 	c.mu.Unlock()
 	if len(due) == 0 {
 		return
@@ -361,14 +383,39 @@ func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup, all bool)
 	go func() {
 		defer wg.Done()
 		snap := c.readBatch(ctx, due)
-		for _, a := range due {
+		for i, a := range due {
+			lane := c.steadyLane
+			if first[i] {
+				lane = c.firstLane
+			}
+			select {
+			case lane <- struct{}{}:
+			case <-ctx.Done():
+				c.mu.Lock()
+				for _, a := range due[i:] {
+					a.running = false
+				}
+				c.mu.Unlock()
+				return
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer func() { <-lane }()
 				c.runPass(ctx, a, snap)
 			}()
 		}
 	}()
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // readBatch takes the one look at the swarm a batch shares, bounded by

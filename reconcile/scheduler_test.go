@@ -540,3 +540,75 @@ func receive(t *testing.T, ch <-chan Result) Result {
 		return Result{}
 	}
 }
+
+// newRepoFetcher holds every fetch of the repository "/new" until its
+// context ends or release is closed, counting how many wait at once.
+type newRepoFetcher struct {
+	*fakeFetcher
+	release chan struct{}
+	now     atomic.Int32
+	most    atomic.Int32
+}
+
+func (f *newRepoFetcher) Fetch(ctx context.Context, req source.Request) (*source.Revision, error) {
+	if req.RepoURL == "/new" {
+		n := f.now.Add(1)
+		defer f.now.Add(-1)
+		for m := f.most.Load(); n > m && !f.most.CompareAndSwap(m, n); m = f.most.Load() {
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-f.release:
+		}
+	}
+	return f.fakeFetcher.Fetch(ctx, req)
+}
+
+func TestLoadingManyNewApplicationsKeepsTheirFirstPassesInALaneOfTheirOwn(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := &newRepoFetcher{fakeFetcher: newFakeFetcher(), release: make(chan struct{})}
+	f.commit(t, repoFiles(composeV1))
+	old := fastApp("old", 10*time.Millisecond)
+	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet,
+		Tick: 5 * time.Millisecond, MaxConcurrentPasses: 8}, []application.Application{old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.RunOnce(context.Background())
+	runLoop(t, c)
+
+	apps := []application.Application{old}
+	for i := range 50 {
+		a := fastApp(fmt.Sprintf("new%02d", i), time.Hour)
+		a.Source.RepoURL = "/new"
+		apps = append(apps, a)
+	}
+	c.SetApplications(apps)
+	give := time.Now().Add(10 * time.Second)
+	for f.now.Load() < 2 && time.Now().Before(give) {
+		time.Sleep(time.Millisecond)
+	}
+	passes, last := 0, statusOf(statusesPromptly(t, c), "old").LastPass
+	for passes < 5 {
+		if time.Now().After(give) {
+			t.Fatalf("%d passes of the running application while 50 first passes waited", passes)
+		}
+		if lp := statusOf(statusesPromptly(t, c), "old").LastPass; lp.After(last) {
+			passes, last = passes+1, lp
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if m := f.most.Load(); m != 2 {
+		t.Fatalf("%d first passes ran at once, want 2 (a quarter of 8)", m)
+	}
+	close(f.release)
+	for _, name := range []string{"new00", "new49"} {
+		for st, _ := c.Status(name); st.LastPass.IsZero(); st, _ = c.Status(name) {
+			if time.Now().After(give.Add(20 * time.Second)) {
+				t.Fatalf("%s never had its first pass", name)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
