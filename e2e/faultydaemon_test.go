@@ -164,8 +164,9 @@ func TestDaemonThatIsNotAManagerOrStallsIsUnknownNeverMissingAndRecovers(t *test
 			_, at, _ := strings.Cut(st.HealthMessage, "could not be read at ")
 			stamp, _, _ := strings.Cut(at, " ")
 			when, err := time.Parse(time.RFC3339, strings.TrimSuffix(stamp, ":"))
-			return st.Health == application.HealthUnknown && strings.Contains(st.HealthMessage, reason) && err == nil && !when.Before(since),
-				fmt.Sprintf("%s: %s %q", what, st.Health, st.HealthMessage)
+			return st.Health == application.HealthUnknown && st.Sync == application.SyncUnknown &&
+					strings.Contains(st.HealthMessage, reason) && err == nil && !when.Before(since),
+				fmt.Sprintf("%s: %s/%s %q", what, st.Sync, st.Health, st.HealthMessage)
 		})
 	}
 

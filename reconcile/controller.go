@@ -383,29 +383,47 @@ func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup, all bool)
 	go func() {
 		defer wg.Done()
 		snap := c.readBatch(ctx, due)
+		// One feeder per lane, so that first passes waiting for a slot
+		// never hold up a steady pass of the same batch.
+		var firsts, steady []*appState
 		for i, a := range due {
-			lane := c.steadyLane
 			if first[i] {
-				lane = c.firstLane
+				firsts = append(firsts, a)
+			} else {
+				steady = append(steady, a)
 			}
-			select {
-			case lane <- struct{}{}:
-			case <-ctx.Done():
-				c.mu.Lock()
-				for _, a := range due[i:] {
-					a.running = false
-				}
-				c.mu.Unlock()
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-lane }()
-				c.runPass(ctx, a, snap)
-			}()
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.feed(ctx, wg, c.firstLane, firsts, snap)
+		}()
+		c.feed(ctx, wg, c.steadyLane, steady, snap)
 	}()
+}
+
+// feed starts the passes of due one by one as lane has room. If ctx ends
+// first, those not started are given up (their requests are answered when
+// Run returns).
+func (c *Controller) feed(ctx context.Context, wg *sync.WaitGroup, lane chan struct{}, due []*appState, snap *snapshot) {
+	for i, a := range due {
+		select {
+		case lane <- struct{}{}:
+		case <-ctx.Done():
+			c.mu.Lock()
+			for _, a := range due[i:] {
+				a.running = false
+			}
+			c.mu.Unlock()
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-lane }()
+			c.runPass(ctx, a, snap)
+		}()
+	}
 }
 
 func cmpBool(a, b bool) int {
@@ -769,6 +787,9 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 		for _, s := range steps {
 			if err = s.run(c, ctx, p); err != nil {
 				break
+			}
+			if s.name == "observe" {
+				c.syncAfterObserve(p)
 			}
 		}
 	}

@@ -19,7 +19,7 @@ import (
 // Unknown; so is a read a backend without StackServicesReader could not vouch
 // for. Neither is ever published as Missing.
 func (c *Controller) applyHealth(p *pass, snap *snapshot) {
-	p.observed = true
+	p.observed, p.readErr = true, snap.err
 	c.judgeHealth(p, snap, declaredOf(p))
 }
 
@@ -124,6 +124,18 @@ func syncAfterFailure(p *pass, err error) {
 	if !p.observed || p.rendered == nil || (driftFailed && p.status.Sync == application.Synced) {
 		p.status.Sync = application.SyncUnknown
 		p.status.SyncReason = application.ReasonNone
+	}
+}
+
+// syncAfterObserve says Unknown where observe said Synced from git alone
+// while the swarm could not be read: what runs was not compared. A live
+// comparison that finds drift later still says OutOfSync; OutOfSync by git
+// needs no swarm and stands.
+func (c *Controller) syncAfterObserve(p *pass) {
+	if p.readErr != nil && p.status.Sync == application.Synced {
+		p.status.Sync = application.SyncUnknown
+		p.status.SyncReason = application.ReasonNone
+		c.publish(p)
 	}
 }
 

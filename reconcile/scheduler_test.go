@@ -201,6 +201,9 @@ func TestStalledSwarmReadHoldsUpNoOtherApplicationAndReportsUnknownWithinItsDead
 			if len(st.Services) != 0 {
 				t.Fatalf("services judged from a read that failed: %+v", st.Services)
 			}
+			if st.Sync != application.SyncUnknown {
+				t.Fatalf("sync %s from a pass that could not read the swarm", st.Sync)
+			}
 			break
 		}
 		if time.Now().After(give) {
@@ -270,6 +273,9 @@ func TestDaemonThatIsNotASwarmManagerIsUnknownNeverMissingOrStale(t *testing.T) 
 	st := c.RunOnce(context.Background())[0].Status
 	if st.Health != application.HealthUnknown || !strings.Contains(st.HealthMessage, "not a swarm manager") || len(st.Services) != 0 {
 		t.Fatalf("observed through a failed read: %s %q %+v", st.Health, st.HealthMessage, st.Services)
+	}
+	if st.Sync != application.SyncUnknown {
+		t.Fatalf("unchanged in git but the swarm unread: sync %s, want Unknown", st.Sync)
 	}
 
 	// The record must be read too (a cache miss): the pass fails before it
@@ -610,5 +616,41 @@ func TestLoadingManyNewApplicationsKeepsTheirFirstPassesInALaneOfTheirOwn(t *tes
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
+	}
+}
+
+func TestFirstPassesWaitingForALaneNeverHoldUpASteadyPassOfTheSameBatch(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := &newRepoFetcher{fakeFetcher: newFakeFetcher(), release: make(chan struct{})}
+	f.commit(t, repoFiles(composeV1))
+	old := fastApp("old", time.Hour)
+	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet, MaxConcurrentPasses: 4},
+		[]application.Application{old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.RunOnce(context.Background())
+	before, _ := c.Status("old")
+	apps := []application.Application{old}
+	for i := range 50 {
+		a := fastApp(fmt.Sprintf("new%02d", i), time.Hour)
+		a.Source.RepoURL = "/new"
+		apps = append(apps, a)
+	}
+	c.SetApplications(apps)
+	done := make(chan []Result)
+	go func() { done <- c.RunOnce(context.Background()) }() // one batch for all 51
+	give := time.Now().Add(10 * time.Second)
+	for st, _ := c.Status("old"); !st.LastPass.After(before.LastPass); st, _ = c.Status("old") {
+		if time.Now().After(give) {
+			close(f.release)
+			<-done
+			t.Fatal("the steady pass waited behind first passes held for a lane")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(f.release)
+	if res := <-done; len(res) != 51 {
+		t.Fatalf("%d results", len(res))
 	}
 }
