@@ -195,9 +195,10 @@ type Controller struct {
 	opts Options
 	log  *slog.Logger
 
-	mu   sync.Mutex
-	apps map[string]*appState
-	wake chan struct{}
+	mu    sync.Mutex
+	setMu sync.Mutex // serialises SetApplications
+	apps  map[string]*appState
+	wake  chan struct{}
 
 	orphans        []Orphan
 	orphanFailures map[string]map[string]int
@@ -372,8 +373,10 @@ func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup, all bool)
 	}
 	// Explicit requests first: someone waits for them.
 	slices.SortStableFunc(due, func(x, y *appState) int { return cmpBool(len(y.pending) > 0, len(x.pending) > 0) })
+	stacks := make([]string, 0, len(due))
 	for _, a := range due {
 		first = append(first, a.status.LastPass.IsZero())
+		stacks = append(stacks, a.app.Stack)
 	}
 	c.mu.Unlock()
 	if len(due) == 0 {
@@ -382,7 +385,7 @@ func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup, all bool)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		snap := c.readBatch(ctx, due)
+		snap := c.readBatch(ctx, stacks)
 		// One feeder per lane, so that first passes waiting for a slot
 		// never hold up a steady pass of the same batch.
 		var firsts, steady []*appState
@@ -439,11 +442,7 @@ func cmpBool(a, b bool) int {
 // readBatch takes the one look at the swarm a batch shares, bounded by
 // SwarmReadTimeout. A read that failed or ran out of time is kept as the
 // snapshot's error, which every pass of the batch then reports as Unknown.
-func (c *Controller) readBatch(ctx context.Context, due []*appState) *snapshot {
-	stacks := make([]string, 0, len(due))
-	for _, a := range due {
-		stacks = append(stacks, a.app.Stack)
-	}
+func (c *Controller) readBatch(ctx context.Context, stacks []string) *snapshot {
 	slices.Sort(stacks)
 	stacks = slices.Compact(stacks)
 	rctx, cancel := context.WithTimeout(ctx, c.opts.SwarmReadTimeout)
@@ -619,15 +618,24 @@ func (queueFullError) Is(target error) bool { return target == ErrBusy }
 // or removed with PruneOrphans. Statuses and sweep memory of unchanged
 // applications are kept.
 func (c *Controller) SetApplications(apps []application.Application) {
+	// Only SetApplications replaces c.apps or writes an application's
+	// definition, and setMu makes one run at a time, so both may be read
+	// here without c.mu: the comparison and the new states are made
+	// unlocked, and c.mu is held only to write the changes.
+	c.setMu.Lock()
+	defer c.setMu.Unlock()
 	unavailable := c.unavailable()
-	c.mu.Lock()
+	cur := c.apps
 	next := make(map[string]*appState, len(apps))
+	type change struct {
+		st  *appState
+		app application.Application
+	}
+	var changed []change
 	for _, a := range apps {
-		if old, ok := c.apps[a.Name]; ok {
+		if old, ok := cur[a.Name]; ok {
 			if !reflect.DeepEqual(old.app, a) {
-				old.app = a
-				old.next = time.Time{}
-				old.status.Stack = a.Stack
+				changed = append(changed, change{old, a})
 			}
 			next[a.Name] = old
 			continue
@@ -637,10 +645,16 @@ func (c *Controller) SetApplications(apps []application.Application) {
 		next[a.Name] = &appState{app: a, status: st}
 	}
 	var removed []*appState
-	for name, old := range c.apps {
+	for name, old := range cur {
 		if _, kept := next[name]; !kept {
 			removed = append(removed, old)
 		}
+	}
+	c.mu.Lock()
+	for _, ch := range changed {
+		ch.st.app = ch.app
+		ch.st.next = time.Time{}
+		ch.st.status.Stack = ch.app.Stack
 	}
 	// Requests waiting for a removed application are taken while the lock
 	// is held, so no pass can start on them; they are answered below.
