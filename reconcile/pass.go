@@ -69,6 +69,11 @@ type pass struct {
 	// the out-of-band notifier synchronously, inside the write it reports.
 	status application.Status
 	log    *slog.Logger
+	// observed is set once the pass has judged health from a read of the
+	// swarm (see applyHealth), whether or not that read succeeded; readErr
+	// is that read's error.
+	observed bool
+	readErr  error
 }
 
 // snapshot is one read of the swarm for many stacks; err is set when the read
