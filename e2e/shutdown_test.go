@@ -493,19 +493,7 @@ func TestSIGTERMSendsTheLastPassesNotificationsBeforeExiting(t *testing.T) {
 		mu.Unlock()
 	}))
 	t.Cleanup(sink.Close)
-	urlFile := filepath.Join(t.TempDir(), "sink-url")
-	if err := os.WriteFile(urlFile, []byte(sink.URL+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	apps := shutdownApps(t, stack, repo.Dir, "      wait: {timeout: 10m}\n")
-	body, err := os.ReadFile(apps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	notes := fmt.Sprintf("notifications:\n  - name: recorder\n    type: webhook\n    urlFile: %s\n    events: [sync.failed]\n", urlFile)
-	if err := os.WriteFile(apps, []byte(strings.Replace(string(body), "applications:\n", notes+"applications:\n", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	apps := waitingAppsNotifying(t, stack, repo.Dir, sink.URL)
 	c := startController(t, apps, stack, nil, "--listen", "")
 	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
 		_, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_web", swarm.ServiceInspectOptions{})
@@ -518,5 +506,58 @@ func TestSIGTERMSendsTheLastPassesNotificationsBeforeExiting(t *testing.T) {
 	defer mu.Unlock()
 	if len(got) != 1 || !strings.Contains(got[0], `"sync.failed"`) || !strings.Contains(got[0], stack) {
 		t.Fatalf("notifications received by the time the process exited: %q, want the stopped pass's sync.failed", got)
+	}
+}
+
+// waitingAppsNotifying is an applications file whose one application waits
+// for a service that never becomes healthy, with a webhook sink at url for
+// its sync.failed events.
+func waitingAppsNotifying(t *testing.T, stack, repoDir, url string) string {
+	t.Helper()
+	urlFile := filepath.Join(t.TempDir(), "sink-url")
+	if err := os.WriteFile(urlFile, []byte(url+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	apps := shutdownApps(t, stack, repoDir, "      wait: {timeout: 10m}\n")
+	body, err := os.ReadFile(apps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := fmt.Sprintf("notifications:\n  - name: recorder\n    type: webhook\n    urlFile: %s\n    events: [sync.failed]\n", urlFile)
+	if err := os.WriteFile(apps, []byte(strings.Replace(string(body), "applications:\n", notes+"applications:\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return apps
+}
+
+// A notification receiver that never answers must not turn a clean stop
+// into a failed one: the undelivered notification is logged and the
+// process still exits 0 within its shutdown timeout.
+func TestSIGTERMWithANotificationSinkThatNeverAnswersStillExitsZeroInTime(t *testing.T) {
+	t.Parallel()
+	stack := swarmtest.Name(t, "stopdead")
+	swarmtest.Cleanup(t, stack)
+	repo := gittest.New(t)
+	repo.Commit("initial", map[string]string{"deploy/docker-compose.yml": neverHealthy})
+	release := make(chan struct{})
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(release); sink.Close() })
+	apps := waitingAppsNotifying(t, stack, repo.Dir, sink.URL)
+	c := startController(t, apps, stack, nil, "--listen", "", "--shutdown-timeout", "4s")
+	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
+		_, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_web", swarm.ServiceInspectOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	code, took := c.stop(syscall.SIGTERM, 8*time.Second)
+	if code != 0 || took > 5*time.Second {
+		t.Fatalf("exit status %d after %s, want 0 within the 4s shutdown timeout", code, took)
+	}
+	if log := c.logs.String(); !strings.Contains(log, "stopping without sending every notification") {
+		t.Fatalf("no log line names the notifications left unsent:\n%s", log)
 	}
 }
