@@ -112,18 +112,26 @@ func (o *Options) defaults() {
 		o.Backoff = 5 * time.Second
 	}
 	if o.SwarmReadTimeout <= 0 {
-		o.SwarmReadTimeout = 30 * time.Second
+		o.SwarmReadTimeout = DefaultSwarmReadTimeout
 	}
 	if o.OrphanSweepTimeout <= 0 {
-		o.OrphanSweepTimeout = 2 * time.Minute
+		o.OrphanSweepTimeout = DefaultOrphanSweepTimeout
 	}
 	if o.QueueLimit <= 0 {
-		o.QueueLimit = 16
+		o.QueueLimit = DefaultQueueLimit
 	}
 	if o.MaxConcurrentPasses <= 0 {
-		o.MaxConcurrentPasses = 32
+		o.MaxConcurrentPasses = DefaultMaxConcurrentPasses
 	}
 }
+
+// Defaults of the scheduler's bounds, exported for the controller's flags.
+const (
+	DefaultSwarmReadTimeout    = 30 * time.Second
+	DefaultOrphanSweepTimeout  = 2 * time.Minute
+	DefaultQueueLimit          = 16
+	DefaultMaxConcurrentPasses = 32
+)
 
 // SyncRequest asks a manual (or automated) application to apply now.
 type SyncRequest struct {

@@ -56,6 +56,12 @@ type controllerOptions struct {
 	dockerTimeout   time.Duration
 	notifyTimeout   time.Duration
 
+	// Bounds of the scheduler.
+	swarmReadTimeout   time.Duration
+	orphanSweepTimeout time.Duration
+	queueLimit         int
+	maxPasses          int
+
 	shutdownTimeout time.Duration
 	http            httpTimeouts
 }
@@ -116,6 +122,10 @@ redeploys nothing.`,
 	f.DurationVar(&o.gitFetchTimeout, "git-fetch-timeout", source.DefaultFetchTimeout, "deadline of one git fetch or first clone")
 	f.DurationVar(&o.dockerTimeout, "docker-timeout", backend.DefaultRequestTimeout, "deadline of every request to the Docker daemon (event streams exempt)")
 	f.DurationVar(&o.notifyTimeout, "notify-timeout", notify.DefaultAttemptTimeout, "deadline of one notification delivery attempt")
+	f.DurationVar(&o.swarmReadTimeout, "swarm-read-timeout", reconcile.DefaultSwarmReadTimeout, "deadline of the one read of the swarm a batch of passes shares; past it those passes report health Unknown")
+	f.DurationVar(&o.orphanSweepTimeout, "orphan-sweep-timeout", reconcile.DefaultOrphanSweepTimeout, "deadline of one look for (and, with --prune, removal of) the stacks of removed applications")
+	f.IntVar(&o.queueLimit, "queue-limit", reconcile.DefaultQueueLimit, "explicit requests (sync, rollback) that may wait per application; identical ones merge, one more is refused at once")
+	f.IntVar(&o.maxPasses, "max-concurrent-passes", reconcile.DefaultMaxConcurrentPasses, "passes that run at once (first passes of new applications get a lane a quarter as wide of their own)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM or SIGINT, how long a pass that is writing may take to finish, the API to drain and notifications to go out; past it the controller exits anyway, with status 1")
 	f.DurationVar(&o.http.read, "http-read-timeout", api.DefaultReadTimeout, "longest an API request may take to send its headers and body; 0 for none")
 	f.DurationVar(&o.http.write, "http-write-timeout", api.DefaultWriteTimeout, "longest an API answer may take to write, except event streams and waited syncs; 0 for none")
@@ -205,6 +215,11 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		RenderLimits:     o.renderLimits,
 		Events:           broker,
 		Metrics:          m,
+
+		SwarmReadTimeout:    o.swarmReadTimeout,
+		OrphanSweepTimeout:  o.orphanSweepTimeout,
+		QueueLimit:          o.queueLimit,
+		MaxConcurrentPasses: o.maxPasses,
 	}, file.Applications)
 	if err != nil {
 		return err

@@ -28,6 +28,18 @@ func (o *controllerOptions) validate() error {
 			return usageError{fmt.Errorf("%s must be 0 (none) or positive, not %s", name, d)}
 		}
 	}
+	for name, d := range map[string]time.Duration{
+		"--swarm-read-timeout": o.swarmReadTimeout, "--orphan-sweep-timeout": o.orphanSweepTimeout,
+	} {
+		if d <= 0 {
+			return usageError{fmt.Errorf("%s must be positive, not %s", name, d)}
+		}
+	}
+	for name, n := range map[string]int{"--queue-limit": o.queueLimit, "--max-concurrent-passes": o.maxPasses} {
+		if n < 1 {
+			return usageError{fmt.Errorf("%s must be 1 or more, not %d", name, n)}
+		}
+	}
 	return nil
 }
 

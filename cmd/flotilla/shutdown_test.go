@@ -6,7 +6,8 @@ import (
 )
 
 func TestControllerOptions_validate(t *testing.T) {
-	good := controllerOptions{shutdownTimeout: 10 * time.Second, http: httpTimeouts{read: time.Second}}
+	good := controllerOptions{shutdownTimeout: 10 * time.Second, http: httpTimeouts{read: time.Second},
+		swarmReadTimeout: time.Second, orphanSweepTimeout: time.Second, queueLimit: 1, maxPasses: 1}
 	if err := good.validate(); err != nil {
 		t.Fatalf("defaults refused: %v", err)
 	}
@@ -15,11 +16,20 @@ func TestControllerOptions_validate(t *testing.T) {
 	if err := none.validate(); err != nil {
 		t.Fatalf("0 (no timeout) refused: %v", err)
 	}
+	with := func(change func(*controllerOptions)) controllerOptions {
+		o := good
+		change(&o)
+		return o
+	}
 	for name, o := range map[string]controllerOptions{
-		"zero shutdown timeout":     {shutdownTimeout: 0},
-		"negative shutdown timeout": {shutdownTimeout: -time.Second},
-		"negative read timeout":     {shutdownTimeout: time.Second, http: httpTimeouts{read: -1}},
-		"negative idle timeout":     {shutdownTimeout: time.Second, http: httpTimeouts{idle: -1}},
+		"zero shutdown timeout":     with(func(o *controllerOptions) { o.shutdownTimeout = 0 }),
+		"negative shutdown timeout": with(func(o *controllerOptions) { o.shutdownTimeout = -time.Second }),
+		"negative read timeout":     with(func(o *controllerOptions) { o.http.read = -1 }),
+		"negative idle timeout":     with(func(o *controllerOptions) { o.http.idle = -1 }),
+		"zero swarm read timeout":   with(func(o *controllerOptions) { o.swarmReadTimeout = 0 }),
+		"zero orphan sweep timeout": with(func(o *controllerOptions) { o.orphanSweepTimeout = 0 }),
+		"no queue":                  with(func(o *controllerOptions) { o.queueLimit = 0 }),
+		"no pass may run":           with(func(o *controllerOptions) { o.maxPasses = 0 }),
 	} {
 		if err := o.validate(); err == nil || !isUsageError(err) {
 			t.Errorf("%s: %v, want a usage error", name, err)
@@ -31,6 +41,7 @@ func TestControllerFlags_shutdownAndHTTPTimeoutsHaveTheirDefaults(t *testing.T) 
 	cmd := newControllerCmd()
 	for flag, want := range map[string]string{
 		"shutdown-timeout": "10s", "http-read-timeout": "30s", "http-write-timeout": "1m0s", "http-idle-timeout": "2m0s",
+		"swarm-read-timeout": "30s", "orphan-sweep-timeout": "2m0s", "queue-limit": "16", "max-concurrent-passes": "32",
 	} {
 		f := cmd.Flags().Lookup(flag)
 		if f == nil || f.DefValue != want {
