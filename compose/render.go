@@ -532,6 +532,7 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 	}
 
 	stripExtras(cfg)
+	cfg.Version = manifestVersion(cfg.Version)
 	text, err := encodeManifest(m)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,84 @@
+package compose
+
+import (
+	"strings"
+	"testing"
+)
+
+// Every 3.x version `docker stack deploy` reads renders and converts with
+// the shapes old public stack files use: short port and volume syntax, an
+// external network under external.name, an external secret, and a config
+// and secret read from a file. The manifest adds name: to those objects
+// and the long syntax to ports and volumes, which the 3.0–3.4 schemas do
+// not have.
+func TestOldComposeVersionsWithExternalAndFileObjectsRender(t *testing.T) {
+	for _, v := range []string{"3", "3.0", "3.1", "3.2", "3.3", "3.4", "3.5", "3.9"} {
+		t.Run(v, func(t *testing.T) {
+			d := Dir{Root: t.TempDir()}
+			extras := ""
+			if v != "3.0" {
+				// secrets arrive in 3.1, configs in 3.3.
+				extras += `
+secrets:
+  token:
+    file: ./token.txt
+  shared:
+    external: true
+`
+			}
+			svc := ""
+			if v != "3.0" {
+				svc = "\n    secrets: [token, shared]"
+			}
+			if v != "3.0" && v != "3.1" && v != "3.2" {
+				extras += `
+configs:
+  app:
+    file: ./app.conf
+`
+				svc += "\n    configs: [app]"
+			}
+			write(t, d, "docker-compose.yml", `version: "`+v+`"
+services:
+  web:
+    image: nginx:1.25
+    ports: ["8080:80", "9000"]
+    volumes: ["/srv/data:/data:ro", "cache:/cache"]
+    networks: [front]`+svc+`
+networks:
+  front:
+    external:
+      name: traefik-public
+volumes:
+  cache: {}
+`+extras)
+			write(t, d, "token.txt", "s3cret")
+			write(t, d, "app.conf", "listen 80;")
+			r := mustRender(t, "web", d)
+			st := mustConvert(t, r, "web")
+			if got := strings.Join(st.ExternalNetworks, ","); got != "traefik-public" {
+				t.Errorf("external networks %q, want traefik-public", got)
+			}
+			spec := st.Services["web_web"]
+			if n := len(spec.EndpointSpec.Ports); n != 2 {
+				t.Errorf("%d ports, want 2", n)
+			}
+			if n := len(spec.TaskTemplate.ContainerSpec.Mounts); n != 2 {
+				t.Errorf("%d mounts, want 2", n)
+			}
+			if v != "3.0" && len(st.Secrets) != 1 {
+				t.Errorf("secrets %v, want the file-backed one", st.Secrets)
+			}
+		})
+	}
+}
+
+// A file of 3.5 or later keeps its own version in the manifest, so the
+// manifests of files that rendered before do not change.
+func TestManifestKeepsAVersionThatHoldsItsShape(t *testing.T) {
+	for in, want := range map[string]string{"3.0": "3.5", "3.4": "3.5", "3.5": "3.5", "3.8": "3.8", "3.10": "3.10", "3.13": "3.13"} {
+		if got := manifestVersion(in); got != want {
+			t.Errorf("manifestVersion(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
