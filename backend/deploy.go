@@ -32,6 +32,12 @@ const maxCASAttempts = 3
 // written, and the real id is only known after the create.
 const pendingPrefix = "flotilla-pending:"
 
+// nodeLocalNetworks are the networks every node has of its own. They are
+// local in scope by nature, and a task attaches to the one on whatever node
+// runs it, so the scope check a user-defined external network needs does not
+// apply to them (as with `docker stack deploy`).
+var nodeLocalNetworks = map[string]bool{"host": true, "bridge": true, "none": true}
+
 // deployPlan is everything a deploy decided before its first write.
 type deployPlan struct {
 	stack    *compose.Stack
@@ -112,6 +118,8 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 	for _, name := range decl.ExternalNetworks {
 		n, ok := liveNets[name]
 		switch {
+		case nodeLocalNetworks[name]:
+			// Every node has its own; the guard decided whether it may be used.
 		case !ok:
 			problems = append(problems, fmt.Errorf("external network %q does not exist", name))
 		case n.Scope != "swarm":
