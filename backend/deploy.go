@@ -168,11 +168,23 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 	if err != nil {
 		return nil, fmt.Errorf("convert manifest: %w", err)
 	}
+	version := b.apiVersion(ctx)
+	for _, w := range p.stack.ForAPIVersion(version) {
+		b.log.Warn("deploying without a field this daemon does not keep", "stack", req.Stack, "api_version", version, "warning", w)
+	}
 	p.services = sortedKeys(p.stack.Services)
 	if p.auth, err = b.registryAuths(ctx, p.stack.Services); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// apiVersion is the engine API version the client speaks with the daemon,
+// negotiated first if no request has been sent yet: before that the client
+// reports its own newest version, which would keep fields the daemon drops.
+func (b *Backend) apiVersion(ctx context.Context) string {
+	b.api.NegotiateAPIVersion(ctx)
+	return b.api.ClientVersion()
 }
 
 // apply performs the writes plan decided on, in dependency order.

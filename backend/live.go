@@ -20,6 +20,8 @@ func (b *Backend) DesiredServices(ctx context.Context, manifest, stack string) (
 	if err != nil {
 		return nil, fmt.Errorf("desired services of %s: %w", stack, err)
 	}
+	// What a deploy writes; DeployStack says what it dropped.
+	s.ForAPIVersion(b.apiVersion(ctx))
 	return s, nil
 }
 

@@ -22,6 +22,10 @@ type Dir struct {
 	// DecryptFunc. Default nil: no keys, so a SOPS-encrypted file fails
 	// the render instead of being deployed as ciphertext.
 	Decrypt DecryptFunc
+	// APIVersion is the engine API version the render is checked against:
+	// every service field that version cannot carry is named in
+	// Rendered.Warnings (a deploy drops it). Default "": no check.
+	APIVersion string
 }
 
 // Rendered is a compose project turned into a manifest.
@@ -34,7 +38,8 @@ type Rendered struct {
 	// plaintext, for DeployRequest.Secrets. Memory only.
 	Secrets map[string][]byte
 	// Warnings name what the render ignored, as `docker stack deploy`
-	// would warn about it: service options Swarm does not support.
+	// would warn about it: service options Swarm does not support, and
+	// fields Dir.APIVersion cannot carry.
 	Warnings []string
 }
 

@@ -82,3 +82,67 @@ func TestManifestKeepsAVersionThatHoldsItsShape(t *testing.T) {
 		}
 	}
 }
+
+const startIntervalFile = `services:
+  probe:
+    image: nginx:1.25
+    healthcheck:
+      test: ["CMD", "true"]
+      interval: 30s
+      start_interval: 2s
+    cap_add: [NET_ADMIN]
+    deploy:
+      replicas: 0
+`
+
+// A daemon older than the field loses it, so the spec Flotilla writes and
+// compares must not carry it: ForAPIVersion drops exactly the fields the
+// version lacks, names each one, and leaves a newer version's spec alone.
+func TestForAPIVersionDropsWhatTheDaemonCannotKeep(t *testing.T) {
+	d := Dir{Root: t.TempDir()}
+	write(t, d, "compose.yaml", startIntervalFile)
+	r := mustRender(t, "app", d)
+
+	st := mustConvert(t, r, "app")
+	shared := st.Services["app_probe"].TaskTemplate.ContainerSpec
+	warns := st.ForAPIVersion("1.41")
+	if len(warns) != 1 || !strings.Contains(warns[0], "healthcheck.start_interval") || !strings.Contains(warns[0], "1.44") {
+		t.Errorf("warnings %q, want one naming healthcheck.start_interval and 1.44", warns)
+	}
+	cs := st.Services["app_probe"].TaskTemplate.ContainerSpec
+	if cs.Healthcheck.StartInterval != 0 {
+		t.Errorf("start interval %v kept for API 1.41", cs.Healthcheck.StartInterval)
+	}
+	if cs.Healthcheck.Interval == 0 || len(cs.CapabilityAdd) != 1 {
+		t.Errorf("dropped more than the field: %+v", cs)
+	}
+	if shared.Healthcheck.StartInterval == 0 {
+		t.Error("the spec the stack held before was changed in place")
+	}
+
+	newer := mustConvert(t, r, "app")
+	if w := newer.ForAPIVersion("1.44"); len(w) != 0 {
+		t.Errorf("API 1.44 warnings %q, want none", w)
+	}
+	if newer.Services["app_probe"].TaskTemplate.ContainerSpec.Healthcheck.StartInterval == 0 {
+		t.Error("API 1.44 lost the start interval")
+	}
+	if w := mustConvert(t, r, "app").UnsupportedFields("1.40"); len(w) != 2 {
+		t.Errorf("API 1.40 warnings %q, want start_interval and cap_add", w)
+	}
+}
+
+// A render checked against an API version names what that version drops,
+// and a render without one names nothing.
+func TestRenderWarnsAboutFieldsTheAPIVersionDrops(t *testing.T) {
+	d := Dir{Root: t.TempDir(), APIVersion: "1.41"}
+	write(t, d, "compose.yaml", startIntervalFile)
+	r := mustRender(t, "app", d)
+	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "service probe: healthcheck.start_interval") {
+		t.Errorf("warnings %q, want service probe: healthcheck.start_interval", r.Warnings)
+	}
+	d.APIVersion = ""
+	if r := mustRender(t, "app", d); len(r.Warnings) != 0 {
+		t.Errorf("warnings without an API version: %q", r.Warnings)
+	}
+}

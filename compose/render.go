@@ -70,6 +70,7 @@ func Render(stack string, d Dir) (_ *Rendered, err error) {
 	if err != nil {
 		return nil, err
 	}
+	p.api = d.APIVersion
 	// SOPS: see decrypt.go.
 	p.useDecrypter(d.Decrypt)
 	defer func() { err = p.withhold(err) }()
@@ -98,6 +99,8 @@ type project struct {
 	files []composeFile
 	warns []string
 	sops  sopsState // decryption, see decrypt.go
+	// api is Dir.APIVersion.
+	api string
 }
 
 // composeFile is one parsed compose file.
@@ -541,11 +544,12 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 	// undeclared network or config, a bad restart policy) is bad input too,
 	// and is better reported against its file here than at deploy time.
 	// It also leaves the manifest in the validated set for the deploy.
-	if _, err := Convert(context.Background(), text, stack, nil); err != nil {
+	st, err := Convert(context.Background(), text, stack, nil)
+	if err != nil {
 		return nil, p.convertFault(err)
 	}
 	out.Manifest = text
-	out.Warnings = p.warns
+	out.Warnings = append(p.warns, st.UnsupportedFields(p.api)...)
 	return out, nil
 }
 
