@@ -110,7 +110,11 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 	}
 	// Guards first: a refused stack learns nothing more about the swarm
 	// from this deploy than that it was refused.
-	if err := b.guard(req, decl, p.live); err != nil {
+	existing, err := b.readExisting(ctx, req.Stack, decl, liveNets)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.guard(req, decl, p.live, existing); err != nil {
 		return nil, err
 	}
 
@@ -172,6 +176,7 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 	for _, w := range p.stack.ForAPIVersion(version) {
 		b.log.Warn("deploying without a field this daemon does not keep", "stack", req.Stack, "api_version", version, "warning", w)
 	}
+	stampOwner(p, req.Labels[LabelOwner])
 	p.services = sortedKeys(p.stack.Services)
 	if p.auth, err = b.registryAuths(ctx, p.stack.Services); err != nil {
 		return nil, err
