@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/flotilla-gitops/flotilla/application"
@@ -176,4 +177,40 @@ secrets:
 		wantRefused(t, err, f, "ctl/"+stack)
 	}
 	assertNothingCreated(t, b, other, writes)
+}
+
+// A manifest naming a service Swarm would refuse (300 characters) is
+// refused before the first write, as bad input naming the field, although
+// its network, config and other service are valid and come first.
+func TestOverlongServiceNameIsRefusedBeforeAnyWrite(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	stack := swarmtest.Name(t, "longn")
+	swarmtest.Cleanup(t, stack)
+	r := renderProject(t, stack, `version: "3.8"
+services:
+  a:
+    image: `+swarmtest.Image+`
+    networks: [n]
+    configs: [c]
+    deploy: {replicas: 0}
+  web:
+    image: `+swarmtest.Image+`
+    networks: [n]
+    deploy: {replicas: 0}
+networks:
+  n: {}
+configs:
+  c:
+    file: ./data.txt
+`)
+	long := strings.Repeat("x", 300)
+	bad := *r
+	bad.Manifest = strings.Replace(r.Manifest, "\n    web:\n", "\n    "+long+":\n", 1)
+	if bad.Manifest == r.Manifest {
+		t.Fatal("manifest has no service web to rename")
+	}
+	_, writes, err := tryDeploy(t, b, b.Stats, stack, &bad, false)
+	wantRefused(t, err, "services."+long, "Swarm allows 63", "stack prefix included")
+	assertNothingCreated(t, b, stack, writes)
 }

@@ -116,6 +116,7 @@ func (b *Backend) guard(req charts.DeployRequest, decl *compose.Stack, live map[
 		keys:      readManifestKeys(req.Manifest, req.Stack),
 		existing:  existing,
 	}
+	g.names()
 	g.ownership(req, live)
 	g.objects()
 	for _, name := range sortedKeys(decl.Services) {
@@ -126,6 +127,19 @@ func (b *Backend) guard(req charts.DeployRequest, decl *compose.Stack, live map[
 
 func (g *guardCheck) refuse(field, format string, args ...any) {
 	g.faults = append(g.faults, &fault.Error{Field: field, Err: fmt.Errorf(format, args...)})
+}
+
+// names refuses every name Swarm itself would refuse, all before the first
+// write: the daemon checks one object at a time, so a stack with one bad
+// name would otherwise stop half created.
+func (g *guardCheck) names() {
+	for _, np := range g.decl.CheckNames() {
+		field := "services." + unscoped(g.stack, np.Name)
+		if np.Kind != "service" {
+			field = g.keys.field(np.Kind+"s", np.Name)
+		}
+		g.faults = append(g.faults, &fault.Error{Field: field, Err: np.Err})
+	}
 }
 
 // own reports whether name is scoped to the stack.

@@ -146,3 +146,53 @@ func TestRenderWarnsAboutFieldsTheAPIVersionDrops(t *testing.T) {
 		t.Errorf("warnings without an API version: %q", r.Warnings)
 	}
 }
+
+// Every name Swarm would refuse is refused at render, against the field
+// that declared it, stack prefix included in the length.
+func TestRenderRefusesNamesSwarmWouldRefuse(t *testing.T) {
+	long := strings.Repeat("a", 300)
+	for name, tt := range map[string]struct {
+		file, field, words string
+	}{
+		"300-character service": {
+			file:  "services:\n  " + long + ":\n    image: nginx\n",
+			field: "services." + long, words: "Swarm allows 63",
+		},
+		"service prefix over 63": {
+			file:  "services:\n  " + strings.Repeat("s", 60) + ":\n    image: nginx\n",
+			field: "services." + strings.Repeat("s", 60), words: "the stack prefix included",
+		},
+		"dot in a service name": {
+			file:  "services:\n  web.1:\n    image: nginx\n",
+			field: "services.web.1", words: "not valid",
+		},
+		"long network": {
+			file:  "services:\n  web:\n    image: nginx\n    networks: [n]\nnetworks:\n  n:\n    name: " + strings.Repeat("n", 64) + "\n",
+			field: "networks.n", words: "Swarm allows 63",
+		},
+		"self-named config over 64": {
+			file:  "services:\n  web:\n    image: nginx\n    configs: [c]\nconfigs:\n  c:\n    file: ./c.txt\n    name: " + strings.Repeat("c", 65) + "\n",
+			field: "configs.c", words: "Swarm allows 64",
+		},
+		"secret ending in a dash": {
+			file:  "services:\n  web:\n    image: nginx\n    secrets: [s]\nsecrets:\n  s:\n    file: ./c.txt\n    name: token-\n",
+			field: "secrets.s", words: "not valid",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := Dir{Root: t.TempDir()}
+			write(t, d, "compose.yaml", tt.file)
+			write(t, d, "c.txt", "x")
+			_, err := Render("stk", d)
+			fe := faultOf(t, err)
+			if fe.Field != tt.field || fe.File != "compose.yaml" || !strings.Contains(fe.Err.Error(), tt.words) {
+				t.Errorf("got %s / %s: %v; want field %s mentioning %q", fe.File, fe.Field, fe.Err, tt.field, tt.words)
+			}
+		})
+	}
+	// The longest names Swarm takes pass: 63 for a service, 64 for a config.
+	d := Dir{Root: t.TempDir()}
+	write(t, d, "compose.yaml", "services:\n  "+strings.Repeat("s", 59)+":\n    image: nginx\n    configs: [c]\nconfigs:\n  c:\n    file: ./c.txt\n    name: "+strings.Repeat("c", 64)+"\n")
+	write(t, d, "c.txt", "x")
+	mustRender(t, "stk", d)
+}

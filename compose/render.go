@@ -534,6 +534,9 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 		cfg.Secrets[key] = composetypes.SecretConfig(obj)
 	}
 
+	if err := p.checkNames(stack, cfg); err != nil {
+		return nil, err
+	}
 	stripExtras(cfg)
 	cfg.Version = manifestVersion(cfg.Version)
 	text, err := encodeManifest(m)
