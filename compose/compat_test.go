@@ -1,6 +1,7 @@
 package compose
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -195,4 +196,23 @@ func TestRenderRefusesNamesSwarmWouldRefuse(t *testing.T) {
 	write(t, d, "compose.yaml", "services:\n  "+strings.Repeat("s", 59)+":\n    image: nginx\n    configs: [c]\nconfigs:\n  c:\n    file: ./c.txt\n    name: "+strings.Repeat("c", 64)+"\n")
 	write(t, d, "c.txt", "x")
 	mustRender(t, "stk", d)
+}
+
+// "~" in a bind source names a home directory on the machine running
+// docker stack deploy; a controller has no such thing to give the nodes,
+// and the refusal says so rather than calling it a relative path.
+func TestRenderExplainsThatTildeHasNoMeaningOnAController(t *testing.T) {
+	for _, src := range []string{"~/configs", "~"} {
+		d := Dir{Root: t.TempDir()}
+		write(t, d, "compose.yaml", "services:\n  web:\n    image: nginx\n    volumes: [\""+src+":/etc/configs:ro\"]\n")
+		_, err := Render("stk", d)
+		fe := faultOf(t, err)
+		msg := fe.Err.Error()
+		if fe.Field != "services.web.volumes" || !strings.Contains(msg, `"`+src+`"`) || !strings.Contains(msg, "home directory") || strings.Contains(msg, "relative path") {
+			t.Errorf("%s: %s: %v", src, fe.Field, fe.Err)
+		}
+		if !errors.Is(err, ErrUnsupported) {
+			t.Errorf("%s: does not wrap ErrUnsupported", src)
+		}
+	}
 }

@@ -469,6 +469,11 @@ func (p *project) checkServices(cfg *composetypes.Config) error {
 			if v.Type != "bind" || !within(loaderTop, v.Source) {
 				continue
 			}
+			if src := p.userPath(v.Source); src == "./~" || strings.HasPrefix(src, "./~/") {
+				return p.fault(field+".volumes", fmt.Errorf(
+					"bind mount of %q at %s: \"~\" is the home directory of whoever runs docker stack deploy, and a controller deploying for the swarm's nodes has none to offer; use an absolute host path or a named volume: %w",
+					strings.TrimPrefix(src, "./"), v.Target, ErrUnsupported))
+			}
 			return p.fault(field+".volumes", fmt.Errorf(
 				"bind mount of relative path %q at %s: it would resolve inside the repository checkout, which does not exist on swarm nodes; use an absolute host path or a named volume: %w",
 				p.userPath(v.Source), v.Target, ErrUnsupported))
