@@ -214,3 +214,31 @@ configs:
 	wantRefused(t, err, "services."+long, "Swarm allows 63", "stack prefix included")
 	assertNothingCreated(t, b, stack, writes)
 }
+
+// Swarm refuses a service attached to the ingress network or to "none",
+// but only when it reaches that service; docker stack deploy has created
+// the stack's network by then. Flotilla refuses both before any write.
+func TestIngressAndNoneNetworksAreRefusedBeforeAnyWrite(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	for _, net := range []string{"ingress", "none"} {
+		stack := swarmtest.Name(t, "net"+net)
+		swarmtest.Cleanup(t, stack)
+		r := renderProject(t, stack, `version: "3.8"
+services:
+  a:
+    image: `+swarmtest.Image+`
+    deploy: {replicas: 0}
+  b:
+    image: `+swarmtest.Image+`
+    networks: [x]
+    deploy: {replicas: 0}
+networks:
+  x: {external: true, name: `+net+`}
+`)
+		allowed := b.WithAllowedReferences(application.Allow{Networks: []string{net}})
+		_, writes, err := tryDeploy(t, allowed, b.Stats, stack, r, false)
+		wantRefused(t, err, "networks", `"`+net+`"`)
+		assertNothingCreated(t, b, stack, writes)
+	}
+}

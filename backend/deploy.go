@@ -21,6 +21,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/drift"
+	"github.com/flotilla-gitops/flotilla/fault"
 )
 
 // maxCASAttempts bounds how often one service write is tried when another
@@ -36,7 +37,7 @@ const pendingPrefix = "flotilla-pending:"
 // local in scope by nature, and a task attaches to the one on whatever node
 // runs it, so the scope check a user-defined external network needs does not
 // apply to them (as with `docker stack deploy`).
-var nodeLocalNetworks = map[string]bool{"host": true, "bridge": true, "none": true}
+var nodeLocalNetworks = map[string]bool{"host": true, "bridge": true}
 
 // deployPlan is everything a deploy decided before its first write.
 type deployPlan struct {
@@ -124,6 +125,14 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 		switch {
 		case nodeLocalNetworks[name]:
 			// Every node has its own; the guard decided whether it may be used.
+		// Swarm refuses the next two, but only when it reaches the service
+		// that attaches, after the stack's other objects were written.
+		case name == "none":
+			problems = append(problems, &fault.Error{Field: "networks", Err: fmt.Errorf(
+				"external network %q cannot be attached to a swarm service: Swarm has no such network", name)})
+		case ok && n.Ingress:
+			problems = append(problems, &fault.Error{Field: "networks", Err: fmt.Errorf(
+				"external network %q is the swarm's ingress network, which Swarm attaches by itself to a service publishing a port in ingress mode and never explicitly", name)})
 		case !ok:
 			problems = append(problems, fmt.Errorf("external network %q does not exist", name))
 		case n.Scope != "swarm":
