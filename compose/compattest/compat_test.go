@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
@@ -76,6 +77,25 @@ func removeNetwork(t *testing.T, api *client.Client, id string) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	t.Errorf("external network %s still present", id)
+}
+
+// removeJobContainers removes the exited containers of the stacks' job
+// tasks, which outlive their services on this engine.
+func removeJobContainers(t *testing.T, stacks ...string) {
+	api := swarmtest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, stack := range stacks {
+		list, err := api.ContainerList(ctx, container.ListOptions{All: true,
+			Filters: filters.NewArgs(filters.Arg("label", "com.docker.stack.namespace="+stack), filters.Arg("status", "exited"))})
+		if err != nil {
+			t.Logf("list containers of %s: %v", stack, err)
+			continue
+		}
+		for _, c := range list {
+			_ = api.ContainerRemove(ctx, c.ID, container.RemoveOptions{})
+		}
+	}
 }
 
 // vars are what a corpus file interpolates; SELF differs per deploy, so the
@@ -227,6 +247,8 @@ func TestCorpusDeploysLikeDockerStackDeploy(t *testing.T) {
 				defer cancel()
 				docker := swarmtest.Name(t, "cd"+dir)
 				flot := swarmtest.Name(t, "cf"+dir)
+				// Registered first so it runs last, once the services are gone.
+				t.Cleanup(func() { removeJobContainers(t, docker, flot) })
 				swarmtest.Cleanup(t, docker)
 				swarmtest.Cleanup(t, flot)
 
