@@ -2,6 +2,13 @@
 // rollbacks and refreshes as JSON under /api/v1, the event stream as
 // Server-Sent Events, health and readiness probes, and Prometheus metrics.
 //
+// Every write must declare a JSON body and carry RequestHeader, so that no
+// browser page can forge one; webhooks authenticate by signature instead and
+// are rate-limited per source before their body is read. NewServer sets the
+// read, write and idle timeouts; event streams and waited syncs lift the
+// write timeout for themselves, and Options.Stopping ends them for a
+// graceful shutdown.
+//
 // Handlers return errors; one writer turns them into a JSON Error, sanitised
 // and logged once. Every request passes through the same middleware (recover,
 // access log, authentication), and the event stream flushes through all of
@@ -9,6 +16,7 @@
 package api
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -30,8 +38,17 @@ type Options struct {
 	// files are served without a token since they carry no data: every
 	// call the page makes goes to /api/v1 with the operator's token.
 	UI http.Handler
-	// Ready is called by /readyz; nil means always ready.
-	Ready func() error
+	// Ready is called by /readyz with the request's context bounded by
+	// ReadyTimeout; nil means always ready. A check that has not answered
+	// by then is a 503, so a hung daemon cannot hang the probe.
+	Ready func(ctx context.Context) error
+	// ReadyTimeout bounds one /readyz check. Default 2s.
+	ReadyTimeout time.Duration
+	// Stopping, when closed, ends every event stream and answers every
+	// waited sync or rollback at once with 503, so that a graceful
+	// http.Server.Shutdown is not held up by requests that could last
+	// minutes. Nil: never.
+	Stopping <-chan struct{}
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 
@@ -62,10 +79,11 @@ type Options struct {
 
 // Defaults for Options.
 const (
-	DefaultHeartbeat = 15 * time.Second
-	DefaultMaxWait   = 10 * time.Minute
-	defaultWait      = 5 * time.Minute
-	maxBodyBytes     = 1 << 20
+	DefaultHeartbeat    = 15 * time.Second
+	DefaultMaxWait      = 10 * time.Minute
+	DefaultReadyTimeout = 2 * time.Second
+	defaultWait         = 5 * time.Minute
+	maxBodyBytes        = 1 << 20
 )
 
 type server struct {
@@ -85,6 +103,9 @@ func New(opts Options) http.Handler {
 	}
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = DefaultMaxWait
+	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = DefaultReadyTimeout
 	}
 	s := &server{opts: opts, ctl: opts.Controller, log: opts.Logger.With("component", "api"), now: time.Now}
 
@@ -110,14 +131,15 @@ func New(opts Options) http.Handler {
 
 	// Webhooks authenticate by their signature, not a bearer token, and the
 	// UI's static files carry no data, so both are routed before
-	// authentication; every other request goes through it.
+	// authentication; every other request goes through it, and every write
+	// among them must look like it came from the CLI or the UI (guardWrites).
 	root := http.NewServeMux()
 	root.Handle("POST /api/v1/webhooks/{provider}", s.handler(newWebhooks(s, opts.Webhooks).serve))
 	if opts.UI != nil {
 		root.Handle("GET /ui/", http.StripPrefix("/ui", opts.UI))
 		root.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	}
-	root.Handle("/", s.authenticate(mux))
+	root.Handle("/", s.authenticate(s.guardWrites(mux)))
 
 	return s.recover(s.accessLog(root))
 }

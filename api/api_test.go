@@ -97,6 +97,11 @@ func (e *env) do(t *testing.T, method, path, token, body string) (*http.Response
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	if method != http.MethodGet && method != http.MethodHead {
+		// What the CLI and the UI send with every write.
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(api.RequestHeader, "1")
+	}
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -368,7 +373,7 @@ func TestAPI_publicMetricsAndNoAuth(t *testing.T) {
 
 func TestAPI_readyz(t *testing.T) {
 	e := newEnv(t, func(o *api.Options) {
-		o.Ready = func() error { return errors.New("swarm unreachable at tcp://admin:pw@10.0.0.1:2376") }
+		o.Ready = func(context.Context) error { return errors.New("swarm unreachable at tcp://admin:pw@10.0.0.1:2376") }
 	})
 	resp, b := e.do(t, "GET", "/readyz", "", "")
 	if resp.StatusCode != 503 {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -180,8 +181,8 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, app string, done
 			Message: "queued; `flotilla app get " + app + "` shows the outcome"})
 		return nil
 	}
-	// A long wait must not be cut by the server's write timeout.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(timeout + 10*time.Second))
+	// A long wait must not be cut by the server's timeouts.
+	liftWriteDeadline(w, time.Now().Add(timeout+10*time.Second))
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
@@ -199,12 +200,15 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, app string, done
 			Message: fmt.Sprintf("still running after %s; it goes on, watch `flotilla app get %s`", timeout, app)})
 	case <-r.Context().Done():
 		// The client left; the pass goes on without it.
+	case <-s.opts.Stopping:
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable,
+			"the controller is stopping; the pass ends at its next step boundary; `flotilla app get %s` shows the outcome once a controller runs again", app)
 	}
 	return nil
 }
 
 // decodeBody reads a small, strict JSON body into v. An empty body leaves v
-// at its zero value, so `curl -X POST` without data is a plain request.
+// at its zero value, so a write without data is a plain request.
 func decodeBody(r *http.Request, v any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBodyBytes))
 	dec.DisallowUnknownFields()
@@ -230,7 +234,7 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) error {
 // written here and logged at debug, not through writeError's error log.
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.Ready != nil {
-		if err := s.opts.Ready(); err != nil {
+		if err := s.ready(r.Context()); err != nil {
 			e := classify(&Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "not ready: " + err.Error()})
 			s.log.DebugContext(r.Context(), "not ready", "error", e.Message)
 			writeJSON(w, e.Status, e)
@@ -239,4 +243,23 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	return nil
+}
+
+// ready runs the readiness check within ReadyTimeout. The check runs on its
+// own goroutine so that one ignoring its context still cannot hold the
+// probe past the deadline; it then ends on its own, its answer dropped.
+func (s *server) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.ReadyTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.opts.Ready(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("readiness check did not answer within %s: %w", s.opts.ReadyTimeout, err)
+		}
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("readiness check did not answer within %s", s.opts.ReadyTimeout)
+	}
 }

@@ -150,6 +150,9 @@ type Diff struct {
 	PendingRemovals []string `json:"pendingRemovals,omitempty"`
 	// Unavailable names parts of the comparison the backend could not make.
 	Unavailable []string `json:"unavailable,omitempty"`
+	// Notes are the status's warnings about the same services (one that
+	// does not settle, a field the daemon does not keep).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // ServiceChange says how one service differs.
@@ -161,6 +164,10 @@ const (
 	ServiceUpdate ServiceChange = "update" // the repository changed it
 	ServiceDrift  ServiceChange = "drift"  // the swarm changed behind Flotilla's back
 	ServiceRemove ServiceChange = "remove" // running, no longer declared
+	// The states the status reports too, so the two read alike.
+	ServiceRolledBack ServiceChange = "rolledBack" // Swarm reverted a failed update; not healed
+	ServiceUpdating   ServiceChange = "updating"   // in motion; compared once settled
+	ServiceNotKept    ServiceChange = "notKept"    // fields the daemon did not keep after a write
 )
 
 // ServiceDiff is one service's difference, field by field.

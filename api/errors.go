@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/flotilla-gitops/flotilla/source"
 )
@@ -18,6 +19,8 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Err     error  `json:"-"`
+	// retryAfter, when set, is sent as Retry-After in seconds.
+	retryAfter int
 }
 
 func (e *Error) Error() string {
@@ -84,6 +87,9 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	s.log.Log(r.Context(), level, "request refused", attrs...)
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="flotilla"`)
+	}
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
 	writeJSON(w, e.Status, e)
 }

@@ -41,8 +41,8 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		h.Del("Content-Type")
 		return fmt.Errorf("stream events: the response cannot be flushed: %w", err)
 	}
-	// The stream outlives any write timeout the server sets for requests.
-	_ = rc.SetWriteDeadline(time.Time{})
+	// The stream outlives any write timeout the server sets.
+	liftWriteDeadline(w, time.Time{})
 	if _, err := fmt.Fprintf(w, "retry: %d\n\n", retryMillis); err != nil {
 		return nil
 	}
@@ -69,6 +69,12 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 				return nil
 			}
 		case <-r.Context().Done():
+			return nil
+		case <-s.opts.Stopping:
+			// A client's EventSource reconnects after retry:, to the
+			// controller that replaces this one.
+			_, _ = fmt.Fprint(w, ": controller stopping\n\n")
+			_ = rc.Flush()
 			return nil
 		}
 		if err := rc.Flush(); err != nil {

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"path"
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/metrics"
@@ -23,17 +26,26 @@ import (
 // A delivery is answered in this order, and the first step that refuses
 // ends it:
 //
-//  1. the provider has a secret, else 404 (a provider is never served
+//  1. the provider is one of WebhookProviders, else 404;
+//  2. the sender's address has a token left in its bucket
+//     (WebhookOptions.RatePerSecond, RateBurst), else 429 with Retry-After;
+//  3. the provider has a secret, else 404 (a provider is never served
 //     unsigned);
-//  2. the body fits WebhookOptions.MaxBody, else 413;
-//  3. the signature or token verifies, else 401;
-//  4. the event is a push, else 200 "ignored";
-//  5. the payload parses, else 400;
-//  6. neither the delivery id nor the body was seen within the replay
+//  4. the provider's signature or token header is present, else 401;
+//  5. the body fits WebhookOptions.MaxBody, else 413 (by Content-Length
+//     when it is sent, without reading anything);
+//  6. the signature or token verifies, else 401;
+//  7. the event is a push, else 200 "ignored";
+//  8. the payload parses, else 400;
+//  9. neither the delivery id nor the body was seen within the replay
 //     window, else 409;
-//  7. the applications whose repository, revision and path the push
+//  10. the applications whose repository, revision and path the push
 //     touched are refreshed: 202 with their names, or 200 "ignored" with
 //     the reason none matched.
+//
+// The body is read at step 5 and not before: a request that is not a
+// plausible delivery to an enabled provider costs the controller its
+// headers only.
 //
 // The signature is the authentication, so these routes take no bearer
 // token; New routes them around the authentication middleware, and nothing
@@ -181,13 +193,22 @@ type WebhookOptions struct {
 	ReplayCache int
 	// ReplayWindow is how long a delivery is remembered. Default 24h.
 	ReplayWindow time.Duration
+	// RatePerSecond and RateBurst are the token bucket each source address
+	// gets: deliveries past it are refused with 429 before anything else
+	// is looked at. Default 5 per second with bursts of 30, far above what
+	// a forge sends for one busy repository. A negative rate turns the
+	// limit off.
+	RatePerSecond float64
+	RateBurst     int
 }
 
 // Defaults for WebhookOptions.
 const (
-	DefaultWebhookMaxBody      = 1 << 20
-	DefaultWebhookReplayCache  = 10_000
-	DefaultWebhookReplayWindow = 24 * time.Hour
+	DefaultWebhookMaxBody       = 1 << 20
+	DefaultWebhookReplayCache   = 10_000
+	DefaultWebhookReplayWindow  = 24 * time.Hour
+	DefaultWebhookRatePerSecond = 5
+	DefaultWebhookRateBurst     = 30
 )
 
 func (o WebhookOptions) withDefaults() WebhookOptions {
@@ -199,6 +220,12 @@ func (o WebhookOptions) withDefaults() WebhookOptions {
 	}
 	if o.ReplayWindow <= 0 {
 		o.ReplayWindow = DefaultWebhookReplayWindow
+	}
+	if o.RatePerSecond == 0 {
+		o.RatePerSecond = DefaultWebhookRatePerSecond
+	}
+	if o.RateBurst <= 0 {
+		o.RateBurst = DefaultWebhookRateBurst
 	}
 	return o
 }
@@ -265,11 +292,15 @@ type WebhookResponse struct {
 // WebhookOptions.MaxBody.
 const CodePayloadTooLarge = "payload_too_large"
 
+// CodeTooManyRequests is the code of a 429: a sender past its rate limit.
+const CodeTooManyRequests = "too_many_requests"
+
 // webhooks serves the webhook routes.
 type webhooks struct {
-	s    *server
-	opts WebhookOptions
-	seen *replayCache
+	s     *server
+	opts  WebhookOptions
+	seen  *replayCache
+	limit *ipLimiter // nil: no limit
 }
 
 func newWebhooks(s *server, opts WebhookOptions) *webhooks {
@@ -279,7 +310,11 @@ func newWebhooks(s *server, opts WebhookOptions) *webhooks {
 			s.log.Warn("webhooks cannot be routed: every delivery will be answered with 501 and pushes wait for polling", "error", err)
 		}
 	}
-	return &webhooks{s: s, opts: opts, seen: newReplayCache(opts.ReplayCache, opts.ReplayWindow)}
+	h := &webhooks{s: s, opts: opts, seen: newReplayCache(opts.ReplayCache, opts.ReplayWindow)}
+	if opts.RatePerSecond > 0 {
+		h.limit = newIPLimiter(rate.Limit(opts.RatePerSecond), opts.RateBurst, s.now)
+	}
+	return h
 }
 
 // serve handles one delivery and counts it by provider and outcome.
@@ -288,7 +323,11 @@ func (h *webhooks) serve(w http.ResponseWriter, r *http.Request) error {
 	if !slices.Contains(WebhookProviders(), p) {
 		return errorf(http.StatusNotFound, CodeNotFound, "no webhook provider %q; the providers are github, gitlab, gitea, bitbucket and generic", p)
 	}
-	resp, err := h.deliver(w, r, p)
+	var resp WebhookResponse
+	err := h.admit(r)
+	if err == nil {
+		resp, err = h.deliver(w, r, p)
+	}
 	if res, ok := webhookResult(resp, err); ok {
 		h.s.opts.Metrics.WebhookDelivery(string(p), res)
 	}
@@ -316,7 +355,7 @@ func webhookResult(resp WebhookResponse, err error) (metrics.WebhookResult, bool
 	switch classify(err).Status {
 	case http.StatusBadRequest:
 		return metrics.WebhookInvalid, true
-	case http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge:
+	case http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
 		return metrics.WebhookRejected, true
 	}
 	return "", false
@@ -329,11 +368,17 @@ func (h *webhooks) deliver(w http.ResponseWriter, r *http.Request, p WebhookProv
 		return WebhookResponse{}, errorf(http.StatusNotFound, CodeNotFound,
 			"the %s webhook is disabled: the controller has no secret for it (%s, %s or %s)", p, file, value, EnvWebhookSecretFile)
 	}
+	pr := providerOf(p)
+	if err := pr.present(r.Header); err != nil {
+		return WebhookResponse{}, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: err.Error()}
+	}
+	if r.ContentLength > h.opts.MaxBody {
+		return WebhookResponse{}, errorf(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "webhook body exceeds %d bytes", h.opts.MaxBody)
+	}
 	body, err := readBody(w, r, h.opts.MaxBody)
 	if err != nil {
 		return WebhookResponse{}, err
 	}
-	pr := providerOf(p)
 	if err := pr.verify(r.Header, body, secret); err != nil {
 		return WebhookResponse{}, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: err.Error()}
 	}
@@ -357,6 +402,20 @@ func (h *webhooks) deliver(w http.ResponseWriter, r *http.Request, p WebhookProv
 		release() // let the forge's redelivery try again
 	}
 	return resp, err
+}
+
+// admit applies the per-source rate limit.
+func (h *webhooks) admit(r *http.Request) error {
+	if h.limit == nil {
+		return nil
+	}
+	ok, wait := h.limit.allow(r)
+	if ok {
+		return nil
+	}
+	secs := max(1, int(math.Ceil(wait.Seconds())))
+	return &Error{Status: http.StatusTooManyRequests, Code: CodeTooManyRequests, retryAfter: secs,
+		Message: fmt.Sprintf("too many webhook deliveries from %s; retry in %ds", sourceOf(r), secs)}
 }
 
 // readBody reads at most limit bytes, refusing a larger body with 413.

@@ -19,7 +19,10 @@ import (
 
 // provider is how one forge signs, names and shapes its deliveries.
 type provider struct {
-	verify func(h http.Header, body []byte, secret string) error
+	// authHeader carries the signature or token; a delivery without it is
+	// refused before its body is read.
+	authHeader string
+	verify     func(h http.Header, body []byte, secret string) error
 	// eventHeader names the event; pushEvents are the values that are
 	// pushes. Without an event header every delivery is a push.
 	eventHeader string
@@ -33,6 +36,7 @@ func providerOf(p WebhookProvider) provider {
 	switch p {
 	case ProviderGitHub:
 		return provider{
+			authHeader:  "X-Hub-Signature-256",
 			verify:      hmacHeader("X-Hub-Signature-256", "sha256="),
 			eventHeader: "X-GitHub-Event", pushEvents: []string{"push"},
 			idHeader: "X-GitHub-Delivery",
@@ -40,6 +44,7 @@ func providerOf(p WebhookProvider) provider {
 		}
 	case ProviderGitLab:
 		return provider{
+			authHeader:  "X-Gitlab-Token",
 			verify:      verifyGitLabToken,
 			eventHeader: "X-Gitlab-Event", pushEvents: []string{"Push Hook", "Tag Push Hook"},
 			idHeader: "X-Gitlab-Event-UUID",
@@ -47,6 +52,7 @@ func providerOf(p WebhookProvider) provider {
 		}
 	case ProviderGitea:
 		return provider{
+			authHeader:  "X-Gitea-Signature",
 			verify:      hmacHeader("X-Gitea-Signature", ""),
 			eventHeader: "X-Gitea-Event", pushEvents: []string{"push"},
 			idHeader: "X-Gitea-Delivery",
@@ -54,6 +60,7 @@ func providerOf(p WebhookProvider) provider {
 		}
 	case ProviderBitbucket:
 		return provider{
+			authHeader:  "X-Hub-Signature",
 			verify:      hmacHeader("X-Hub-Signature", "sha256="),
 			eventHeader: "X-Event-Key", pushEvents: []string{"repo:push"},
 			idHeader: "X-Request-UUID",
@@ -61,11 +68,21 @@ func providerOf(p WebhookProvider) provider {
 		}
 	case ProviderGeneric:
 		return provider{
-			verify: hmacHeader("X-Flotilla-Signature", "sha256="),
-			parse:  parseGenericPush,
+			authHeader: "X-Flotilla-Signature",
+			verify:     hmacHeader("X-Flotilla-Signature", "sha256="),
+			parse:      parseGenericPush,
 		}
 	}
 	panic(fmt.Sprintf("api: no webhook provider %q", p)) // serve checks the name first
+}
+
+// present checks that the delivery carries the provider's signature or
+// token header at all, in the words verify would use.
+func (pr provider) present(h http.Header) error {
+	if strings.TrimSpace(h.Get(pr.authHeader)) == "" {
+		return fmt.Errorf("missing %s: unsigned deliveries are refused", pr.authHeader)
+	}
+	return nil
 }
 
 // event returns the delivery's event name and whether it is a push.

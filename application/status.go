@@ -175,6 +175,11 @@ type Status struct {
 	// OutOfBand names services another writer changed while this
 	// controller was writing them (a lost compare-and-swap).
 	OutOfBand []string `json:"outOfBand,omitempty"`
+	// Warnings are what the drift comparison noticed that is neither drift
+	// nor a failure, one line each: a service that keeps updating for longer
+	// than its update config allows, or a field the daemon did not keep
+	// after a write (not rewritten until the repository changes it).
+	Warnings []string `json:"warnings,omitempty"`
 
 	// Sweep is what the last sweep removed, would remove, or left alone and
 	// why; nil until a sweep has run.

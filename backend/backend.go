@@ -84,7 +84,17 @@ type Options struct {
 	OnRequest func(operation string)
 	// ResolveTimeout bounds one registry digest lookup. Default 5s.
 	ResolveTimeout time.Duration
+	// RequestTimeout bounds every request to the daemon, from sending it
+	// to reading the last byte of its answer; a daemon that stalls makes
+	// the read or write that asked fail with an error within it. Streaming
+	// calls (events, logs) are exempt. Default DefaultRequestTimeout.
+	RequestTimeout time.Duration
 }
+
+// DefaultRequestTimeout is Options.RequestTimeout's default: far longer than
+// any single request to a healthy daemon takes, even a listing of a large
+// swarm, and short enough that a stalled one is reported within a pass.
+const DefaultRequestTimeout = 30 * time.Second
 
 // Backend deploys to and reads from one swarm. Methods are safe for
 // concurrent use. The With… methods return per-application copies that
@@ -121,6 +131,7 @@ type Backend struct {
 // between a service's read and its compare-and-swap write.
 type testHooks struct {
 	beforeServiceUpdate func(ctx context.Context, id string, attempt int)
+	beforeServiceCreate func(ctx context.Context, name string)
 }
 
 var (
@@ -152,6 +163,9 @@ func New(_ context.Context, opts Options) (*Backend, error) {
 	if opts.ResolveTimeout <= 0 {
 		opts.ResolveTimeout = 5 * time.Second
 	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -159,7 +173,7 @@ func New(_ context.Context, opts Options) (*Backend, error) {
 
 	cnt := newCounter()
 	cnt.onRequest = opts.OnRequest
-	api, err := countingClient(opts.Client, cnt)
+	api, err := countingClient(opts.Client, cnt, opts.RequestTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("backend: docker client: %w", err)
 	}
@@ -173,13 +187,16 @@ func New(_ context.Context, opts Options) (*Backend, error) {
 }
 
 // countingClient returns a client whose every request passes through a
-// countingTransport: built from the environment when base is nil, otherwise
-// sharing base's host and HTTP transport.
-func countingClient(base *client.Client, cnt *counter) (*client.Client, error) {
+// countingTransport and a deadlineTransport: built from the environment when
+// base is nil, otherwise sharing base's host and HTTP transport.
+func countingClient(base *client.Client, cnt *counter, timeout time.Duration) (*client.Client, error) {
+	wrapTransport := func(next http.RoundTripper) http.RoundTripper {
+		return &countingTransport{next: &deadlineTransport{next: next, timeout: timeout}, c: cnt}
+	}
 	wrap := func(c *client.Client) error {
 		hc := c.HTTPClient()
 		tr, isHTTP := hc.Transport.(*http.Transport)
-		hc.Transport = &countingTransport{next: hc.Transport, c: cnt}
+		hc.Transport = wrapTransport(hc.Transport)
 		if err := client.WithHTTPClient(hc)(c); err != nil {
 			return err
 		}
@@ -194,7 +211,7 @@ func countingClient(base *client.Client, cnt *counter) (*client.Client, error) {
 		return client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation(), wrap)
 	}
 	hc := base.HTTPClient()
-	hc.Transport = &countingTransport{next: hc.Transport, c: cnt}
+	hc.Transport = wrapTransport(hc.Transport)
 	opts := []client.Opt{client.WithHost(base.DaemonHost()), client.WithHTTPClient(hc), client.WithAPIVersionNegotiation()}
 	// A client that negotiates reports the library's default version until
 	// it has talked to the daemon; pinning that would turn negotiation off

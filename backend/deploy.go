@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -67,6 +68,25 @@ func (b *Backend) DeployStack(ctx context.Context, req charts.DeployRequest) (ch
 		return res, fmt.Errorf("deploy stack %s: %w", req.Stack, err)
 	}
 	res, err = b.apply(ctx, req, p)
+	if err != nil && missingObject(err) {
+		// A network, config or secret the plan saw was gone by the time a
+		// service named it (removed behind the controller's back, as by a
+		// concurrent `docker stack rm`). Planning again reads the swarm
+		// afresh and recreates what is missing, as the first deploy did;
+		// once only, so a daemon that keeps saying so fails the pass.
+		b.log.Warn("a declared object was not found while writing; planning again to recreate it", "stack", req.Stack, "error", err)
+		first := res
+		if p, err = b.plan(ctx, req); err != nil {
+			return first, fmt.Errorf("deploy stack %s: re-plan after an object was not found: %w", req.Stack, err)
+		}
+		res, err = b.apply(ctx, req, p)
+		res.Writes += first.Writes
+		res.Created = slices.Concat(first.Created, res.Created)
+		res.Updated = slices.Concat(first.Updated, res.Updated)
+		res.Unchanged = slices.DeleteFunc(res.Unchanged, func(s string) bool {
+			return slices.Contains(first.Created, s) || slices.Contains(first.Updated, s)
+		})
+	}
 	if err != nil {
 		return res, fmt.Errorf("deploy stack %s: %w", req.Stack, err)
 	}
@@ -85,7 +105,12 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 		return nil, fmt.Errorf("list networks: %w", err)
 	}
 	liveNets := make(map[string]network.Summary, len(nets))
+	stale := map[string]bool{}
 	for _, n := range nets {
+		if staleOnNode(n) {
+			stale[n.Name] = true
+			continue
+		}
 		liveNets[n.Name] = n
 		liveNets[n.ID] = n
 	}
@@ -150,9 +175,14 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 		}
 	}
 	for _, name := range sortedKeys(decl.Networks) {
-		if _, ok := liveNets[name]; !ok {
-			p.networks = append(p.networks, name)
+		if _, ok := liveNets[name]; ok {
+			continue
 		}
+		if stale[name] {
+			problems = append(problems, &StaleNetworkError{Network: name})
+			continue
+		}
+		p.networks = append(p.networks, name)
 	}
 	for _, name := range sortedKeys(decl.Configs) {
 		if _, ok := liveConfigs[name]; !ok {
@@ -185,7 +215,6 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 	for _, w := range p.stack.ForAPIVersion(version) {
 		b.log.Warn("deploying without a field this daemon does not keep", "stack", req.Stack, "api_version", version, "warning", w)
 	}
-	stampOwner(p, req.Labels[LabelOwner])
 	p.services = sortedKeys(p.stack.Services)
 	if p.auth, err = b.registryAuths(ctx, p.stack.Services); err != nil {
 		return nil, err
@@ -201,13 +230,51 @@ func (b *Backend) apiVersion(ctx context.Context) string {
 	return b.api.ClientVersion()
 }
 
+// missingObjectText matches the daemon's words for a service write naming a
+// network, config or secret that does not exist: a 500 for a network and an
+// InvalidArgument for the other two, so neither is a typed not-found.
+var missingObjectText = regexp.MustCompile(`(?i)\b(network \S+ not found|config not found|secret not found)\b`)
+
+// missingObject reports whether err says a write named a network, config or
+// secret that is not on the swarm.
+func missingObject(err error) bool {
+	return isNotFound(err) || missingObjectText.MatchString(err.Error())
+}
+
+// staleOnNode reports whether a swarm-scoped network in a listing is only the
+// node's own leftover copy of a network Swarm no longer knows. A listing
+// shows the manager's networks first, as the manager describes them, without
+// peers or endpoints, and adds the node's local networks it has not listed;
+// a swarm-scoped one among those is a network removed while a container
+// (typically a job's, which can outlive its service) still held it. Swarm
+// then answers "network … not found" for it, and refuses to create another
+// under its name.
+func staleOnNode(n network.Summary) bool {
+	return n.Scope == "swarm" && !n.Ingress && (n.Containers != nil || len(n.Peers) > 0)
+}
+
+// StaleNetworkError is a declared network the node still lists but Swarm no
+// longer knows. Nothing can be written on it or in its name until the node
+// lets go of it, so a deploy that needs it writes nothing and says why.
+type StaleNetworkError struct {
+	Network string
+}
+
+func (e *StaleNetworkError) Error() string {
+	return fmt.Sprintf("network %q is a stale leftover on this node: Swarm no longer knows it (it was removed while a container, "+
+		"typically a job's that outlived its service, still held it), so services cannot use it and it cannot be recreated "+
+		"under its name until the node drops it (check `docker network inspect %s` for containers still attached)", e.Network, e.Network)
+}
+
 // apply performs the writes plan decided on, in dependency order.
 func (b *Backend) apply(ctx context.Context, req charts.DeployRequest, p *deployPlan) (charts.DeployResult, error) {
 	var res charts.DeployResult
 	log := b.log.With("stack", req.Stack)
 
 	for _, name := range p.networks {
-		if _, err := b.api.NetworkCreate(ctx, name, p.stack.Networks[name]); err != nil {
+		opts := p.stack.Networks[name]
+		opts.Labels = ownerStamped(opts.Labels, req.Labels)
+		if _, err := b.api.NetworkCreate(ctx, name, opts); err != nil {
 			return res, fmt.Errorf("create network %s: %w", name, err)
 		}
 		res.Writes++
@@ -215,7 +282,9 @@ func (b *Backend) apply(ctx context.Context, req charts.DeployRequest, p *deploy
 	}
 	created := make(map[string]string) // pending id -> real id
 	for _, name := range p.configs {
-		r, err := b.api.ConfigCreate(ctx, p.stack.Configs[name])
+		spec := p.stack.Configs[name]
+		spec.Labels = ownerStamped(spec.Labels, req.Labels)
+		r, err := b.api.ConfigCreate(ctx, spec)
 		if err != nil {
 			return res, fmt.Errorf("create config %s: %w", name, err)
 		}
@@ -226,6 +295,7 @@ func (b *Backend) apply(ctx context.Context, req charts.DeployRequest, p *deploy
 	for _, name := range p.secrets {
 		spec := p.stack.Secrets[name]
 		spec.Data = req.Secrets[name]
+		spec.Labels = ownerStamped(spec.Labels, req.Labels)
 		r, err := b.api.SecretCreate(ctx, spec)
 		if err != nil {
 			return res, fmt.Errorf("create secret %s: %w", name, err)
@@ -255,6 +325,9 @@ func (b *Backend) apply(ctx context.Context, req charts.DeployRequest, p *deploy
 		live, exists := p.live[name]
 		switch {
 		case !exists:
+			if b.hooks != nil && b.hooks.beforeServiceCreate != nil {
+				b.hooks.beforeServiceCreate(ctx, name)
+			}
 			if err := b.createService(ctx, desired, req.Labels, hash, p.auth[name]); err != nil {
 				return res, fmt.Errorf("create service %s: %w", short, err)
 			}

@@ -235,7 +235,7 @@ func (g *guardCheck) fileObject(kind, section string, allow []string, name strin
 // selfNamed decides on an object the stack declares under a name of its own
 // choosing. The deploy creates it when it is absent, and uses it as it is
 // when it exists; so it may exist only as this application's (its owner
-// stamp, which every object a deploy creates carries), or as what an
+// stamp, which every object a deploy creates carries, see ownerStamped), or as what an
 // adopted `docker stack deploy` of this same stack left.
 func (g *guardCheck) selfNamed(kind, section, field, name string, existing map[string]map[string]string) {
 	labels, found := existing[name]

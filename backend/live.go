@@ -48,6 +48,11 @@ func (b *Backend) LiveServices(ctx context.Context, stack string) (map[string]sw
 	return out, nil
 }
 
+// APIVersion is the API version the client talks to the daemon with (the
+// negotiated one once a request has been made), for reports that depend on
+// what the daemon understands.
+func (b *Backend) APIVersion() string { return b.api.ClientVersion() }
+
 // LiveNetworkNames maps every network id on the swarm to its name.
 //
 // A service attached to the node's own host or bridge network holds the id

@@ -121,6 +121,10 @@ func TestReleases_recordKeepAndSurviveRemoveStack(t *testing.T) {
 				t.Errorf("%s: record %d time %v, want %v", when, i, r.Time, want.Time)
 			}
 			r.Time = want.Time
+			if r.Version == 0 {
+				t.Errorf("%s: record %d has no object version", when, i)
+			}
+			r.Version = 0
 			if r != want {
 				t.Errorf("%s: record %d = %+v, want %+v", when, i, r, want)
 			}

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 
@@ -95,7 +96,11 @@ func (b *Backend) LatestRelease(ctx context.Context, release string) (*charts.Re
 
 // RecordRelease stores r as a new record and then drops the oldest records
 // beyond keep (keep < 1 keeps all). The caller numbers revisions; a
-// revision that is already recorded is refused, never overwritten.
+// revision that is already recorded is refused with charts.ErrRecordExists,
+// never overwritten. The listing below only saves a write in the common
+// case: what makes two writers of one revision impossible is that Swarm
+// refuses a second config of the same name, and that refusal is reported
+// the same way.
 func (b *Backend) RecordRelease(ctx context.Context, r charts.Release, keep int) error {
 	if r.Name == "" || r.Revision < 1 {
 		return fmt.Errorf("record release %q revision %d: need a name and a revision of 1 or more", r.Name, r.Revision)
@@ -115,7 +120,7 @@ func (b *Backend) RecordRelease(ctx context.Context, r charts.Release, keep int)
 	}
 	for _, c := range existing {
 		if c.Spec.Labels[LabelRevision] == strconv.Itoa(r.Revision) {
-			return fmt.Errorf("record release %s revision %d: already recorded; records are never overwritten", r.Name, r.Revision)
+			return fmt.Errorf("record release %s revision %d: %w; records are never overwritten", r.Name, r.Revision, charts.ErrRecordExists)
 		}
 	}
 	spec := swarm.ConfigSpec{
@@ -132,6 +137,9 @@ func (b *Backend) RecordRelease(ctx context.Context, r charts.Release, keep int)
 		Data: data,
 	}
 	if _, err := b.api.ConfigCreate(ctx, spec); err != nil {
+		if cerrdefs.IsConflict(err) || cerrdefs.IsAlreadyExists(err) {
+			return fmt.Errorf("record release %s revision %d: config %s: %w (written meanwhile by another writer): %w", r.Name, r.Revision, name, charts.ErrRecordExists, err)
+		}
 		return fmt.Errorf("record release %s revision %d: create config %s: %w", r.Name, r.Revision, name, err)
 	}
 	b.log.Info("recorded release", "stack", r.Name, "revision", r.Revision)
@@ -206,10 +214,51 @@ func decodeRecord(c swarm.Config) (charts.Release, error) {
 	if err := json.Unmarshal(data, &r); err != nil {
 		return r, fmt.Errorf("read record %s: %w", c.Spec.Name, err)
 	}
+	r.Version = c.Version.Index
 	return r, nil
 }
 
-var _ capability.ReleaseLister = (*Backend)(nil)
+var (
+	_ capability.ReleaseLister = (*Backend)(nil)
+	_ capability.ReleaseHead   = (*Backend)(nil)
+)
+
+// IsLatestRelease reports whether r is still the newest record of its
+// release: the config of r's revision exists with the version r was read
+// at, and none of a later revision is listed. One listing filtered by the
+// names of revision r and r+1 answers that and carries at most those
+// records' data, where reading the history carries all of it.
+//
+// A newer record always implies one numbered r+1 was written, and records
+// are pruned oldest first, so while r's own config stands a record r+1
+// cannot have come and gone. The name filter may match by prefix (revision
+// 1 also matches 10 to 19); any match of a later revision answers false,
+// which is right either way.
+func (b *Backend) IsLatestRelease(ctx context.Context, r charts.Release) (bool, error) {
+	if r.Version == 0 || r.Revision < 1 {
+		return false, nil
+	}
+	f := filters.NewArgs(
+		filters.Arg("label", LabelRecord+"="+recordKind),
+		filters.Arg("label", LabelRelease+"="+r.Name),
+		filters.Arg("name", recordName(r.Name, r.Revision)),
+		filters.Arg("name", recordName(r.Name, r.Revision+1)),
+	)
+	list, err := b.api.ConfigList(ctx, swarm.ConfigListOptions{Filters: f})
+	if err != nil {
+		return false, fmt.Errorf("check newest release record of %s: %w", r.Name, err)
+	}
+	same := false
+	for _, c := range list {
+		switch rev := revisionOf(c); {
+		case rev > r.Revision:
+			return false, nil
+		case rev == r.Revision && c.Spec.Name == recordName(r.Name, r.Revision):
+			same = c.Version.Index == r.Version
+		}
+	}
+	return same, nil
+}
 
 // ReleaseOwners maps every release with records on the swarm to the owner
 // stamp of its newest record, from one config listing.

@@ -3,7 +3,6 @@ package backend
 import (
 	"context"
 	"fmt"
-	"maps"
 	"strings"
 
 	"github.com/docker/docker/api/types/network"
@@ -97,40 +96,4 @@ func (b *Backend) readExisting(ctx context.Context, stack string, decl *compose.
 		}
 	}
 	return e, nil
-}
-
-// stampOwner puts the request's owner stamp on every network, config and
-// secret the plan creates. A stack cannot set io.flotilla.* labels itself
-// (the guard refuses them), so the stamp proves who created an object —
-// what a later deploy of a stack that names the object itself relies on.
-func stampOwner(p *deployPlan, owner string) {
-	if owner == "" {
-		return
-	}
-	for _, name := range p.networks {
-		n := p.stack.Networks[name]
-		n.Labels = withLabel(n.Labels, LabelOwner, owner)
-		p.stack.Networks[name] = n
-	}
-	for _, name := range p.configs {
-		c := p.stack.Configs[name]
-		c.Labels = withLabel(c.Labels, LabelOwner, owner)
-		p.stack.Configs[name] = c
-	}
-	for _, name := range p.secrets {
-		s := p.stack.Secrets[name]
-		s.Labels = withLabel(s.Labels, LabelOwner, owner)
-		p.stack.Secrets[name] = s
-	}
-}
-
-// withLabel is a copy of labels with k set to v; the original may be shared
-// with the converted stack another caller holds.
-func withLabel(labels map[string]string, k, v string) map[string]string {
-	out := maps.Clone(labels)
-	if out == nil {
-		out = map[string]string{}
-	}
-	out[k] = v
-	return out
 }

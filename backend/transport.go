@@ -1,10 +1,15 @@
 package backend
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Stats counts the requests a Backend sent to the daemon. Tests and
@@ -95,6 +100,65 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	write := req.Method != http.MethodGet && req.Method != http.MethodHead
 	t.c.request(operation(req.Method, req.URL.Path), write)
 	return t.next.RoundTrip(req)
+}
+
+// deadlineTransport gives every request to the daemon a deadline, from the
+// moment it is sent until its body is closed. A daemon, or a socket proxy in
+// front of one, that accepts a request and never answers would otherwise
+// hold the pass that asked for ever, and with it every application whose
+// swarm read waits on it. Counting every request at the HTTP layer is also
+// why this is the one place no request can slip past.
+type deadlineTransport struct {
+	next    http.RoundTripper
+	timeout time.Duration
+}
+
+func (t *deadlineTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	op := operation(req.Method, req.URL.Path)
+	if streaming(op) {
+		return t.next.RoundTrip(req)
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		if req.Context().Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("docker daemon did not answer %s within %s: %w", op, t.timeout, context.DeadlineExceeded)
+		}
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// streaming reports whether op answers for as long as it is followed (events,
+// logs, attach, wait) or moves image layers, none of which a per-request
+// deadline fits. The backend makes none of these today; the exemption keeps
+// a future one from being cut at the deadline by surprise.
+func streaming(op string) bool {
+	switch op {
+	case "events", "image.create", "image.push", "build.post":
+		return true
+	}
+	for _, s := range []string{".logs", ".attach", ".wait"} {
+		if strings.HasSuffix(op, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// cancelOnClose ends a request's deadline when its body is closed, so that
+// reading the body stays within it and closing frees its timer.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // operation names a daemon request by object kind and verb, from its method

@@ -132,6 +132,42 @@ type ReleaseLister interface {
 	ReleaseOwners(ctx context.Context) (map[string]string, error)
 }
 
+// ReleaseHead tells, from one small read, whether a record a caller kept is
+// still the newest of its release: the same object, unchanged, with nothing
+// newer beside it. It is what lets a controller keep the newest record in
+// memory between passes without trusting its memory over the swarm: records
+// deleted by hand or written by a second controller are noticed on the next
+// pass, for the price of a listing that carries one record instead of the
+// whole history. Without it the whole history is read on every pass.
+//
+// This one is Flotilla's own addition to the seed's set.
+type ReleaseHead interface {
+	IsLatestRelease(ctx context.Context, r charts.Release) (bool, error)
+}
+
+// OwnerStamps reads the owner stamp ("<controller-id>/<application>") each
+// service, network, config and secret of a stack carries, by scoped name;
+// an object without one is left out. A release record proves what a deploy
+// declared only once the deploy has finished; the stamp is written with the
+// object itself, so it is the proof that survives a controller killed
+// between its first write and its record. It can be trusted because no
+// stack may set a label under io.flotilla. (the guards refuse it). Without
+// it a sweep proves ownership from records alone, and what a crashed deploy
+// created is reported as unmanaged and kept.
+//
+// This one is Flotilla's own addition to the seed's set.
+type OwnerStamps interface {
+	LiveOwners(ctx context.Context, stack string) (Owners, error)
+}
+
+// Owners is what OwnerStamps reads: per kind, scoped name to owner stamp.
+type Owners struct {
+	Services map[string]string
+	Networks map[string]string
+	Configs  map[string]string
+	Secrets  map[string]string
+}
+
 // VolumeSweeper lists a stack's named volumes (name to name: volumes have no
 // other id) and removes one. A listing through one manager covers only the
 // volumes of that node, so a sweep deletes with it only where SwarmSizer

@@ -75,3 +75,26 @@ func ReadStacks(ctx context.Context, b charts.Backend, stacks []string) (map[str
 	}
 	return out, nil
 }
+
+// LatestRelease returns the newest record of release, or nil when it has
+// none; known is the newest record the caller read before (nil for none).
+// If b implements ReleaseHead and answers that known is still the newest,
+// known is returned without reading the history; otherwise the history is
+// read in full and its newest record returned, which is the same answer at
+// the cost of every record's data.
+func LatestRelease(ctx context.Context, b charts.Backend, release string, known *charts.Release) (*charts.Release, error) {
+	if h, ok := As[ReleaseHead](b); ok && known != nil && known.Name == release {
+		current, err := h.IsLatestRelease(ctx, *known)
+		if err != nil {
+			return nil, err
+		}
+		if current {
+			return known, nil
+		}
+	}
+	rs, err := b.Releases(ctx, release)
+	if err != nil || len(rs) == 0 {
+		return nil, err
+	}
+	return &rs[0], nil
+}

@@ -10,8 +10,16 @@ package charts
 
 import (
 	"context"
+	"errors"
 	"time"
 )
+
+// ErrRecordExists is wrapped by RecordRelease refusing a revision that is
+// already recorded. Revisions are numbered by whoever records them, so two
+// writers that read the same history pick the same number; the second one
+// must learn that it lost, re-read the history and number again, never
+// overwrite the first.
+var ErrRecordExists = errors.New("release revision already recorded")
 
 // Backend is the minimal contract a deploy target must meet. A backend that
 // implements only this can deploy, report and keep history; every richer
@@ -38,6 +46,8 @@ type Backend interface {
 
 	// RecordRelease stores r as the newest revision of its release and
 	// drops revisions beyond keep (oldest first). keep < 1 means keep all.
+	// A revision already recorded is refused with an error wrapping
+	// ErrRecordExists, and the stored record is left as it was.
 	RecordRelease(ctx context.Context, r Release, keep int) error
 }
 
@@ -54,7 +64,8 @@ type DeployRequest struct {
 	Secrets map[string][]byte
 	// Labels are stamped on every service this deploy creates or updates
 	// (owner, release, revision). They go on service labels only, never in
-	// the task template, so changing them restarts nothing.
+	// the task template, so changing them restarts nothing. The owner stamp
+	// also goes on every network, config and secret the deploy creates.
 	Labels map[string]string
 	// Adopt lets the deploy take over a namespace that already holds
 	// services no Flotilla owner label accounts for (a stack someone
@@ -154,4 +165,10 @@ type Release struct {
 	// Author and Message describe the source commit when known.
 	Author  string `json:"author,omitempty"`
 	Message string `json:"message,omitempty"`
+
+	// Version is the version of the swarm object holding the record, as a
+	// backend that stores records in the swarm reads it; zero when unknown.
+	// It is not part of what was recorded: it lets a reader that kept a
+	// record tell cheaply whether the swarm still holds that very object.
+	Version uint64 `json:"-"`
 }

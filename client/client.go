@@ -185,8 +185,11 @@ func (c *Client) newRequest(ctx context.Context, method, path string, q url.Valu
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
+	if method != http.MethodGet && method != http.MethodHead {
+		// The API refuses a write without both, so that a browser page
+		// cannot forge one; an empty body is still declared JSON.
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(api.RequestHeader, "1")
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "flotilla-client")
@@ -210,13 +213,16 @@ func (c *Client) send(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	defer resp.Body.Close()
-	e := &Error{StatusCode: resp.StatusCode, Hint: hint(resp.StatusCode)}
+	e := &Error{StatusCode: resp.StatusCode}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var ae api.Error
 	if json.Unmarshal(b, &ae) == nil && ae.Message != "" {
 		e.Code, e.Message = ae.Code, ae.Message
 	} else {
 		e.Message = strings.TrimSpace(string(b))
+	}
+	if e.Code != api.CodeRequestHeaderMissing && e.Code != api.CodeUnsupportedMediaType {
+		e.Hint = hint(resp.StatusCode)
 	}
 	return nil, e
 }

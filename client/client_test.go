@@ -231,3 +231,40 @@ func waitSubscribers(t *testing.T, b *events.Broker, n int) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Every write the client makes carries what the API's write guard demands:
+// a JSON content type, even with no body, and the request header.
+func TestClient_writesCarryJSONAndTheRequestHeader(t *testing.T) {
+	var seen []http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			seen = append(seen, r.Header.Clone())
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(`{"app":"shop","phase":"Queued"}`))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL, adminToken, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := c.Sync(ctx, "shop", api.SyncBody{Prune: true}, client.Wait{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Rollback(ctx, "shop", 3, client.Wait{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Refresh(ctx, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 3 {
+		t.Fatalf("saw %d writes, want 3", len(seen))
+	}
+	for i, h := range seen {
+		if h.Get("Content-Type") != "application/json" || h.Get(api.RequestHeader) == "" {
+			t.Errorf("write %d: Content-Type %q, %s %q", i, h.Get("Content-Type"), api.RequestHeader, h.Get(api.RequestHeader))
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -275,4 +276,58 @@ func TestARemovedStackIsDriftAndSelfHealRestoresIt(t *testing.T) {
 		t.Fatalf("self-heal: %v %+v", res.Err, res.Healed)
 	}
 	h.waitRunning(3)
+}
+
+// `docker stack rm` run behind the controller's back takes the stack's
+// services, network, config and secret, and leaves the release records
+// (they carry no namespace label). With selfHeal the next pass recreates
+// every declared object, the way the first deploy did, and the services
+// run again.
+func TestDockerStackRmIsHealedBackWithItsNetworkConfigAndSecret(t *testing.T) {
+	t.Parallel()
+	h, _ := running(t)
+	h.app.SyncPolicy.Automated.SelfHeal = true
+	ctl := h.controller(false)
+	ctx := context.Background()
+
+	out, err := exec.CommandContext(ctx, "docker", "stack", "rm", h.app.Stack).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker stack rm: %v\n%s", err, out)
+	}
+	count := func() (n int, msg string) {
+		for kind, list := range map[string]func(context.Context, string) (map[string]string, error){
+			"networks": h.backend.LiveNetworks, "configs": h.backend.LiveConfigs, "secrets": h.backend.LiveSecrets,
+		} {
+			m, err := list(ctx, h.app.Stack)
+			if err != nil {
+				return -1, err.Error()
+			}
+			n += len(m)
+			msg += fmt.Sprintf("%s %d ", kind, len(m))
+		}
+		return n, msg
+	}
+	// The network goes once the last task has let go of it.
+	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
+		n, msg := count()
+		if n != 0 {
+			// `docker stack rm` does not wait for tasks; a network
+			// still in use is left behind, so remove it as a second
+			// `docker stack rm` would.
+			_ = exec.CommandContext(ctx, "docker", "stack", "rm", h.app.Stack).Run()
+		}
+		return n == 0 && len(h.services()) == 0, msg
+	})
+
+	res := h.reconcile(ctl)
+	if res.Err != nil || res.Healed == nil {
+		t.Fatalf("pass after docker stack rm: err %v, healed %+v", res.Err, res.Healed)
+	}
+	if n, msg := count(); n != 3 {
+		t.Errorf("after the heal: %s; want the network, the config and the secret back", msg)
+	}
+	h.waitRunning(3)
+	if res = h.reconcile(ctl); res.Err != nil || res.Healed != nil || len(res.Status.Drift) != 0 {
+		t.Errorf("the pass after the heal: err %v, healed %+v, drift %v; want nothing to do", res.Err, res.Healed, driftFields(res.Status))
+	}
 }

@@ -121,6 +121,12 @@ func (e *statusError) Error() string {
 func (s *sink) url() (string, error) {
 	var raw string
 	if s.urlFile != "" {
+		// Opening a named pipe would wait for a writer, with no deadline.
+		if info, err := os.Stat(s.urlFile); err != nil {
+			return "", fmt.Errorf("read the URL: %w", err)
+		} else if !info.Mode().IsRegular() {
+			return "", fmt.Errorf("read the URL: %s is not a regular file", s.urlFile)
+		}
 		f, err := os.Open(s.urlFile)
 		if err != nil {
 			return "", fmt.Errorf("read the URL: %w", err)

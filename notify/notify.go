@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/application"
@@ -95,6 +96,8 @@ type Dispatcher struct {
 	opts  Options
 	log   *slog.Logger
 	sinks []*sink
+
+	consumed atomic.Uint64 // id of the newest event handed to the sinks
 }
 
 // New checks cfg and returns a Dispatcher for it. cfg is normally the
@@ -172,6 +175,11 @@ func (d *Dispatcher) Run(ctx context.Context, b *events.Broker) {
 	var last uint64
 	for {
 		ch, stop := b.Subscribe(ctx, last)
+		if last == 0 {
+			// Events published before the subscription never come: Drain
+			// must not wait for them.
+			d.consumed.Store(max(d.consumed.Load(), b.LastID()))
+		}
 		lagged := d.consume(ch, &last)
 		stop()
 		if !lagged || ctx.Err() != nil {
@@ -202,6 +210,7 @@ func (d *Dispatcher) consume(ch <-chan events.Event, last *uint64) (lagged bool)
 				s.push(e)
 			}
 		}
+		d.consumed.Store(e.ID)
 	}
 	return false
 }

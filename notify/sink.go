@@ -33,6 +33,7 @@ type sink struct {
 	mu     sync.Mutex
 	queue  []events.Event
 	unwarn int           // drops not yet logged
+	busy   bool          // an event popped is being handled
 	wake   chan struct{} // one pending signal: the queue may be non-empty
 
 	// Owned by the sink's goroutine.
@@ -132,6 +133,7 @@ func (s *sink) pop() (e events.Event, ok bool, drops int) {
 	e = s.queue[0]
 	s.queue[0] = events.Event{}
 	s.queue = s.queue[1:]
+	s.busy = true
 	return e, true, drops
 }
 
@@ -155,6 +157,9 @@ func (s *sink) run(ctx context.Context) {
 			return
 		}
 		s.handle(ctx, e)
+		s.mu.Lock()
+		s.busy = false
+		s.mu.Unlock()
 	}
 }
 

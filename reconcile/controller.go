@@ -141,6 +141,8 @@ type appState struct {
 	// was rolledBackManifest; they are not healed until it changes.
 	rolledBack         map[string]bool
 	rolledBackManifest string
+	// drift is what the drift comparison remembers between passes.
+	drift driftMemory
 }
 
 // orphanInterval is how often Run looks for stacks of removed applications.
@@ -256,6 +258,9 @@ func (c *Controller) Run(ctx context.Context) error {
 // startDue starts a pass for every application that is due (every one, with
 // all) or has a sync request, after one read of the swarm for all of them.
 func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup, all bool) {
+	if ctx.Err() != nil {
+		return // stopping: no new pass
+	}
 	now := c.now()
 	c.mu.Lock()
 	var due []*appState
@@ -556,6 +561,9 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 		status:   prev,
 		log:      c.log.With("app", app.Name, "stack", app.Stack),
 	}
+	// The fetch step leases the checkout; no other fetch prunes it until
+	// the pass is over.
+	defer func() { p.rev.Release() }()
 	p.status.Name, p.status.Stack = app.Name, app.Stack
 	p.status.Unavailable = c.unavailable()
 	p.status.OutOfBand = nil
@@ -564,7 +572,16 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 	p.backend, err = c.appBackend(p)
 	if err == nil {
 		for _, s := range steps {
-			if err = s.run(c, ctx, p); err != nil {
+			// A stopping controller ends the pass between steps.
+			if ctx.Err() != nil {
+				err = transient(s.name, fmt.Errorf("controller stopping before %s: %w", s.name, context.Cause(ctx)))
+				break
+			}
+			sctx := ctx
+			if writingSteps[s.name] {
+				sctx = context.WithoutCancel(ctx)
+			}
+			if err = s.run(c, sctx, p); err != nil {
 				break
 			}
 		}
@@ -611,21 +628,35 @@ func (c *Controller) publish(p *pass) {
 	c.mu.Unlock()
 }
 
-// latestRelease returns the newest record of stack, from the cache when this
-// controller wrote or read it before, from the swarm otherwise.
+// latestRelease returns the newest record of stack. The copy this controller
+// keeps is checked against the swarm on every call (capability.LatestRelease:
+// one small read with ReleaseHead, the whole history without), so a record
+// deleted by hand or written by another controller is planned against on the
+// next pass, never hidden by memory. When that check cannot be made the copy
+// is returned as it is; apply never writes on it unchecked.
 func (c *Controller) latestRelease(ctx context.Context, stack string) (*charts.Release, error) {
 	c.relMu.Lock()
-	r, ok := c.releases[stack]
+	known := c.releases[stack]
 	c.relMu.Unlock()
-	if ok {
-		return r, nil
+	r, err := capability.LatestRelease(ctx, c.opts.Backend, stack, known)
+	if err != nil && known != nil {
+		// The pass may still plan from the record last read, so that it
+		// observes and reports what it can; apply checks the swarm again
+		// before it writes anything.
+		c.log.Warn("could not check the newest release record against the swarm; planning from the one last read",
+			"stack", stack, "revision", known.Revision, "error", err)
+		return known, nil
 	}
-	rs, err := c.opts.Backend.Releases(ctx, stack)
 	if err != nil {
 		return nil, fmt.Errorf("read release records: %w", err)
 	}
-	if len(rs) > 0 {
-		r = &rs[0]
+	if known != nil && r != known && (r == nil || r.Revision != known.Revision || r.Version != known.Version) {
+		newest := "none"
+		if r != nil {
+			newest = fmt.Sprintf("revision %d of %s", r.Revision, r.Owner)
+		}
+		c.log.Warn("release records changed on the swarm since this controller read them; planning against the swarm's",
+			"stack", stack, "revision", known.Revision, "newest", newest)
 	}
 	c.relMu.Lock()
 	c.releases[stack] = r
@@ -633,10 +664,11 @@ func (c *Controller) latestRelease(ctx context.Context, stack string) (*charts.R
 	return r, nil
 }
 
-func (c *Controller) rememberRelease(r charts.Release) {
-	c.relMu.Lock()
-	c.releases[r.Name] = &r
-	c.relMu.Unlock()
+// readLatestRelease reads the newest record of stack from the swarm, never
+// from memory, and keeps it for the next latestRelease.
+func (c *Controller) readLatestRelease(ctx context.Context, stack string) (*charts.Release, error) {
+	c.forgetRelease(stack)
+	return c.latestRelease(ctx, stack)
 }
 
 func (c *Controller) forgetRelease(stack string) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 
+	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/drift"
 	"github.com/flotilla-gitops/flotilla/sweep"
@@ -25,10 +26,24 @@ type Diff struct {
 	Manifest        string
 	PendingRemovals []string
 	Unavailable     []string
+	// Notes are the status's warnings about the same services: one that
+	// does not settle, a field the daemon does not keep.
+	Notes []string
 }
 
+// Service changes beyond create, update, drift and remove.
+const (
+	changeRolledBack = "rolledBack"
+	changeUpdating   = "updating"
+	changeNotKept    = "notKept"
+)
+
 // ServiceDiff is one service's difference. Change is create, update (the
-// repository changed it), drift (the swarm changed) or remove.
+// repository changed it), drift (the swarm changed), remove, or one of the
+// states the status reports too: rolledBack (Swarm reverted a failed update;
+// Fields show what it left, which is not healed), updating (in motion within
+// what its update config allows; not compared yet) and notKept (fields the
+// daemon did not keep after a write; not rewritten).
 type ServiceDiff struct {
 	Name   string
 	Change string
@@ -51,6 +66,7 @@ func (c *Controller) Diff(ctx context.Context, name string) (Diff, error) {
 
 	p := &pass{app: app, owner: c.opts.ControllerID + "/" + app.Name, log: c.log.With("app", app.Name)}
 	p.backend = c.opts.Backend
+	defer func() { p.rev.Release() }()
 	for _, s := range []step{{"fetch", (*Controller).fetch}, {"render", (*Controller).render}, {"plan", (*Controller).plan}} {
 		if err := s.run(c, ctx, p); err != nil {
 			return Diff{}, err
@@ -79,21 +95,34 @@ func (c *Controller) Diff(ctx context.Context, name string) (Diff, error) {
 	if !ok {
 		return d, nil
 	}
-	desired, live, names := cmp.desired, cmp.live, cmp.networkNames
+	// Task counts, as the status's observation has them: a global
+	// service's allowance to settle depends on how many nodes run it.
+	if states, trusted, _ := capability.ReadStack(ctx, p.backend, app.Stack); trusted {
+		p.snapshot = &snapshot{stacks: map[string][]charts.ServiceState{app.Stack: states}}
+	}
 	kind := "update"
 	if p.action == charts.Unchanged {
 		kind = "drift"
 	}
-	for _, scoped := range sortedKeys(desired.Services) {
-		short := strings.TrimPrefix(scoped, app.Stack+"_")
-		l, ok := live[scoped]
-		if !ok {
-			d.Services = append(d.Services, ServiceDiff{Name: short, Change: "create"})
-			continue
+	for _, v := range compareServices(c.compareInput(p, cmp)) {
+		switch v.verdict {
+		case verdictMissing:
+			d.Services = append(d.Services, ServiceDiff{Name: v.short, Change: "create"})
+		case verdictDrifted:
+			d.Services = append(d.Services, ServiceDiff{Name: v.short, Change: kind, Fields: v.changes})
+		case verdictRolledBack:
+			d.Services = append(d.Services, ServiceDiff{Name: v.short, Change: changeRolledBack, Fields: v.changes})
+		case verdictUpdating:
+			d.Services = append(d.Services, ServiceDiff{Name: v.short, Change: changeUpdating})
+		case verdictSynced:
 		}
-		if ch := drift.Diff(desired.Services[scoped], l.Spec, drift.Options{NetworkNames: names}); len(ch) > 0 {
-			d.Services = append(d.Services, ServiceDiff{Name: short, Change: kind, Fields: ch})
+		if len(v.notKept) > 0 {
+			d.Services = append(d.Services, ServiceDiff{Name: v.short, Change: changeNotKept, Fields: v.notKept})
 		}
+		if v.notSettling != "" {
+			d.Notes = append(d.Notes, v.notSettling)
+		}
+		d.Notes = append(d.Notes, v.notKeptNotes...)
 	}
 	rep, err := sweep.Run(ctx, p.backend, sweep.RunInput{
 		Stack: app.Stack, Owner: p.owner, Owners: c.previousOwners(p), Current: p.declared,

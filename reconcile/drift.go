@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/swarm"
 
@@ -24,17 +25,19 @@ const (
 	updateRollbackPaused    = "rollback_paused"
 )
 
-// detectDrift compares every settled service's live spec with what the
-// manifest converts to. It runs only when the repository has not moved
-// (the plan is unchanged): otherwise applying git is the answer anyway, and
-// the reason to report is git.
+// detectDrift compares every declared service's live spec with what the
+// manifest converts to (see compareServices for how each is judged) and
+// records the result in the status. It runs only when the repository has not
+// moved (the plan is unchanged): otherwise applying git is the answer
+// anyway, and the reason to report is git.
 //
 // If the backend implements LiveDrift the comparison is made, otherwise the
 // status says live drift is unavailable and nothing is guessed. Without
 // NetworkNamer, network attachments alone go uncompared.
 func (c *Controller) detectDrift(ctx context.Context, p *pass) error {
-	p.status.Drift, p.status.RolledBack = nil, nil
+	p.status.Drift, p.status.RolledBack, p.status.Warnings = nil, nil, nil
 	p.drifted, p.missing = nil, nil
+	p.status.Warnings = append(p.status.Warnings, apiFieldWarnings(p)...)
 	if p.action != charts.Unchanged {
 		return nil
 	}
@@ -45,35 +48,28 @@ func (c *Controller) detectDrift(ctx context.Context, p *pass) error {
 	if !ok {
 		return nil
 	}
-	desired, live, names := cmp.desired, cmp.live, cmp.networkNames
-	rolledBack := c.rolledBackSet(p.app.Name, p.rendered.Manifest)
-	for _, scoped := range sortedKeys(desired.Services) {
-		short := strings.TrimPrefix(scoped, p.app.Stack+"_")
-		l, ok := live[scoped]
-		if !ok {
-			p.missing = append(p.missing, scoped)
-			p.status.Drift = append(p.status.Drift, application.Drift{Service: short, Field: "service", Desired: "present", Live: "(none)"})
-			continue
+	verdicts := compareServices(c.compareInput(p, cmp))
+	c.rememberVerdicts(p, verdicts)
+	for _, v := range verdicts {
+		if v.notSettling != "" {
+			p.status.Warnings = append(p.status.Warnings, v.notSettling)
+			p.log.Warn("service does not settle; compared anyway", "service", v.short)
 		}
-		if st := updateState(l); st == updateUpdating || st == updateRollbackStarted {
-			continue // in motion: judged by health, compared once settled
-		} else if st == updateRollbackCompleted || st == updateRollbackPaused || rolledBack[scoped] {
-			// Swarm reverted an update it could not complete. The live
-			// spec is the previous one on purpose; pushing the failing
-			// spec again would fail again. It waits for git to change.
-			p.status.RolledBack = append(p.status.RolledBack, short)
-			c.markRolledBack(p.app.Name, p.rendered.Manifest, scoped)
-			continue
-		}
-		changes := drift.Diff(desired.Services[scoped], l.Spec, drift.Options{NetworkNames: names})
-		if len(changes) == 0 {
-			continue
-		}
-		p.drifted = append(p.drifted, scoped)
-		for _, ch := range changes {
-			p.status.Drift = append(p.status.Drift, application.Drift{
-				Service: short, Field: ch.Field, Desired: ch.Desired, Live: ch.Live, Masked: ch.Masked,
-			})
+		p.status.Warnings = append(p.status.Warnings, v.notKeptNotes...)
+		switch v.verdict {
+		case verdictMissing:
+			p.missing = append(p.missing, v.scoped)
+			p.status.Drift = append(p.status.Drift, application.Drift{Service: v.short, Field: "service", Desired: "present", Live: "(none)"})
+		case verdictRolledBack:
+			p.status.RolledBack = append(p.status.RolledBack, v.short)
+		case verdictDrifted:
+			p.drifted = append(p.drifted, v.scoped)
+			for _, ch := range v.changes {
+				p.status.Drift = append(p.status.Drift, application.Drift{
+					Service: v.short, Field: ch.Field, Desired: ch.Desired, Live: ch.Live, Masked: ch.Masked,
+				})
+			}
+		case verdictUpdating, verdictSynced:
 		}
 	}
 	if len(p.status.Drift) > 0 {
@@ -83,6 +79,158 @@ func (c *Controller) detectDrift(ctx context.Context, p *pass) error {
 	}
 	c.publish(p)
 	return nil
+}
+
+// compareInput gathers what compareServices needs beyond the comparison:
+// the controller's memory of this application and the task counts of the
+// pass's observation.
+func (c *Controller) compareInput(p *pass, cmp comparison) compareInput {
+	in := compareInput{
+		stack:      p.app.Stack,
+		cmp:        cmp,
+		rolledBack: c.rolledBackSet(p.app.Name, p.rendered.Manifest),
+		tasks:      map[string]uint64{},
+		now:        c.now(),
+	}
+	c.mu.Lock()
+	if a, ok := c.apps[p.app.Name]; ok {
+		in.mem = a.drift.clone()
+	}
+	c.mu.Unlock()
+	if p.snapshot != nil && p.snapshot.err == nil {
+		for _, s := range p.snapshot.stacks[p.app.Stack] {
+			in.tasks[p.app.Stack+"_"+s.Name] = s.Desired
+		}
+	}
+	return in
+}
+
+// rememberVerdicts keeps what the next pass needs from this one: services
+// rolled back under this manifest, when each moving service started moving
+// (forgotten once it rests), and the not-kept fields that still apply (one
+// whose desired or live value changed is forgotten, so it is compared, and
+// healed, like any other field again).
+func (c *Controller) rememberVerdicts(p *pass, verdicts []serviceVerdict) {
+	for _, v := range verdicts {
+		if v.verdict == verdictRolledBack {
+			c.markRolledBack(p.app.Name, p.rendered.Manifest, v.scoped)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.apps[p.app.Name]
+	if !ok {
+		return
+	}
+	m := &a.drift
+	if m.motionSince == nil {
+		m.motionSince = map[string]time.Time{}
+	}
+	for _, v := range verdicts {
+		if v.inMotionSince.IsZero() {
+			delete(m.motionSince, v.scoped)
+		} else {
+			m.motionSince[v.scoped] = v.inMotionSince
+		}
+		if v.verdict != verdictSynced && v.verdict != verdictDrifted {
+			continue // not compared: what it remembers still stands
+		}
+		kept := m.notKept[v.scoped]
+		for field := range kept {
+			if !slices.ContainsFunc(v.notKept, func(ch drift.Change) bool { return ch.Field == field }) {
+				delete(kept, field)
+			}
+		}
+		if len(kept) == 0 {
+			delete(m.notKept, v.scoped)
+		}
+	}
+}
+
+// apiFieldWarnings names the fields of the manifest the daemon's API version
+// cannot carry, which a deploy drops before writing: the repository asks for
+// them, and the swarm will not have them. Nothing without an apiVersioner.
+func apiFieldWarnings(p *pass) []string {
+	av, ok := capability.As[apiVersioner](p.backend)
+	if !ok || p.declared == nil {
+		return nil
+	}
+	return p.declared.UnsupportedFields(av.APIVersion())
+}
+
+// apiVersioner is implemented by a backend that can name the API version it
+// talks to the daemon with. It only words a report.
+type apiVersioner interface{ APIVersion() string }
+
+// checkWritesKept reads back the services a write of this pass just made
+// and compares them with the manifest. A field that still differs is one
+// the daemon did not keep (a field its API version does not know, say):
+// writing it again would change nothing but the service's version, every
+// pass, forever. It is remembered with the value written and the value kept,
+// reported, and left alone until either changes. A read that fails only
+// loses this check; the write itself succeeded. Another writer landing
+// between the write and the read would look the same; a service whose write
+// lost a compare-and-swap in this pass is therefore not judged, and the
+// memory lets go as soon as that field's live value moves again.
+func (c *Controller) checkWritesKept(ctx context.Context, p *pass, res *charts.DeployResult) {
+	if res == nil || len(res.Created)+len(res.Updated) == 0 {
+		return
+	}
+	// Fresh network names: the batch's listing predates networks this
+	// write may have created.
+	q := *p
+	q.snapshot = nil
+	cmp, ok, err := readComparison(ctx, &q)
+	if err != nil || !ok {
+		if err != nil {
+			p.log.Warn("could not read back the services just written; a field the daemon drops would go unnoticed", "error", err)
+		}
+		return
+	}
+	version := ""
+	if av, ok := capability.As[apiVersioner](p.backend); ok {
+		version = av.APIVersion()
+	}
+	found := map[string]map[string]notKeptField{}
+	for _, short := range slices.Concat(res.Created, res.Updated) {
+		scoped := p.app.Stack + "_" + short
+		d, dok := cmp.desired.Services[scoped]
+		l, lok := cmp.live[scoped]
+		if !dok || !lok || slices.Contains(p.status.OutOfBand, short) {
+			// Another writer was seen on it during this pass: what
+			// reads back may be its write, not what the daemon kept.
+			continue
+		}
+		for _, ch := range drift.Diff(d, l.Spec, drift.Options{NetworkNames: cmp.networkNames}) {
+			if ch.Masked {
+				continue // a masked rendering cannot tell two values apart
+			}
+			if found[scoped] == nil {
+				found[scoped] = map[string]notKeptField{}
+			}
+			found[scoped][ch.Field] = notKeptField{desired: ch.Desired, live: ch.Live, apiVersion: version}
+			p.status.Warnings = append(p.status.Warnings, notKeptMessage(short, ch, version))
+			p.log.Warn("a field written was not kept by the daemon; it will not be rewritten until the repository changes it",
+				"service", short, "field", ch.Field, "api", version)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.apps[p.app.Name]
+	if !ok {
+		return
+	}
+	if a.drift.notKept == nil {
+		a.drift.notKept = map[string]map[string]notKeptField{}
+	}
+	for _, short := range slices.Concat(res.Created, res.Updated) {
+		scoped := p.app.Stack + "_" + short
+		if f, ok := found[scoped]; ok {
+			a.drift.notKept[scoped] = f
+		} else {
+			delete(a.drift.notKept, scoped)
+		}
+	}
 }
 
 // comparison is the two sides of a live drift comparison, read once.
@@ -136,6 +284,7 @@ func readComparison(ctx context.Context, p *pass) (comparison, bool, error) {
 // correct puts drifted services back to the manifest when selfHeal is on or
 // an explicit sync asked for it. Without either, drift is only reported.
 func (c *Controller) correct(ctx context.Context, p *pass) error {
+	c.checkWritesKept(ctx, p, p.deployed)
 	if len(p.drifted)+len(p.missing) == 0 {
 		return nil
 	}
@@ -156,6 +305,7 @@ func (c *Controller) correct(ctx context.Context, p *pass) error {
 		return transient("correct", fmt.Errorf("correct drift: %w", err))
 	}
 	p.healed = &res
+	c.checkWritesKept(ctx, p, &res)
 	p.log.Info("corrected live drift", "services", len(heal)+len(p.missing), "writes", res.Writes)
 	c.emit(p, events.DriftCorrected, "", fmt.Sprintf("%d service(s) put back to the repository's spec", len(heal)+len(p.missing)), nil)
 	p.status.Corrected, p.status.Drift = p.status.Drift, nil

@@ -63,6 +63,9 @@ type pass struct {
 	deployed *charts.DeployResult
 	healed   *charts.DeployResult
 	recorded *charts.Release
+	// lostRecordRace counts the times this pass found its revision number
+	// taken by another writer.
+	lostRecordRace int
 
 	// status is written only from the pass's goroutine: the backend calls
 	// the out-of-band notifier synchronously, inside the write it reports.
@@ -115,6 +118,11 @@ var steps = []step{
 	{"sweep", (*Controller).sweepStep},
 	{"confirm", (*Controller).confirm},
 }
+
+// writingSteps are the steps that write to the swarm. A stopping controller
+// lets one of them finish rather than cut a deploy, heal or sweep in half;
+// the pass then ends at the next step boundary.
+var writingSteps = map[string]bool{"apply": true, "correct": true, "sweep": true}
 
 // errGated ends a pass early without failing it: a manual application that
 // was planned and reported but not asked to sync.
@@ -262,6 +270,9 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 	if p.action == charts.Unchanged {
 		return nil
 	}
+	if err := c.checkLatest(ctx, p); err != nil || p.action == charts.Unchanged {
+		return err
+	}
 	next := p.latestRevision() + 1
 	c.emit(p, events.SyncStarted, "", fmt.Sprintf("deploying revision %d (%s)", next, p.action), nil)
 	res, err := p.backend.DeployStack(ctx, charts.DeployRequest{
@@ -303,15 +314,82 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 			rec.Trigger += " by " + p.request.By
 		}
 	}
-	if err := p.backend.RecordRelease(ctx, rec, p.app.History); err != nil {
-		c.forgetRelease(p.app.Stack)
+	return c.record(ctx, p, rec)
+}
+
+// checkLatest makes sure, right before the first write, that the record the
+// pass planned against is still the swarm's newest, and plans again when it
+// is not: the next revision number is taken from the swarm, not from memory.
+func (c *Controller) checkLatest(ctx context.Context, p *pass) error {
+	fresh, err := capability.LatestRelease(ctx, c.opts.Backend, p.app.Stack, p.latest)
+	if err != nil {
+		return transient("apply", fmt.Errorf("check the newest release record: %w", err))
+	}
+	if fresh == p.latest {
+		return nil
+	}
+	c.forgetRelease(p.app.Stack)
+	if fresh != nil && !c.mayTakeOver(fresh.Owner, p.app.Name) {
+		return stalled("apply", fmt.Errorf("stack %q is owned by %q, not by this controller (%q)", p.app.Stack, fresh.Owner, c.opts.ControllerID))
+	}
+	p.latest = fresh
+	p.action = charts.Plan(p.rendered.Manifest, p.owner, fresh)
+	if p.action == charts.Unchanged {
+		// Another writer deployed and recorded this very manifest since
+		// the plan: nothing is left to do, and the status says so.
+		p.log.Info("the manifest was recorded meanwhile by another writer; nothing to deploy", "revision", fresh.Revision)
+		p.status.Sync, p.status.SyncReason = application.Synced, application.ReasonNone
+		p.status.LastAppliedRevision, p.status.Revision = fresh.Revision, fresh.Commit
+	}
+	return nil
+}
+
+// record stores the revision apply deployed. The swarm keeps the record, so
+// nothing is cached here: confirm reads it back. A revision number another
+// writer took first (two controllers during a start-first update, or one
+// that read the same history) is never overwritten: the history is read
+// again, and the deploy either turns out to be what that writer recorded or
+// is planned and applied once more under the next number.
+func (c *Controller) record(ctx context.Context, p *pass, rec charts.Release) error {
+	err := p.backend.RecordRelease(ctx, rec, p.app.History)
+	c.forgetRelease(p.app.Stack)
+	if errors.Is(err, charts.ErrRecordExists) {
+		return c.recordTaken(ctx, p, rec, err)
+	}
+	if err != nil {
 		return transient("record", err)
 	}
-	c.rememberRelease(rec)
 	p.recorded = &rec
-	p.log.Info("deployed revision", "revision", next, "commit", shortCommit(p.rev.Commit),
-		"created", len(res.Created), "updated", len(res.Updated), "unchanged", len(res.Unchanged), "writes", res.Writes)
+	p.log.Info("deployed revision", "revision", rec.Revision, "commit", shortCommit(p.rev.Commit),
+		"created", len(p.deployed.Created), "updated", len(p.deployed.Updated), "unchanged", len(p.deployed.Unchanged), "writes", p.deployed.Writes)
 	return nil
+}
+
+// recordTaken handles a revision number found taken when recording rec.
+func (c *Controller) recordTaken(ctx context.Context, p *pass, rec charts.Release, taken error) error {
+	latest, err := c.readLatestRelease(ctx, p.app.Stack)
+	if err != nil {
+		return transient("record", fmt.Errorf("%w; re-reading the history failed: %w", taken, err))
+	}
+	if latest != nil && charts.Plan(rec.Manifest, rec.Owner, latest) == charts.Unchanged {
+		// The other writer recorded this very manifest for this owner:
+		// the deploy and the record agree, so there is nothing to add.
+		p.log.Warn("revision was recorded meanwhile by another writer with the same manifest; keeping that record", "revision", latest.Revision)
+		p.recorded = latest
+		return nil
+	}
+	p.lostRecordRace++
+	if latest == nil || p.lostRecordRace > 1 {
+		return transient("record", fmt.Errorf("revision %d of %s: %w", rec.Revision, p.app.Stack, taken))
+	}
+	if !c.mayTakeOver(latest.Owner, p.app.Name) {
+		return stalled("record", fmt.Errorf("stack %q was recorded meanwhile as owned by %q, not by this controller (%q)", p.app.Stack, latest.Owner, c.opts.ControllerID))
+	}
+	p.log.Warn("revision number was taken by another writer; deploying again under the next one",
+		"revision", rec.Revision, "newest", latest.Revision, "owner", latest.Owner)
+	p.latest = latest
+	p.action = charts.Plan(p.rendered.Manifest, p.owner, latest)
+	return c.apply(ctx, p)
 }
 
 // confirm plans again after a deploy. A release that still differs right
@@ -321,9 +399,18 @@ func (c *Controller) confirm(ctx context.Context, p *pass) error {
 		return nil
 	}
 	if p.recorded != nil {
-		latest, err := c.latestRelease(ctx, p.app.Stack)
+		// Read back from the swarm, not from memory: a record write that
+		// was acknowledged and lost, or one another writer replaced,
+		// must fail the pass rather than report it Synced.
+		latest, err := c.readLatestRelease(ctx, p.app.Stack)
 		if err != nil {
-			return transient("confirm", err)
+			return transient("confirm", fmt.Errorf("read back revision %d: %w", p.recorded.Revision, err))
+		}
+		switch {
+		case latest == nil:
+			return transient("confirm", fmt.Errorf("release %s has no record on the swarm right after revision %d was recorded", p.app.Stack, p.recorded.Revision))
+		case latest.Revision != p.recorded.Revision:
+			return transient("confirm", fmt.Errorf("the newest record of release %s is revision %d of %s, not revision %d recorded by this pass", p.app.Stack, latest.Revision, latest.Owner, p.recorded.Revision))
 		}
 		if a := charts.Plan(p.rendered.Manifest, p.owner, latest); a != charts.Unchanged {
 			return transient("confirm", fmt.Errorf("release %s still plans as %s right after revision %d was recorded", p.app.Stack, a, p.recorded.Revision))

@@ -17,6 +17,10 @@ import (
 	"github.com/docker/docker/api/types/registry"
 )
 
+// maxConfigFile bounds a credentials file: a config.json with many
+// registries is a few KiB.
+const maxConfigFile = 1 << 20
+
 // hubDomain is the registry an image reference without a domain lives on,
 // and the key its credential is stored under here.
 const hubDomain = "docker.io"
@@ -75,7 +79,21 @@ var (
 // secrets are immutable, so a rotated credential arrives with a restarted
 // controller or a reloaded applications file, either of which calls this
 // again.
+//
+// Only a regular file of at most maxConfigFile bytes is read. Reading is
+// then local and bounded: a named pipe or a device put there by mistake
+// would block the pass (opening a pipe waits for a writer) or never end.
 func FromFile(path string) (*Credentials, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read registry credentials: %w", err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("read registry credentials: %s is not a regular file", path)
+	}
+	if info.Size() > maxConfigFile {
+		return nil, fmt.Errorf("read registry credentials: %s is larger than %d bytes", path, maxConfigFile)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read registry credentials: %w", err)

@@ -11,7 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/registry"
 )
@@ -189,4 +191,38 @@ func FuzzFromDockerConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestFromFileRefusesANamedPipeInsteadOfBlockingOnIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.json")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := FromFile(path)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("FromFile(fifo) = %v, want a not-a-regular-file error", err)
+		}
+	case <-time.After(5 * time.Second):
+		// Unblock the open so the goroutine ends with the test.
+		if f, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		t.Fatal("FromFile blocked on a named pipe")
+	}
+}
+
+func TestFromFileRefusesAnOversizedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(path, bytes.Repeat([]byte(" "), maxConfigFile+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FromFile(path); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("FromFile(oversized) = %v, want a size error", err)
+	}
 }

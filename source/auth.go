@@ -67,9 +67,12 @@ func loadAuth(loc location, c *application.Credentials) (auth, error) {
 		if c.KnownHostsFile == "" {
 			return auth{}, fmt.Errorf("credentials: ssh key file %s needs a known hosts file; host keys are always verified", c.SSHKeyFile)
 		}
-		pem, err := os.ReadFile(c.SSHKeyFile)
+		pem, err := readLocal(c.SSHKeyFile)
 		if err != nil {
 			return auth{}, fmt.Errorf("credentials: read ssh key file: %w", err)
+		}
+		if _, err := readLocal(c.KnownHostsFile); err != nil {
+			return auth{}, fmt.Errorf("credentials: known hosts file: %w", err)
 		}
 		user := loc.user
 		if user == "" {
@@ -112,7 +115,7 @@ func effectiveCredentials(c *application.Credentials) *application.Credentials {
 // readSecretFile reads a one-value file, dropping the trailing newline
 // editors and `echo` add. The value never appears in the error.
 func readSecretFile(what, name string) (string, error) {
-	b, err := os.ReadFile(name)
+	b, err := readLocal(name)
 	if err != nil {
 		return "", fmt.Errorf("credentials: read %s file: %w", what, err)
 	}
@@ -121,4 +124,26 @@ func readSecretFile(what, name string) (string, error) {
 		return "", fmt.Errorf("credentials: %s file %s is empty", what, name)
 	}
 	return string(b), nil
+}
+
+// maxCredentialFile bounds a credential file; keys and known_hosts files are
+// a few KiB.
+const maxCredentialFile = 1 << 20
+
+// readLocal reads a regular file of at most maxCredentialFile bytes. Anything
+// else is refused before it is opened: opening a named pipe waits for a
+// writer, and a device may never end, either of which would hold the
+// repository's lock with no deadline to end it.
+func readLocal(name string) ([]byte, error) {
+	info, err := os.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", name)
+	}
+	if info.Size() > maxCredentialFile {
+		return nil, fmt.Errorf("%s is larger than %d bytes", name, maxCredentialFile)
+	}
+	return os.ReadFile(name)
 }

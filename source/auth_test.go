@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
@@ -146,5 +148,29 @@ func TestFetchErrorsCarryNoCredentials(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "127.0.0.1:1/org/repo.git") {
 		t.Errorf("error %q does not name the repository", err)
+	}
+}
+
+func TestLoadAuth_refusesANamedPipeInsteadOfBlockingOnIt(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "password")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	loc := mustLocation(t, "https://git.example.com/r.git")
+	done := make(chan error, 1)
+	go func() {
+		_, err := loadAuth(loc, &application.Credentials{PasswordFile: fifo})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("loadAuth(fifo) = %v, want a not-a-regular-file error", err)
+		}
+	case <-time.After(5 * time.Second):
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		t.Fatal("loadAuth blocked on a named pipe")
 	}
 }

@@ -14,6 +14,23 @@
 // only fetches when the commit it resolves to is not already cached; a full
 // commit SHA that is already cached needs no remote at all.
 //
+// Each returned Revision leases its tree: only trees nobody holds are pruned,
+// so a render reading one is never left with half a tree because another
+// application's fetch of the same repository moved on. Callers Release the
+// Revision when they are done reading.
+//
+// # Deadlines
+//
+// The listing is bounded by Options.RemoteTimeout (default 30s) and a fetch
+// of objects by Options.FetchTimeout (default 5m). A remote that accepts the
+// connection and never answers fails within its deadline with
+// ErrUnreachable, and the repository's lock is free again at that moment:
+// other applications of the same repository get the failure (its backoff) at
+// once, and other repositories never wait on it. Over HTTP the context
+// bounds each request; a local repository's git-upload-pack is killed; an
+// SSH connection carries the deadline itself, since go-git's handshake takes
+// no context.
+//
 // # Credentials
 //
 // Credentials are read from files, on every fetch so that a rotated secret

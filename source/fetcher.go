@@ -32,9 +32,11 @@ var (
 
 // Defaults applied by New to zero Options fields.
 const (
-	DefaultBackoffMin = 10 * time.Second
-	DefaultBackoffMax = 5 * time.Minute
-	DefaultKeep       = 3
+	DefaultBackoffMin    = 10 * time.Second
+	DefaultBackoffMax    = 5 * time.Minute
+	DefaultKeep          = 3
+	DefaultRemoteTimeout = 30 * time.Second
+	DefaultFetchTimeout  = 5 * time.Minute
 )
 
 // Options configure a Fetcher.
@@ -49,8 +51,15 @@ type Options struct {
 	// Clock returns the current time. Default time.Now; tests replace it.
 	Clock func() time.Time
 	// Keep is how many materialised trees each repository keeps, most
-	// recently returned first. Default 3.
+	// recently returned first, besides those still leased (see
+	// Revision.Release). Default 3.
 	Keep int
+	// RemoteTimeout bounds the listing of a remote's refs (ls-remote), the
+	// cheap check every Fetch makes. Default DefaultRemoteTimeout.
+	RemoteTimeout time.Duration
+	// FetchTimeout bounds one fetch of objects, the first clone included.
+	// Default DefaultFetchTimeout.
+	FetchTimeout time.Duration
 }
 
 // Backoff is the window after a failure during which Fetch returns the last
@@ -74,13 +83,15 @@ type Request struct {
 	Credentials *application.Credentials
 }
 
-// Revision is a commit made available on disk.
+// Revision is a commit made available on disk. Its tree is leased to the
+// caller: it is not pruned, whatever other fetches of the repository do,
+// until Release is called.
 type Revision struct {
 	// Commit is the full SHA the revision resolved to.
 	Commit string
 	// Dir is the absolute path of the commit's tree: the root that paths
-	// in the repository are contained in. It stays until Keep newer trees
-	// of the same repository have been returned; do not write to it.
+	// in the repository are contained in. It stays at least until Release;
+	// do not write to it.
 	Dir string
 	// Author is "Name <email>" of the commit's author.
 	Author string
@@ -91,6 +102,18 @@ type Revision struct {
 	// Fetched reports whether this call fetched from the remote; false
 	// means the commit was already cached.
 	Fetched bool
+
+	release func()
+}
+
+// Release ends the caller's use of Dir, which may then be pruned once Keep
+// newer trees exist. A Revision that is never released keeps its tree for
+// the life of the Fetcher. Release may be called more than once, and on a
+// nil Revision or one the Fetcher did not make, where it does nothing.
+func (r *Revision) Release() {
+	if r != nil && r.release != nil {
+		r.release()
+	}
 }
 
 // Fetcher resolves revisions and serves their trees from a local cache. It is
@@ -102,6 +125,8 @@ type Fetcher struct {
 	backoff  Backoff
 	now      func() time.Time
 	keep     int
+	// Deadlines of the remote calls; see Options.
+	remoteTimeout, fetchTimeout time.Duration
 
 	mu    sync.Mutex
 	repos map[string]*repoCache // by location.key
@@ -125,13 +150,21 @@ func New(opts Options) *Fetcher {
 	if opts.Keep <= 0 {
 		opts.Keep = DefaultKeep
 	}
+	if opts.RemoteTimeout <= 0 {
+		opts.RemoteTimeout = DefaultRemoteTimeout
+	}
+	if opts.FetchTimeout <= 0 {
+		opts.FetchTimeout = DefaultFetchTimeout
+	}
 	return &Fetcher{
-		cacheDir: opts.CacheDir,
-		log:      opts.Logger.With("component", "source"),
-		backoff:  opts.Backoff,
-		now:      opts.Clock,
-		keep:     opts.Keep,
-		repos:    make(map[string]*repoCache),
+		cacheDir:      opts.CacheDir,
+		log:           opts.Logger.With("component", "source"),
+		backoff:       opts.Backoff,
+		now:           opts.Clock,
+		keep:          opts.Keep,
+		remoteTimeout: opts.RemoteTimeout,
+		fetchTimeout:  opts.FetchTimeout,
+		repos:         make(map[string]*repoCache),
 	}
 }
 
@@ -148,6 +181,10 @@ type repoCache struct {
 	mu      sync.Mutex // guards the fields below; never held during I/O
 	backoff backoff
 	last    map[string]string // revision → commit
+	// leases counts, per commit, the Revisions not yet released; a leased
+	// tree is never pruned, so a render cannot lose its files to a fetch
+	// made for another application.
+	leases map[string]int
 }
 
 func (r *repoCache) lock(ctx context.Context) error {
@@ -175,6 +212,7 @@ func (f *Fetcher) cache(loc location) *repoCache {
 			sem:     make(chan struct{}, 1),
 			backoff: backoff{min: f.backoff.Min, max: f.backoff.Max},
 			last:    make(map[string]string),
+			leases:  make(map[string]int),
 		}
 		f.repos[loc.key] = r
 	}
@@ -285,7 +323,11 @@ func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision string
 	remote := newRemote(repo, r.loc)
 
 	if t.refspecs == nil {
-		refs, err := listRefs(ctx, remote, a)
+		var refs map[plumbing.ReferenceName]*plumbing.Reference
+		err := withDeadline(ctx, f.remoteTimeout, "list refs", func(ctx context.Context) (err error) {
+			refs, err = listRefs(ctx, remote, r.loc, a)
+			return err
+		})
 		if errors.Is(err, errEmptyRemote) {
 			r.succeeded()
 			return nil, notFound(revision, r.loc)
@@ -306,7 +348,10 @@ func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision string
 	}
 
 	start := time.Now()
-	if err := fetchRefs(ctx, remote, a, t.refspecs); err != nil {
+	err = withDeadline(ctx, f.fetchTimeout, "fetch", func(ctx context.Context) error {
+		return fetchRefs(ctx, remote, r.loc, a, t.refspecs)
+	})
+	if err != nil {
 		return nil, f.failed(ctx, r, log, fmt.Errorf("%w: fetch %s: %w", ErrUnreachable, r.loc.safe, err))
 	}
 	r.succeeded()
@@ -316,6 +361,25 @@ func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision string
 	}
 	log.Info("fetched revision", "commit", c.Hash.String(), "duration", time.Since(start).Round(time.Millisecond))
 	return f.serve(r, repo, c, true)
+}
+
+// withDeadline runs call with ctx bounded by d. Running out of d is the
+// remote's fault and says so; the caller's own cancellation is returned as
+// it is, since it says nothing about the remote (see failed).
+//
+// Every transport honours the context once connected: go-git's HTTP client
+// sends it with each request, and the file transport kills git-upload-pack
+// when a read is cancelled, so the repository's lock is free again within d.
+func withDeadline(ctx context.Context, d time.Duration, what string, call func(context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	err := call(cctx)
+	// The connection deadline of an SSH remote can fire a moment before
+	// the context's timer does; both mean the same thing.
+	if until, _ := cctx.Deadline(); err != nil && ctx.Err() == nil && !time.Now().Before(until) {
+		return fmt.Errorf("%s: no answer within %s: %w", what, d, context.DeadlineExceeded)
+	}
+	return err
 }
 
 func notFound(revision string, loc location) error {
@@ -385,13 +449,16 @@ func (f *Fetcher) serve(r *repoCache, repo *git.Repository, c *object.Commit, fe
 	if err := os.Chtimes(dir, now, now); err != nil {
 		return nil, err
 	}
-	if err := pruneTrees(r.treesDir(), f.keep, sha); err != nil {
-		// A tree that could not be removed costs disk, not correctness.
-		f.log.Warn("could not prune old trees", "repo", r.loc.safe, "error", Sanitize(err).Error())
-	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
+	}
+	// Leased before pruning, and both under the repository's lock, which
+	// every prune holds: no prune can fall between the two.
+	release := r.lease(sha)
+	if err := pruneTrees(r.treesDir(), f.keep, r.leased()); err != nil {
+		// A tree that could not be removed costs disk, not correctness.
+		f.log.Warn("could not prune old trees", "repo", r.loc.safe, "error", Sanitize(err).Error())
 	}
 	return &Revision{
 		Commit:  sha,
@@ -400,5 +467,35 @@ func (f *Fetcher) serve(r *repoCache, repo *git.Repository, c *object.Commit, fe
 		Message: c.Message,
 		Time:    c.Author.When,
 		Fetched: fetched,
+		release: release,
 	}, nil
+}
+
+// lease marks sha's tree in use and returns the function that ends that use,
+// once however often it is called.
+func (r *repoCache) lease(sha string) func() {
+	r.mu.Lock()
+	r.leases[sha]++
+	r.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.leases[sha]--; r.leases[sha] <= 0 {
+				delete(r.leases, sha)
+			}
+		})
+	}
+}
+
+// leased returns the commits whose trees are leased now.
+func (r *repoCache) leased() map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]bool, len(r.leases))
+	for sha := range r.leases {
+		out[sha] = true
+	}
+	return out
 }

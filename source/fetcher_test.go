@@ -266,6 +266,7 @@ func TestFetchPrunesTreesBeyondKeep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		r.Release()
 		dirs = append(dirs, r.Dir)
 	}
 	for i, d := range dirs {

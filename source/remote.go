@@ -30,8 +30,8 @@ func newRemote(repo *git.Repository, loc location) *git.Remote {
 
 // listRefs is ls-remote: the remote's refs, with annotated tags also listed
 // peeled as "<name>^{}".
-func listRefs(ctx context.Context, remote *git.Remote, a auth) (map[plumbing.ReferenceName]*plumbing.Reference, error) {
-	list, err := remote.ListContext(ctx, &git.ListOptions{Auth: a.method, PeelingOption: git.AppendPeeled})
+func listRefs(ctx context.Context, remote *git.Remote, loc location, a auth) (map[plumbing.ReferenceName]*plumbing.Reference, error) {
+	list, err := remote.ListContext(ctx, &git.ListOptions{Auth: a.method, PeelingOption: git.AppendPeeled, ProxyOptions: connDeadline(ctx, loc)})
 	if errors.Is(err, transport.ErrEmptyRemoteRepository) || (err == nil && len(list) == 0) {
 		return nil, errEmptyRemote
 	}
@@ -127,13 +127,14 @@ func (t target) commit(repo *git.Repository) (*object.Commit, error) {
 // fetchRefs fetches refspecs, whole history but no other tags. Depth-limited
 // fetches are avoided: go-git's handling of shallow caches that are fetched
 // into again is not dependable.
-func fetchRefs(ctx context.Context, remote *git.Remote, a auth, refspecs []config.RefSpec) error {
+func fetchRefs(ctx context.Context, remote *git.Remote, loc location, a auth, refspecs []config.RefSpec) error {
 	err := remote.FetchContext(ctx, &git.FetchOptions{
-		RemoteName: remoteName,
-		RefSpecs:   refspecs,
-		Auth:       a.method,
-		Tags:       git.NoTags,
-		Force:      true,
+		RemoteName:   remoteName,
+		RefSpecs:     refspecs,
+		Auth:         a.method,
+		Tags:         git.NoTags,
+		Force:        true,
+		ProxyOptions: connDeadline(ctx, loc),
 	})
 	if errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return nil

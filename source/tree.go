@@ -129,10 +129,11 @@ func writeBlob(s storer.EncodedObjectStorer, p string, e object.TreeEntry, perm 
 	return os.Chmod(p, perm)
 }
 
-// pruneTrees keeps the keep most recently used trees in dir, and always
-// keep, and removes the rest. Use is the directory's modification time,
-// which touch sets on every Fetch that returns a tree.
-func pruneTrees(dir string, keep int, current string) error {
+// pruneTrees keeps the keep most recently used trees in dir, and every
+// leased one whatever its age (each counts towards keep), and removes the
+// rest. Use is the directory's
+// modification time, which serve sets on every Fetch that returns a tree.
+func pruneTrees(dir string, keep int, leased map[string]bool) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -161,7 +162,7 @@ func pruneTrees(dir string, keep int, current string) error {
 	var errs []error
 	kept := 0
 	for _, t := range trees {
-		if t.name == current || kept < keep {
+		if leased[t.name] || kept < keep {
 			kept++
 			continue
 		}

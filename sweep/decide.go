@@ -9,8 +9,10 @@
 // The rule Decide never bends: a resource is deleted only when a stored
 // revision recorded by this application declared it, no newer revision of
 // someone else claims it, and the current revision does not declare it.
-// Anything carrying the namespace without that proof is reported, never
-// touched.
+// The one other proof it accepts is this application's owner stamp on a
+// resource no record claims at all: the deploy that created it was stopped
+// before its record was written. Anything carrying the namespace without
+// either proof is reported, never touched.
 package sweep
 
 import (
@@ -98,6 +100,11 @@ type Live struct {
 	// secret or volume is deleted: one a live service still uses could not
 	// be told apart from one nothing uses.
 	RefsKnown bool
+	// Owners maps a resource (by Key) to the owner stamp it carries. A
+	// stamp of this application proves a resource no record claims: one a
+	// deploy created before it was stopped, never to record its revision.
+	// Nil when stamps could not be read; records are then the only proof.
+	Owners map[string]string
 }
 
 // Input is everything Decide looks at.
@@ -233,7 +240,18 @@ func Decide(in Input) Plan {
 				continue
 			}
 			cl := claims[it.Key()]
+			stamped := cl == nil && owners[in.Live.Owners[it.Key()]]
 			switch {
+			case stamped && foreignUnread >= 0:
+				c := in.History[foreignUnread]
+				it.Reason = fmt.Sprintf("carries this application's owner stamp, but revision %d of %s could not be read and may claim it", c.Revision, c.Owner)
+				p.Kept = append(p.Kept, it)
+			case stamped && in.Current == nil:
+				it.Reason = "what the current revision declares is unknown, so nothing is deleted"
+				p.Kept = append(p.Kept, it)
+			case stamped:
+				it.Reason = "carries this application's owner stamp and no stored revision declares it: left by a deploy that stopped before recording its revision"
+				proven = append(proven, it)
 			case cl == nil || cl.own < 0:
 				it.Reason = unmanagedReason(in.History, cl, ownUnread)
 				p.Unmanaged = append(p.Unmanaged, it)
@@ -317,8 +335,16 @@ func retain(in Input, k Kind, proven []Item, claims map[string]*claimed, current
 	}
 	out := map[string]bool{}
 	for _, members := range families {
+		// A version proven by its stamp alone belongs to no revision a
+		// rollback could return to, so it ranks below every recorded one.
+		rank := func(it Item) int {
+			if c := claims[it.Key()]; c != nil && c.own >= 0 {
+				return c.own
+			}
+			return len(in.History)
+		}
 		slices.SortFunc(members, func(a, b Item) int {
-			return cmp.Or(cmp.Compare(claims[a.Key()].own, claims[b.Key()].own), cmp.Compare(a.Name, b.Name))
+			return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(a.Name, b.Name))
 		})
 		for i := 0; i < len(members) && i < in.RetainRotated; i++ {
 			out[members[i].Name] = true

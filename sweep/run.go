@@ -128,7 +128,8 @@ func (r Report) Messages() []string {
 // services are too, because no spec says what else is still in use; without
 // DeclaredLister the history is converted with LiveDrift.DesiredServices, so
 // a record that mounted something since deleted fails and proves nothing;
-// without ResourceRemover the plan is reported as a dry run.
+// without OwnerStamps what a deploy stopped before its record created is
+// reported as unmanaged rather than swept; without ResourceRemover the plan is reported as a dry run.
 //
 // A failed read returns an error and deletes nothing. A failed deletion does
 // not: it is reported, counted in Report.Failures and retried next pass.
@@ -141,6 +142,16 @@ func Run(ctx context.Context, b charts.Backend, in RunInput) (Report, error) {
 	rep.Degraded = append(rep.Degraded, degraded...)
 	if err != nil {
 		return rep, fmt.Errorf("sweep %s: %w", in.Stack, err)
+	}
+	if os, ok := capability.As[capability.OwnerStamps](b); ok {
+		stamps, err := os.LiveOwners(ctx, in.Stack)
+		if err != nil {
+			return rep, fmt.Errorf("sweep %s: %w", in.Stack, err)
+		}
+		live.Owners = ownerKeys(stamps)
+	} else {
+		lost := &capability.ErrUnavailable{Feature: "proof from owner stamps (what a deploy stopped before its record created)", Capability: "OwnerStamps"}
+		rep.Degraded = append(rep.Degraded, lost.Error())
 	}
 	history, degraded, err := readHistory(ctx, b, in.Stack)
 	rep.Degraded = append(rep.Degraded, degraded...)
@@ -272,6 +283,17 @@ func removeOne(ctx context.Context, b charts.Backend, rm capability.ResourceRemo
 		return fmt.Errorf("remove volume %s: %w", it.Name, errors.ErrUnsupported)
 	}
 	return fmt.Errorf("remove %s: unknown kind", it)
+}
+
+// ownerKeys keys owner stamps the way Live.Owners is keyed.
+func ownerKeys(o capability.Owners) map[string]string {
+	out := map[string]string{}
+	for k, m := range map[Kind]map[string]string{KindService: o.Services, KindNetwork: o.Networks, KindConfig: o.Configs, KindSecret: o.Secrets} {
+		for name, owner := range m {
+			out[Key(k, name)] = owner
+		}
+	}
+	return out
 }
 
 // readLive lists the stack's resources. If b implements LiveDrift, services

@@ -34,6 +34,8 @@ type store struct {
 	removeErr map[string]error
 	// listErr makes every listing fail.
 	listErr error
+	// owners are the owner stamps live resources carry, by Key.
+	owners  map[string]string
 	removed []string
 }
 
@@ -113,6 +115,27 @@ func (f lister) LiveSecrets(context.Context, string) (map[string]string, error) 
 	return maps.Clone(f.secrets), f.listErr
 }
 
+// stamper is capability.OwnerStamps.
+type stamper struct{ *store }
+
+func (f stamper) LiveOwners(context.Context, string) (capability.Owners, error) {
+	o := capability.Owners{Services: map[string]string{}, Networks: map[string]string{}, Configs: map[string]string{}, Secrets: map[string]string{}}
+	for key, owner := range f.owners {
+		kind, name, _ := strings.Cut(key, "/")
+		switch Kind(kind) {
+		case KindService:
+			o.Services[name] = owner
+		case KindNetwork:
+			o.Networks[name] = owner
+		case KindConfig:
+			o.Configs[name] = owner
+		case KindSecret:
+			o.Secrets[name] = owner
+		}
+	}
+	return o, f.listErr
+}
+
 // remover is capability.ResourceRemover.
 type remover struct{ *store }
 
@@ -154,6 +177,7 @@ type (
 		declarer
 		lister
 		remover
+		stamper
 	}
 	fakeNoRemover struct {
 		core
@@ -191,6 +215,7 @@ var (
 	_ capability.DeclaredLister  = (*fullFake)(nil)
 	_ capability.ResourceLister  = (*fullFake)(nil)
 	_ capability.ResourceRemover = (*fullFake)(nil)
+	_ capability.OwnerStamps     = (*fullFake)(nil)
 
 	_ charts.Backend            = (*fakeNoRemover)(nil)
 	_ capability.LiveDrift      = (*fakeNoRemover)(nil)
@@ -318,7 +343,7 @@ func hasLine(lines []string, substr string) int {
 
 func TestRun_fullBackendRemovesInOrderAndLeavesTheRest(t *testing.T) {
 	s := newStore()
-	rep := mustRun(t, &fullFake{core{s}, drift{s}, declarer{s}, lister{s}, remover{s}}, runInput(s))
+	rep := mustRun(t, &fullFake{core{s}, drift{s}, declarer{s}, lister{s}, remover{s}, stamper{s}}, runInput(s))
 	if !slices.Equal(s.removed, everyRemoval) {
 		t.Errorf("removed %v, want %v", s.removed, everyRemoval)
 	}
@@ -338,7 +363,7 @@ func TestRun_fullBackendRemovesInOrderAndLeavesTheRest(t *testing.T) {
 
 func TestRun_capabilitiesSurviveAWrapper(t *testing.T) {
 	s := newStore()
-	mustRun(t, &wrapper{&fullFake{core{s}, drift{s}, declarer{s}, lister{s}, remover{s}}}, runInput(s))
+	mustRun(t, &wrapper{&fullFake{core{s}, drift{s}, declarer{s}, lister{s}, remover{s}, stamper{s}}}, runInput(s))
 	if !slices.Equal(s.removed, everyRemoval) {
 		t.Errorf("removed %v through the wrapper, want %v", s.removed, everyRemoval)
 	}
@@ -367,7 +392,7 @@ func TestRun_dryRunDeletesNothingAndKeepsCounts(t *testing.T) {
 	prev := map[string]int{"secret/s_key": 2}
 	in := runInput(s)
 	in.DryRun, in.Failures = true, prev
-	rep := mustRun(t, &fullFake{core{s}, drift{s}, declarer{s}, lister{s}, remover{s}}, in)
+	rep := mustRun(t, &fullFake{core{s}, drift{s}, declarer{s}, lister{s}, remover{s}, stamper{s}}, in)
 	if len(s.removed) != 0 || !rep.DryRun || rep.DryRunCause != "" {
 		t.Fatalf("removed=%v DryRun=%v cause=%q, want a requested dry run", s.removed, rep.DryRun, rep.DryRunCause)
 	}
@@ -446,7 +471,7 @@ func TestRun_ownStackIsReportedOnceAndNotCounted(t *testing.T) {
 	for _, id := range []string{"id-s_old", "id-s_older", "id-s_back", "id-s_conf-aaaaaaaaaa", "id-s_key"} {
 		s.removeErr[id] = fmt.Errorf("remove %s: %w", id, capability.ErrOwnStack)
 	}
-	rep := mustRun(t, &fullFake{core{s}, drift{s}, declarer{s}, lister{s}, remover{s}}, runInput(s))
+	rep := mustRun(t, &fullFake{core{s}, drift{s}, declarer{s}, lister{s}, remover{s}, stamper{s}}, runInput(s))
 	if !rep.OwnStack {
 		t.Fatal("OwnStack not set")
 	}
@@ -461,7 +486,7 @@ func TestRun_ownStackIsReportedOnceAndNotCounted(t *testing.T) {
 func TestRun_failuresAreCountedAndReportedAfterThree(t *testing.T) {
 	s := newStore()
 	s.removeErr["id-s_conf-aaaaaaaaaa"] = errors.New("config is in use by service s_other")
-	b := &fullFake{core{s}, drift{s}, declarer{s}, lister{s}, remover{s}}
+	b := &fullFake{core{s}, drift{s}, declarer{s}, lister{s}, remover{s}, stamper{s}}
 	in := runInput(s)
 	for pass := 1; pass <= StuckAfter; pass++ {
 		rep := mustRun(t, b, in)
@@ -484,7 +509,7 @@ func TestRun_failuresAreCountedAndReportedAfterThree(t *testing.T) {
 func TestRun_aServiceThatStaysDefersWhatItUses(t *testing.T) {
 	s := newStore()
 	s.removeErr["id-s_old"] = errors.New("daemon timeout")
-	rep := mustRun(t, &fullFake{core{s}, drift{s}, declarer{s}, lister{s}, remover{s}}, runInput(s))
+	rep := mustRun(t, &fullFake{core{s}, drift{s}, declarer{s}, lister{s}, remover{s}, stamper{s}}, runInput(s))
 	if got, want := keys(rep.Deferred), []string{"network/s_back", "config/s_conf-aaaaaaaaaa", "secret/s_key"}; !slices.Equal(got, want) {
 		t.Errorf("Deferred = %v, want %v", got, want)
 	}
@@ -496,7 +521,7 @@ func TestRun_aServiceThatStaysDefersWhatItUses(t *testing.T) {
 func TestRun_aFailedReadDeletesNothing(t *testing.T) {
 	s := newStore()
 	s.listErr = errors.New("daemon unreachable")
-	_, err := Run(context.Background(), &fullFake{core{s}, drift{s}, declarer{s}, lister{s}, remover{s}}, runInput(s))
+	_, err := Run(context.Background(), &fullFake{core{s}, drift{s}, declarer{s}, lister{s}, remover{s}, stamper{s}}, runInput(s))
 	if err == nil || len(s.removed) != 0 {
 		t.Fatalf("err=%v removed=%v, want an error and nothing removed", err, s.removed)
 	}

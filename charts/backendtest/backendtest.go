@@ -77,6 +77,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) charts.Backend, opts Option
 		{"RecordReleaseRefusesDuplicate", s.testRecordReleaseRefusesDuplicate},
 		{"RecordReleaseRoundTrip", s.testRecordReleaseRoundTrip},
 		{"ReleasesUnknown", s.testReleasesUnknown},
+		{"ReleaseHeadAgreesWithReleases", s.testReleaseHeadAgreesWithReleases},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,10 +2,12 @@ package backendtest
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 )
 
@@ -42,8 +44,8 @@ func (s *suite) testRecordReleaseRefusesDuplicate(t *testing.T, b charts.Backend
 	name := s.stack(t)
 	record(t, b, charts.Release{Name: name, Revision: 1, Owner: "ctl/app", Commit: "aaaa"}, 0)
 	err := b.RecordRelease(context.Background(), charts.Release{Name: name, Revision: 1, Owner: "ctl/app", Commit: "bbbb"}, 0)
-	if err == nil {
-		t.Fatal("second record of revision 1 was accepted")
+	if !errors.Is(err, charts.ErrRecordExists) {
+		t.Fatalf("second record of revision 1: %v, want an error wrapping charts.ErrRecordExists", err)
 	}
 	rs := releases(t, b, name)
 	if len(rs) != 1 || rs[0].Commit != "aaaa" {
@@ -79,6 +81,7 @@ func (s *suite) testRecordReleaseRoundTrip(t *testing.T, b charts.Backend) {
 		t.Errorf("time %v, want %v", got.Time, wantRel.Time)
 	}
 	got.Time, wantRel.Time = time.Time{}, time.Time{}
+	got.Version = 0 // the store's bookkeeping, not part of the record
 	if got != wantRel {
 		t.Errorf("record round trip:\n got %+v\nwant %+v", got, wantRel)
 	}
@@ -96,5 +99,43 @@ func (s *suite) testReleasesUnknown(t *testing.T, b charts.Backend) {
 	}
 	if len(rs) != 0 {
 		t.Fatalf("unknown release has revisions %v", revisions(rs))
+	}
+}
+
+// A backend that implements capability.ReleaseHead confirms the newest
+// record it returned and no other: not an older one once a newer one is
+// recorded, and not one without the version it was read at.
+func (s *suite) testReleaseHeadAgreesWithReleases(t *testing.T, b charts.Backend) {
+	h, ok := capability.As[capability.ReleaseHead](b)
+	if !ok {
+		t.Log("backend lacks ReleaseHead: planning reads the whole history, nothing to check")
+		return
+	}
+	ctx := context.Background()
+	name := s.stack(t)
+	isLatest := func(r charts.Release) bool {
+		t.Helper()
+		ok, err := h.IsLatestRelease(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	record(t, b, charts.Release{Name: name, Revision: 1, Owner: "ctl/app"}, 0)
+	r1 := releases(t, b, name)[0]
+	if !isLatest(r1) {
+		t.Fatal("the only record is not confirmed as the newest")
+	}
+	record(t, b, charts.Release{Name: name, Revision: 2, Owner: "ctl/app"}, 0)
+	if isLatest(r1) {
+		t.Fatal("revision 1 is confirmed as the newest after revision 2 was recorded")
+	}
+	r2 := releases(t, b, name)[0]
+	if !isLatest(r2) {
+		t.Fatal("revision 2 is not confirmed as the newest")
+	}
+	r2.Version = 0
+	if isLatest(r2) {
+		t.Fatal("a record without the version it was read at is confirmed")
 	}
 }

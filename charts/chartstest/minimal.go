@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -34,6 +33,11 @@ type MinimalBackend struct {
 	FailReads bool
 	// FailDeploy, when set, is returned by DeployStack before any write.
 	FailDeploy error
+	// LoseRecords makes RecordRelease answer nil without storing anything,
+	// as a write the daemon acknowledged and then lost would.
+	LoseRecords bool
+	// recordVersion stamps each stored record, as a swarm object version.
+	recordVersion uint64
 }
 
 var _ charts.Backend = (*MinimalBackend)(nil)
@@ -221,15 +225,34 @@ func (b *MinimalBackend) RecordRelease(_ context.Context, r charts.Release, keep
 	rs := b.releases[r.Name]
 	for _, old := range rs {
 		if old.Revision == r.Revision {
-			return errors.New("release revision already recorded")
+			return fmt.Errorf("record %s revision %d: %w", r.Name, r.Revision, charts.ErrRecordExists)
 		}
 	}
+	if b.LoseRecords {
+		return nil
+	}
+	b.recordVersion++
+	r.Version = b.recordVersion
 	rs = append(rs, r)
 	if keep > 0 && len(rs) > keep {
 		rs = rs[len(rs)-keep:]
 	}
 	b.releases[r.Name] = rs
 	return nil
+}
+
+// DeleteRelease removes one record, as an operator deleting its config by
+// hand would, and reports whether it was there.
+func (b *MinimalBackend) DeleteRelease(release string, revision int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rs := b.releases[release]
+	i := slices.IndexFunc(rs, func(r charts.Release) bool { return r.Revision == revision })
+	if i < 0 {
+		return false
+	}
+	b.releases[release] = slices.Delete(rs, i, i+1)
+	return true
 }
 
 // Writes counts every write so far, as DeployResult.Writes does: creates of

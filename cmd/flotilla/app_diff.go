@@ -49,10 +49,13 @@ func runAppDiff(ctx context.Context, c *client.Client, o appDiffOptions, w io.Wr
 }
 
 var changeMark = map[api.ServiceChange]string{
-	api.ServiceCreate: "+",
-	api.ServiceUpdate: "~",
-	api.ServiceDrift:  "!",
-	api.ServiceRemove: "-",
+	api.ServiceCreate:     "+",
+	api.ServiceUpdate:     "~",
+	api.ServiceDrift:      "!",
+	api.ServiceRemove:     "-",
+	api.ServiceRolledBack: "<",
+	api.ServiceUpdating:   "…",
+	api.ServiceNotKept:    "=",
 }
 
 func printDiff(w io.Writer, d api.Diff) {
@@ -76,6 +79,9 @@ func printDiff(w io.Writer, d api.Diff) {
 	}
 	for _, r := range d.PendingRemovals {
 		fmt.Fprintf(w, "- %s (prune would remove)\n", r)
+	}
+	for _, n := range d.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	for _, u := range d.Unavailable {
 		fmt.Fprintf(w, "note: %s\n", u)

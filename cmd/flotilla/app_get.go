@@ -78,6 +78,9 @@ func printStatus(w io.Writer, st application.Status, now time.Time) error {
 	for _, u := range st.Unavailable {
 		row("Unavailable", u)
 	}
+	for _, u := range st.Warnings {
+		row("Warning", u)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
@@ -49,6 +47,20 @@ type controllerOptions struct {
 	tlsCert        string
 	tlsKey         string
 	ui             bool
+
+	// Deadlines of the external calls.
+	gitTimeout      time.Duration
+	gitFetchTimeout time.Duration
+	dockerTimeout   time.Duration
+	notifyTimeout   time.Duration
+
+	shutdownTimeout time.Duration
+	http            httpTimeouts
+}
+
+// httpTimeouts bound the API server's connections; see the flags.
+type httpTimeouts struct {
+	read, write, idle time.Duration
 }
 
 func newControllerCmd() *cobra.Command {
@@ -68,8 +80,17 @@ redeploys nothing.`,
 			if o.config == "" {
 				return usageError{errors.New("--config is required")}
 			}
+			if err := o.validate(); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// The first signal starts a graceful stop; a second one gets
+			// the default action, so Ctrl-C twice always ends the process.
+			go func() {
+				<-ctx.Done()
+				stop()
+			}()
 			return runController(ctx, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -87,6 +108,14 @@ redeploys nothing.`,
 	f.StringVar(&o.tlsKey, "tls-key", "", "TLS private key file for the API (with --tls-cert)")
 	f.BoolVar(&o.ui, "ui", true, "serve the web UI at / and /ui/ (static files; every data call still needs a token)")
 	f.BoolVar(&o.prune, "prune", false, "remove the stacks of applications that were removed from the applications file (only what this controller's records prove it created)")
+	f.DurationVar(&o.gitTimeout, "git-timeout", source.DefaultRemoteTimeout, "deadline of the cheap remote check (ls-remote) every pass makes; a remote that does not answer within it fails that pass")
+	f.DurationVar(&o.gitFetchTimeout, "git-fetch-timeout", source.DefaultFetchTimeout, "deadline of one git fetch or first clone")
+	f.DurationVar(&o.dockerTimeout, "docker-timeout", backend.DefaultRequestTimeout, "deadline of every request to the Docker daemon (event streams exempt)")
+	f.DurationVar(&o.notifyTimeout, "notify-timeout", notify.DefaultAttemptTimeout, "deadline of one notification delivery attempt")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM or SIGINT, how long a pass that is writing may take to finish, the API to drain and notifications to go out; past it the controller exits anyway, with status 1")
+	f.DurationVar(&o.http.read, "http-read-timeout", api.DefaultReadTimeout, "longest an API request may take to send its headers and body; 0 for none")
+	f.DurationVar(&o.http.write, "http-write-timeout", api.DefaultWriteTimeout, "longest an API answer may take to write, except event streams and waited syncs; 0 for none")
+	f.DurationVar(&o.http.idle, "http-idle-timeout", api.DefaultIdleTimeout, "how long an idle keep-alive API connection stays open; 0 for none")
 	f.BoolVar(&o.once, "once", false, "run one pass per application (applying even manual ones is NOT implied), print a summary and exit; exit 1 if any pass failed")
 	return cmd
 }
@@ -147,7 +176,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		}
 	}
 	m := metrics.New()
-	be, err := backend.New(ctx, backend.Options{Logger: logger, OnRequest: m.DockerRequest})
+	be, err := backend.New(ctx, backend.Options{Logger: logger, OnRequest: m.DockerRequest, RequestTimeout: o.dockerTimeout})
 	if err != nil {
 		return fmt.Errorf("connect to the swarm: %w", err)
 	}
@@ -158,7 +187,8 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		logger.Warn("could not tell whether the controller runs as a swarm service", "error", err)
 	}
 	be = be.WithSelf(self)
-	fetcher := source.New(source.Options{CacheDir: filepath.Join(o.dataDir, "git"), Logger: logger})
+	fetcher := source.New(source.Options{CacheDir: filepath.Join(o.dataDir, "git"), Logger: logger,
+		RemoteTimeout: o.gitTimeout, FetchTimeout: o.gitFetchTimeout})
 	broker := events.NewBroker(events.BrokerOptions{})
 	ctl, err := reconcile.New(reconcile.Options{
 		ControllerID:     o.controllerID,
@@ -195,42 +225,38 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	logger.Info("controller started", "component", "controller", "applications", len(file.Applications), "controller_id", o.controllerID)
 	// Notifications follow the event stream on their own goroutines, so a
 	// slow sink never holds up a pass.
-	notifier, err := notify.New(file.Notifications, notify.Options{Logger: logger})
+	notifier, err := notify.New(file.Notifications, notify.Options{Logger: logger, AttemptTimeout: o.notifyTimeout})
 	if err != nil {
 		return err
 	}
-	var notifying sync.WaitGroup
-	notifying.Add(1)
-	go func() {
-		defer notifying.Done()
-		notifier.Run(ctx, broker)
-	}()
-	defer notifying.Wait()
-	go watchApplications(ctx, o.config, ctl, logger)
-	if o.listen == "" {
-		return ctl.Run(ctx)
+	r := &runner{opts: o, ctl: ctl, notifier: notifier, broker: broker,
+		log: logger.With("component", "controller"), apiLog: logger.With("component", "api")}
+	if o.listen != "" {
+		r.handler = func(stopping <-chan struct{}) http.Handler {
+			return api.New(api.Options{
+				Controller:    apiwire.New(ctl),
+				Events:        broker,
+				Metrics:       m,
+				Tokens:        tokens,
+				NoAuth:        o.insecureNoAuth && !tokens.Has(api.RoleAdmin),
+				PublicMetrics: o.publicMetrics,
+				Webhooks:      api.WebhookOptions{Secrets: webhooks},
+				UI:            uiHandler(o.ui),
+				Logger:        logger,
+				Stopping:      stopping,
+				Ready: func(ctx context.Context) error {
+					if !ctl.InitialPassesDone() {
+						return errors.New("initial sync not done")
+					}
+					if _, err := be.SwarmNodes(ctx); err != nil {
+						return fmt.Errorf("swarm not reachable: %w", err)
+					}
+					return nil
+				},
+			})
+		}
 	}
-	handler := api.New(api.Options{
-		Controller:    apiwire.New(ctl),
-		Events:        broker,
-		Metrics:       m,
-		Tokens:        tokens,
-		NoAuth:        o.insecureNoAuth && !tokens.Has(api.RoleAdmin),
-		PublicMetrics: o.publicMetrics,
-		Webhooks:      api.WebhookOptions{Secrets: webhooks},
-		UI:            uiHandler(o.ui),
-		Logger:        logger,
-		Ready: func() error {
-			if !ctl.InitialPassesDone() {
-				return errors.New("initial sync not done")
-			}
-			if _, err := be.SwarmNodes(ctx); err != nil {
-				return fmt.Errorf("swarm not reachable: %w", err)
-			}
-			return nil
-		},
-	})
-	return serve(ctx, o, handler, ctl, logger)
+	return r.run(ctx)
 }
 
 // uiHandler is the web UI, or nil when --ui=false.
@@ -239,43 +265,6 @@ func uiHandler(on bool) http.Handler {
 		return nil
 	}
 	return web.Handler()
-}
-
-// serve runs the API server and the controller together until ctx ends. The
-// server has no write timeout: event streams and waited syncs manage their
-// own deadlines.
-func serve(ctx context.Context, o *controllerOptions, h http.Handler, ctl *reconcile.Controller, logger *slog.Logger) error {
-	ln, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return fmt.Errorf("--listen %s: %w", o.listen, err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() {
-		var err error
-		if o.tlsCert != "" {
-			err = srv.ServeTLS(ln, o.tlsCert, o.tlsKey)
-		} else {
-			err = srv.Serve(ln)
-		}
-		if !errors.Is(err, http.ErrServerClosed) {
-			errc <- err
-		}
-	}()
-	logger.Info("api listening", "component", "controller", "addr", ln.Addr().String(), "tls", o.tlsCert != "")
-	runErr := make(chan error, 1)
-	go func() { runErr <- ctl.Run(ctx) }()
-	select {
-	case err = <-errc:
-	case err = <-runErr:
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutdown)
-	if err == nil {
-		err = <-runErr
-	}
-	return err
 }
 
 // printResult writes one line per application for --once.

@@ -7,9 +7,11 @@
 //
 //	func TestMain(m *testing.M) { os.Exit(swarmtest.Main(m)) }
 //
-// Without a reachable swarm manager the package's tests are skipped, unless
-// CI or FLOTILLA_REQUIRE_SWARM is set, in which case they fail: a CI run that
-// silently tested nothing would look green.
+// Without a reachable swarm manager the tests that need it (those that call
+// Need, Client, Name or Cleanup) are skipped, unless CI or
+// FLOTILLA_REQUIRE_SWARM is set, in which case they fail: a CI run that
+// silently tested nothing would look green. The package's pure unit tests run
+// either way.
 package swarmtest
 
 import (
@@ -56,6 +58,10 @@ const (
 var requireEnv = []string{"CI", "FLOTILLA_REQUIRE_SWARM"}
 
 var (
+	mainRan   bool
+	checkOnce sync.Once
+	checkErr  error
+
 	shared    *client.Client
 	sharedErr error
 	once      sync.Once
@@ -68,31 +74,62 @@ func sharedClient() (*client.Client, error) {
 	return shared, sharedErr
 }
 
-// Main checks the swarm, builds the test images, and runs the package's tests.
-// It returns the exit code for os.Exit.
+// unavailable is why the swarm cannot serve this package's tests, set once by
+// Main before any test runs; nil when it can.
+var unavailable error
+
+// Main checks the swarm, builds the test images when there is one, and runs
+// the package's tests either way: the pure unit tests of a package do not
+// need a swarm and must not be silently dropped with the ones that do. A test
+// that needs the swarm says so through Need (Client, Name and Cleanup call it),
+// and only that test is skipped — or failed, when CI or FLOTILLA_REQUIRE_SWARM
+// is set. It returns the exit code for os.Exit.
 func Main(m *testing.M) int {
+	mainRan = true
 	if err := ready(); err != nil {
-		required := ""
-		for _, k := range requireEnv {
-			if os.Getenv(k) != "" {
-				required = k
-				break
-			}
+		unavailable = err
+		verb := "SKIPPING"
+		if required() != "" {
+			verb = "FAILING (" + required() + " is set)"
 		}
-		if required != "" {
-			fmt.Fprintf(os.Stderr, "\n*** swarmtest: FAIL: no usable swarm (%s is set, so this is not a skip): %v\n"+
-				"*** run scripts/swarm-up.sh to start one\n\n", required, err)
-			return 1
-		}
-		fmt.Fprintf(os.Stderr, "\n*** swarmtest: SKIPPING every test in this package: no usable swarm: %v\n"+
-			"*** run scripts/swarm-up.sh to start one; set FLOTILLA_REQUIRE_SWARM=1 to make this a failure\n\n", err)
-		return 0
-	}
-	if err := buildImages(); err != nil {
-		fmt.Fprintf(os.Stderr, "\n*** swarmtest: FAIL: building test images: %v\n\n", err)
-		return 1
+		fmt.Fprintf(os.Stderr, "\n*** swarmtest: %s every test of this package that needs the swarm: no usable swarm: %v\n"+
+			"*** pure unit tests still run; run scripts/swarm-up.sh to start one\n\n", verb, err)
+	} else if err := buildImages(); err != nil {
+		unavailable = fmt.Errorf("building test images: %w", err)
+		fmt.Fprintf(os.Stderr, "\n*** swarmtest: %v\n\n", unavailable)
 	}
 	return m.Run()
+}
+
+// required names the set variable that turns a missing swarm into a
+// failure, or "".
+func required() string {
+	for _, k := range requireEnv {
+		if os.Getenv(k) != "" {
+			return k
+		}
+	}
+	return ""
+}
+
+// Need marks t as needing the real swarm: without one it is skipped, or
+// failed when CI or FLOTILLA_REQUIRE_SWARM is set, so a CI run that tested
+// nothing cannot look green. Outside a package whose TestMain is Main it
+// checks the swarm itself.
+func Need(t testing.TB) {
+	t.Helper()
+	err := unavailable
+	if !mainRan {
+		checkOnce.Do(func() { checkErr = ready() })
+		err = checkErr
+	}
+	if err == nil {
+		return
+	}
+	if k := required(); k != "" {
+		t.Fatalf("needs the swarm and %s is set: %v", k, err)
+	}
+	t.Skipf("needs the swarm: %v", err)
 }
 
 // ready reports why the daemon cannot run the tests, or nil.
@@ -150,6 +187,7 @@ func repoRoot() (string, error) {
 // Client returns the shared Docker client.
 func Client(t testing.TB) *client.Client {
 	t.Helper()
+	Need(t)
 	c, err := sharedClient()
 	if err != nil {
 		t.Fatalf("docker client: %v", err)
@@ -162,6 +200,7 @@ func Client(t testing.TB) *client.Client {
 // characters. prefix is shortened to fit.
 func Name(t testing.TB, prefix string) string {
 	t.Helper()
+	Need(t)
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatalf("random name: %v", err)
@@ -299,7 +338,10 @@ func removeNetwork(ctx context.Context, c *client.Client, id string) error {
 	var err error
 	for range 40 {
 		err = c.NetworkRemove(ctx, id)
-		if err == nil || notFound(err) {
+		// A network the node still lists after Swarm forgot it (a job's
+		// container outlived its service) answers a 500 "not found": it
+		// is gone from the swarm, and nothing can remove the node's copy.
+		if err == nil || notFound(err) || strings.Contains(err.Error(), "not found") {
 			return nil
 		}
 		select {

@@ -52,7 +52,12 @@ class ApiError extends Error {
 async function api(method, path, body) {
   const headers = { Accept: 'application/json' };
   if (token()) headers.Authorization = 'Bearer ' + token();
-  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (method !== 'GET' && method !== 'HEAD') {
+    // Every write declares JSON and carries the header the API demands of
+    // writes, which a cross-origin page or a form cannot send.
+    headers['Content-Type'] = 'application/json';
+    headers['X-Flotilla-Request'] = '1';
+  }
   const res = await fetch(API + path, {
     method, headers, cache: 'no-store',
     body: body === undefined ? undefined : JSON.stringify(body),

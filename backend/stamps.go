@@ -1,0 +1,71 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/flotilla-gitops/flotilla/capability"
+)
+
+var _ capability.OwnerStamps = (*Backend)(nil)
+
+// LiveOwners reads the owner stamp of every service, network, config and
+// secret in the stack's namespace, from one listing of each kind. Release
+// records carry a stamp too but are not the stack's objects, so they are
+// left out.
+func (b *Backend) LiveOwners(ctx context.Context, stack string) (capability.Owners, error) {
+	out := capability.Owners{Services: map[string]string{}, Networks: map[string]string{}, Configs: map[string]string{}, Secrets: map[string]string{}}
+	add := func(m map[string]string, name string, labels map[string]string) {
+		if o := labels[LabelOwner]; o != "" && labels[LabelRecord] == "" {
+			m[name] = o
+		}
+	}
+	services, err := b.api.ServiceList(ctx, swarm.ServiceListOptions{Filters: namespace(stack)})
+	if err != nil {
+		return out, fmt.Errorf("owner stamps of %s: list services: %w", stack, err)
+	}
+	for _, s := range services {
+		add(out.Services, s.Spec.Name, s.Spec.Labels)
+	}
+	nets, err := b.api.NetworkList(ctx, network.ListOptions{Filters: namespace(stack)})
+	if err != nil {
+		return out, fmt.Errorf("owner stamps of %s: list networks: %w", stack, err)
+	}
+	for _, n := range nets {
+		add(out.Networks, n.Name, n.Labels)
+	}
+	configs, err := b.api.ConfigList(ctx, swarm.ConfigListOptions{Filters: namespace(stack)})
+	if err != nil {
+		return out, fmt.Errorf("owner stamps of %s: list configs: %w", stack, err)
+	}
+	for _, c := range configs {
+		add(out.Configs, c.Spec.Name, c.Spec.Labels)
+	}
+	secrets, err := b.api.SecretList(ctx, swarm.SecretListOptions{Filters: namespace(stack)})
+	if err != nil {
+		return out, fmt.Errorf("owner stamps of %s: list secrets: %w", stack, err)
+	}
+	for _, s := range secrets {
+		add(out.Secrets, s.Spec.Name, s.Spec.Labels)
+	}
+	return out, nil
+}
+
+// ownerStamped returns labels with the deploy's owner stamp added, on a
+// copy: networks, configs and secrets carry it from their create on, so a
+// sweep can prove they are this application's even when the deploy that
+// created them never got to record its revision.
+func ownerStamped(labels map[string]string, deploy map[string]string) map[string]string {
+	owner := deploy[LabelOwner]
+	if owner == "" {
+		return labels
+	}
+	out := make(map[string]string, len(labels)+1)
+	maps.Copy(out, labels)
+	out[LabelOwner] = owner
+	return out
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/api"
+	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/notify"
+	"github.com/flotilla-gitops/flotilla/reconcile"
+)
+
+// validate checks the controller flags that need more than their type.
+func (o *controllerOptions) validate() error {
+	if o.shutdownTimeout <= 0 {
+		return usageError{fmt.Errorf("--shutdown-timeout must be positive, not %s", o.shutdownTimeout)}
+	}
+	for name, d := range map[string]time.Duration{
+		"--http-read-timeout": o.http.read, "--http-write-timeout": o.http.write, "--http-idle-timeout": o.http.idle,
+	} {
+		if d < 0 {
+			return usageError{fmt.Errorf("%s must be 0 (none) or positive, not %s", name, d)}
+		}
+	}
+	return nil
+}
+
+// runner is the long-running controller: the reconciler, the applications
+// file watcher, the notifier and, with --listen, the API.
+type runner struct {
+	opts     *controllerOptions
+	ctl      *reconcile.Controller
+	notifier *notify.Dispatcher
+	broker   *events.Broker
+	log      *slog.Logger
+	apiLog   *slog.Logger // for the HTTP server's own errors
+	// handler builds the API; stopping closes when the stop begins. Nil
+	// without --listen.
+	handler func(stopping <-chan struct{}) http.Handler
+}
+
+// run serves until ctx ends (SIGTERM or SIGINT) or the API fails, then
+// stops within --shutdown-timeout:
+//
+//   - no new pass starts, and a pass in flight ends at its next step
+//     boundary (a step that writes finishes first);
+//   - the API stops accepting, ends its event streams and waited syncs, and
+//     lets the other requests finish;
+//   - the notifications of the last passes go out.
+//
+// Past the timeout it returns at once with exit status 1, after logging
+// what was still running; nothing then waits for the stragglers.
+func (r *runner) run(ctx context.Context) error {
+	o := r.opts
+	var srv *http.Server
+	served := make(chan error, 1)
+	stopping := make(chan struct{})
+	if r.handler != nil {
+		ln, err := net.Listen("tcp", o.listen)
+		if err != nil {
+			return fmt.Errorf("--listen %s: %w", o.listen, err)
+		}
+		srv = api.NewServer(r.handler(stopping), api.Timeouts{Read: o.http.read, Write: o.http.write, Idle: o.http.idle}, r.apiLog)
+		go func() {
+			var err error
+			if o.tlsCert != "" {
+				err = srv.ServeTLS(ln, o.tlsCert, o.tlsKey)
+			} else {
+				err = srv.Serve(ln)
+			}
+			if !errors.Is(err, http.ErrServerClosed) {
+				served <- err
+			}
+		}()
+		r.log.Info("api listening", "addr", ln.Addr().String(), "tls", o.tlsCert != "")
+	}
+
+	// Passes and the watcher stop with ctx; notifications outlive it until
+	// the last pass's events are sent.
+	work, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	notifyCtx, stopNotify := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopNotify()
+	notified := make(chan struct{})
+	go func() {
+		defer close(notified)
+		r.notifier.Run(notifyCtx, r.broker)
+	}()
+	go watchApplications(work, o.config, r.ctl, r.log)
+	ran := make(chan error, 1)
+	go func() { ran <- r.ctl.Run(work) }()
+
+	var failed error
+	select {
+	case <-ctx.Done():
+		r.log.Info("stopping: no new pass starts, passes in flight end at their next step",
+			"cause", context.Cause(ctx).Error(), "timeout", o.shutdownTimeout)
+	case err := <-served:
+		failed = fmt.Errorf("api: %w", err)
+		r.log.Error("api failed; stopping the controller", "error", err)
+	case err := <-ran:
+		ran = nil
+		failed = err
+		r.log.Error("reconciler stopped on its own; stopping the controller", "error", err)
+	}
+
+	began := time.Now()
+	deadline, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	stopWork()
+	close(stopping)
+	shut := make(chan error, 1)
+	if srv != nil {
+		go func() { shut <- srv.Shutdown(deadline) }()
+	} else {
+		shut <- nil
+	}
+
+	var unfinished []string
+	if ran != nil {
+		select {
+		case err := <-ran:
+			if failed == nil {
+				failed = err
+			}
+		case <-deadline.Done():
+			unfinished = append(unfinished, "passes of "+strings.Join(r.ctl.Running(), ", "))
+		}
+	}
+	if len(unfinished) == 0 {
+		// Only now can no pass publish anything more.
+		if err := r.notifier.Drain(deadline, r.broker); err != nil {
+			unfinished = append(unfinished, err.Error())
+		}
+	}
+	stopNotify()
+	select {
+	case err := <-shut:
+		if err != nil {
+			unfinished = append(unfinished, "api requests still open")
+		}
+	case <-deadline.Done():
+		unfinished = append(unfinished, "api requests still open")
+	}
+	if len(unfinished) == 0 {
+		select {
+		case <-notified:
+		case <-deadline.Done():
+			unfinished = append(unfinished, "notification sinks still sending")
+		}
+	}
+	if len(unfinished) > 0 {
+		r.log.Error("shutdown timed out; exiting with work unfinished",
+			"timeout", o.shutdownTimeout, "still_running", strings.Join(unfinished, "; "))
+		return exitError{exitFailed}
+	}
+	r.log.Info("controller stopped", "took", time.Since(began).Round(time.Millisecond))
+	return failed
+}

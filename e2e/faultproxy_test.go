@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// killProxy stands between a controller process and dockerd, counts the
+// Docker writes that pass through it, and SIGKILLs the process at the Nth:
+// either before that write reaches the daemon, or after the daemon did it
+// and before the process hears back. The product carries no hook for this;
+// the process dies exactly where a real crash could leave it.
+type killProxy struct {
+	Socket string // the unix socket to point DOCKER_HOST at
+
+	mu      sync.Mutex
+	writes  int
+	killAt  int  // 0: never
+	after   bool // kill after the daemon answered the killAt-th write
+	kill    func()
+	killed  bool
+	entries []writeEntry
+	run     int
+}
+
+// writeEntry is one write the daemon received, with its answer.
+type writeEntry struct {
+	Run    int
+	Method string
+	Kind   string // service, network, config, secret
+	Op     string // create, update, remove
+	Name   string // from the request body, for creates and updates
+	ID     string // from the path, for updates and removals
+	Status int
+}
+
+var errKilled = errors.New("controller killed by the fault proxy")
+
+func newKillProxy(t *testing.T) *killProxy {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "flt-proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := &killProxy{Socket: filepath.Join(dir, "docker.sock")}
+	l, err := net.Listen("unix", p.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemon := "/var/run/docker.sock"
+	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") {
+		daemon = strings.TrimPrefix(h, "unix://")
+	}
+	base := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", daemon)
+	}}
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(&url.URL{Scheme: "http", Host: "docker"}) },
+		Transport:     roundTripFunc(func(r *http.Request) (*http.Response, error) { return p.roundTrip(base, r) }),
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+		},
+	}
+	srv := &http.Server{Handler: rp}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close(); base.CloseIdleConnections() })
+	return p
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// arm makes the proxy kill with kill() at write n of the next run (0 for a
+// run that is not killed), counting from the start of that run.
+func (p *killProxy) arm(n int, after bool, kill func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.run++
+	p.writes, p.killAt, p.after, p.kill, p.killed = 0, n, after, kill, false
+}
+
+// runWrites returns how many writes the current run sent and whether it
+// was killed.
+func (p *killProxy) runWrites() (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.writes, p.killed
+}
+
+// log returns every write the daemon received, over all runs.
+func (p *killProxy) log() []writeEntry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]writeEntry(nil), p.entries...)
+}
+
+var writePath = regexp.MustCompile(`^(?:/v[0-9.]+)?/(services|networks|configs|secrets)(?:/([^/]+))?(?:/(update))?$`)
+
+func (p *killProxy) roundTrip(base http.RoundTripper, r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodPost && r.Method != http.MethodDelete && r.Method != http.MethodPut {
+		return base.RoundTrip(r)
+	}
+	e := writeEntry{Method: r.Method}
+	if m := writePath.FindStringSubmatch(r.URL.Path); m != nil {
+		e.Kind = strings.TrimSuffix(m[1], "s")
+		switch {
+		case r.Method == http.MethodDelete:
+			e.Op, e.ID = "remove", m[2]
+		case m[2] == "create":
+			e.Op = "create"
+		case m[3] == "update":
+			e.Op, e.ID = "update", m[2]
+		}
+	}
+	if r.Body != nil && e.Op != "remove" {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var named struct{ Name string }
+		if json.Unmarshal(body, &named) == nil {
+			e.Name = named.Name
+		}
+	}
+
+	p.mu.Lock()
+	p.writes++
+	e.Run = p.run
+	hit := p.killAt > 0 && p.writes == p.killAt
+	if hit && !p.after {
+		p.killed = true
+		p.kill()
+		p.mu.Unlock()
+		return nil, errKilled
+	}
+	p.mu.Unlock()
+
+	resp, err := base.RoundTrip(r)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err == nil {
+		e.Status = resp.StatusCode
+	}
+	p.entries = append(p.entries, e)
+	if hit {
+		p.killed = true
+		p.kill()
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return nil, errKilled
+	}
+	return resp, err
+}
