@@ -39,8 +39,9 @@ const (
 	// before any digest was pinned.
 	LabelImage = "com.docker.stack.image"
 	// LabelSpecHash is the sha256 of the desired spec a service was last
-	// written with, before Flotilla's own labels; comparing it is how an
-	// unchanged service is left without a write.
+	// written with, before Flotilla's own labels and with sealed env values
+	// as their placeholders; comparing it is how an unchanged service is
+	// left without a write.
 	LabelSpecHash = "io.flotilla.spec-hash"
 
 	// Release record labels. Records carry no namespace label, so neither

@@ -50,6 +50,9 @@ type deployPlan struct {
 	live     map[string]swarm.Service
 	heal     map[string]bool
 	auth     map[string]string // scoped service name -> X-Registry-Auth
+	// sealedEnv is, for each service with sealed values, its env as the
+	// manifest holds it (placeholders): what the spec hash is taken over.
+	sealedEnv map[string][]string
 }
 
 // DeployStack converges req.Stack to req.Manifest. It reads, converts and
@@ -215,6 +218,17 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 	for _, w := range p.stack.ForAPIVersion(version) {
 		b.log.Warn("deploying without a field this daemon does not keep", "stack", req.Stack, "api_version", version, "warning", w)
 	}
+	for name, spec := range p.stack.Services {
+		if cs := spec.TaskTemplate.ContainerSpec; cs != nil && compose.SealedEnv(cs.Env) != nil {
+			if p.sealedEnv == nil {
+				p.sealedEnv = map[string][]string{}
+			}
+			p.sealedEnv[name] = cs.Env
+		}
+	}
+	if err := compose.Unseal(p.stack, req.Sealed); err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
 	p.services = sortedKeys(p.stack.Services)
 	if p.auth, err = b.registryAuths(ctx, p.stack.Services); err != nil {
 		return nil, err
@@ -317,7 +331,7 @@ func (b *Backend) apply(ctx context.Context, req charts.DeployRequest, p *deploy
 		if _, ok := desired.Labels[LabelImage]; !ok && desired.TaskTemplate.ContainerSpec != nil {
 			desired.Labels[LabelImage] = desired.TaskTemplate.ContainerSpec.Image
 		}
-		hash, err := specHash(desired)
+		hash, err := specHash(hashedSpec(desired, p.sealedEnv[name]))
 		if err != nil {
 			return res, fmt.Errorf("service %s: %w", short, err)
 		}
@@ -496,6 +510,21 @@ func specHash(spec swarm.ServiceSpec) (string, error) {
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// hashedSpec is what the spec hash of desired is taken over: desired with
+// its env as the manifest holds it when it had sealed values. The hash is a
+// label anyone who can read the service sees, and a plain hash over a
+// decrypted value could be tested against guesses; a placeholder is a keyed
+// digest of its value, so the hash still changes when the value does.
+func hashedSpec(desired swarm.ServiceSpec, sealedEnv []string) swarm.ServiceSpec {
+	if sealedEnv == nil || desired.TaskTemplate.ContainerSpec == nil {
+		return desired
+	}
+	c := *desired.TaskTemplate.ContainerSpec
+	c.Env = sealedEnv
+	desired.TaskTemplate.ContainerSpec = &c
+	return desired
 }
 
 // resolvePending swaps the placeholder ids of configs and secrets this

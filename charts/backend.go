@@ -62,6 +62,12 @@ type DeployRequest struct {
 	// scoped, content-hashed secret name. It lives only in memory: it is
 	// never part of a Manifest or a Release.
 	Secrets map[string][]byte
+	// Sealed maps each placeholder of the manifest to the plaintext it
+	// stands for (compose.Rendered.Sealed): values decrypted with SOPS,
+	// which the manifest, and so the release record, never holds. Memory
+	// only. A backend puts them back with compose.Unseal before writing,
+	// and refuses a manifest whose placeholder has no value here.
+	Sealed map[string]string
 	// Labels are stamped on every service this deploy creates or updates
 	// (owner, release, revision). They go on service labels only, never in
 	// the task template, so changing them restarts nothing. The owner stamp

@@ -22,6 +22,15 @@ type Dir struct {
 	// DecryptFunc. Default nil: no keys, so a SOPS-encrypted file fails
 	// the render instead of being deployed as ciphertext.
 	Decrypt DecryptFunc
+	// SealKey keys the digests that stand for decrypted values in the
+	// manifest and in the names of decrypted secrets and configs
+	// ((*sopsage.Identities).SealKey gives one). Default nil: a key derived
+	// from the encrypted files themselves, stable but computable by anyone
+	// who can read the repository.
+	SealKey []byte
+	// Limits bound what a render reads and writes; zero fields take the
+	// defaults (see Limits).
+	Limits Limits
 	// APIVersion is the engine API version the render is checked against:
 	// every service field that version cannot carry is named in
 	// Rendered.Warnings (a deploy drops it). Default "": no check.
@@ -37,6 +46,10 @@ type Rendered struct {
 	// Secrets maps each secret's scoped content-hashed name to its
 	// plaintext, for DeployRequest.Secrets. Memory only.
 	Secrets map[string][]byte
+	// Sealed maps each placeholder in Manifest to the plaintext it stands
+	// for: values decrypted with SOPS (environment values, config files),
+	// for DeployRequest.Sealed and Unseal. Memory only, like Secrets.
+	Sealed map[string]string
 	// Warnings name what the render ignored, as `docker stack deploy`
 	// would warn about it: service options Swarm does not support, and
 	// fields Dir.APIVersion cannot carry.

@@ -34,23 +34,32 @@ type sopsState struct {
 	// them into files that were never encrypted, so any message may
 	// quote one; withhold blanks them out wherever they appear.
 	values []string
+	// envSealed maps service and variable to a value that came from a
+	// decrypted env_file or an encrypted environment entry: see sealEnv.
+	envSealed map[string]map[string]string
+	// interp maps each value of a decrypted interpolation env file (of
+	// minRedacted characters or more) to its variable's name: the values
+	// interpolation can carry anywhere in the compose model.
+	interp map[string]string
+	// key is the seal key (Dir.SealKey, or derived: see sealKey).
+	key []byte
 }
 
 // useDecrypter installs fn, or, when it is nil, a decrypter without keys:
 // it still recognises encrypted files, and refuses them.
-func (p *project) useDecrypter(fn DecryptFunc) {
+func (p *project) useDecrypter(fn DecryptFunc, key []byte) {
 	if fn == nil {
 		var none *sopsage.Identities
 		fn = none.Decrypt
 	}
-	p.sops = sopsState{decrypt: fn, cipher: map[string][]byte{}, composeFiles: map[string]bool{}}
+	p.sops = sopsState{decrypt: fn, cipher: map[string][]byte{}, composeFiles: map[string]bool{}, key: key}
 }
 
 // decrypt runs the decrypter on a file just read from rel. A failure names
 // the file as a read failure does; its reason never quotes content.
 func (p *project) decrypt(rel string, data []byte) ([]byte, error) {
 	if p.sops.decrypt == nil {
-		p.useDecrypter(nil)
+		p.useDecrypter(nil, nil)
 	}
 	plain, err := p.sops.decrypt(rel, data)
 	if err != nil {
@@ -96,12 +105,12 @@ func (p *project) lineSource(rel string, src []byte) []byte {
 }
 
 // warnDecryptedConfig notes that a config's plaintext will be visible:
-// configs, unlike secrets, are stored in the manifest and readable from the
-// swarm by anyone who can list configs.
+// the manifest holds it sealed, but a swarm config, unlike a secret, can be
+// read back by anyone who can inspect configs.
 func (p *project) warnDecryptedConfig(kind, key, rel string) {
 	if kind == "configs" && p.wasDecrypted(rel) {
 		p.warns = append(p.warns, "config "+key+" is decrypted from "+rel+
-			": its plaintext is stored in the manifest and in the swarm config; declare it under secrets to keep it private")
+			": its plaintext is readable from the swarm config by anyone who can inspect configs; declare it under secrets to keep it private")
 	}
 }
 

@@ -38,7 +38,7 @@ func sopsProject(t *testing.T, id sopsagetest.Identity, encrypted ...string) Dir
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Dir{Root: root, Path: "stack", EnvFiles: []string{"deploy.env"}, Decrypt: ids.Decrypt}
+	return Dir{Root: root, Path: "stack", EnvFiles: []string{"deploy.env"}, Decrypt: ids.Decrypt, SealKey: ids.SealKey()}
 }
 
 // sopsEncryptFile encrypts a file in place, as `sops -e -i` would.
@@ -53,9 +53,14 @@ func sopsEncryptFile(t *testing.T, path, recipient string) {
 	}
 }
 
+// serviceEnv is the env the app service is deployed with: the manifest
+// converted and its sealed values put back, as the backend does.
 func serviceEnv(t *testing.T, r *Rendered) []string {
 	t.Helper()
 	st := mustConvert(t, r, sopsStack)
+	if err := Unseal(st, r.Sealed); err != nil {
+		t.Fatalf("Unseal: %v", err)
+	}
 	svc, ok := st.Services[sopsStack+"_app"]
 	if !ok {
 		t.Fatalf("no service app in %v", sortedKeys(st.Services))
@@ -68,9 +73,10 @@ func TestRenderDecryptsSopsFilesInMemory(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		encrypted []string
+		warnings  int // the whole compose file encrypted: its image, too
 	}{
-		{"secret, env file and interpolation file", []string{"db_password.txt", "app.env", "deploy.env"}},
-		{"the whole compose file too", []string{"db_password.txt", "app.env", "deploy.env", "compose.yaml"}},
+		{"secret, env file and interpolation file", []string{"db_password.txt", "app.env", "deploy.env"}, 0},
+		{"the whole compose file too", []string{"db_password.txt", "app.env", "deploy.env", "compose.yaml"}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := sopsProject(t, id, tc.encrypted...)
@@ -95,8 +101,20 @@ func TestRenderDecryptsSopsFilesInMemory(t *testing.T) {
 			if strings.Contains(r.Manifest, sopsPassword) {
 				t.Errorf("secret plaintext in the manifest:\n%s", r.Manifest)
 			}
-			if !strings.Contains(r.Manifest, secretName) || !strings.Contains(r.Manifest, digest([]byte(sopsPassword))) {
-				t.Errorf("manifest lacks the secret's name or digest:\n%s", r.Manifest)
+			if !strings.Contains(r.Manifest, secretName) || !strings.Contains(r.Manifest, "hmacSHA256: ") {
+				t.Errorf("manifest lacks the secret's name or keyed digest:\n%s", r.Manifest)
+			}
+			// A plain hash of a decrypted secret is readable by anyone who
+			// reads the record, so neither its name nor the manifest has one.
+			if plain := digest([]byte(sopsPassword)); strings.Contains(r.Manifest, plain[:hashLen]) {
+				t.Errorf("manifest holds the plain sha256 of the decrypted secret:\n%s", r.Manifest)
+			}
+			// No decrypted env value is in the manifest either: each is a
+			// placeholder whose plaintext travels in Rendered.Sealed.
+			for _, plain := range []string{sopsToken, sopsDBUser} {
+				if strings.Contains(r.Manifest, plain) {
+					t.Errorf("decrypted env value %q in the manifest:\n%s", plain, r.Manifest)
+				}
 			}
 			// Nothing is passed on as ciphertext.
 			if strings.Contains(r.Manifest, "ENC[") || strings.Contains(r.Manifest, "sops_mac") || strings.Contains(r.Manifest, "mac:") {
@@ -109,7 +127,7 @@ func TestRenderDecryptsSopsFilesInMemory(t *testing.T) {
 					t.Errorf("service env %q lacks %q", env, want)
 				}
 			}
-			if len(r.Warnings) != 0 {
+			if len(r.Warnings) != tc.warnings {
 				t.Errorf("warnings: %q", r.Warnings)
 			}
 		})
@@ -333,7 +351,17 @@ func TestRenderWarnsThatADecryptedConfigIsNotSecret(t *testing.T) {
 	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "config app_conf is decrypted from stack/app.conf") {
 		t.Errorf("warnings %q", r.Warnings)
 	}
-	if !strings.Contains(r.Manifest, `listen = ":8080"`) {
-		t.Errorf("decrypted config data missing from the manifest:\n%s", r.Manifest)
+	// The manifest holds the config sealed; the deploy gets the plaintext.
+	if strings.Contains(r.Manifest, `listen = ":8080"`) || !strings.Contains(r.Manifest, "sealed: "+sealPrefix) {
+		t.Errorf("decrypted config data in the manifest, or not sealed:\n%s", r.Manifest)
+	}
+	st := mustConvert(t, r, sopsStack)
+	if err := Unseal(st, r.Sealed); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range st.Configs {
+		if !strings.Contains(string(c.Data), `listen = ":8080"`) {
+			t.Errorf("unsealed config data %q", c.Data)
+		}
 	}
 }

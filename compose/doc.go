@@ -31,12 +31,18 @@
 //	configs:                         # data of each config the stack creates
 //	  demo_app_conf-c477fcdc10:
 //	    key: app_conf
-//	    data: |                      # or base64: when not UTF-8
-//	      listen = ":8080"
+//	    data: |                      # or base64: when not UTF-8, or
+//	      listen = ":8080"           # sealed: for a decrypted file
 //	secrets:                         # never the plaintext
 //	  demo_db_password-a2c9f0ee9a:
 //	    key: db_password
 //	    sha256: a2c9f0ee9a4b...      # so a pinned name still changes the manifest
+//	                                 # (hmacSHA256: for a decrypted file)
+//
+// A value decrypted with SOPS appears in the manifest only as a placeholder,
+// "flotilla-sealed:" and a keyed digest, in an environment entry or as a
+// config's sealed: field; Rendered.Sealed holds the plaintext and Unseal
+// puts it back into converted specs (see decrypt_seal.go).
 //
 // The compose section is docker/cli's types.Config as YAML and is read back
 // by the same loader, with interpolation off (a "$" in it is literal). It

@@ -48,6 +48,9 @@ type manifestConfig struct {
 	Key    string `yaml:"key"`
 	Data   string `yaml:"data,omitempty"`
 	Base64 string `yaml:"base64,omitempty"`
+	// Sealed stands for content decrypted with SOPS: a placeholder whose
+	// plaintext is in Rendered.Sealed, never here.
+	Sealed string `yaml:"sealed,omitempty"`
 }
 
 // manifestSecret stands for one secret the stack creates: its compose key
@@ -55,7 +58,11 @@ type manifestConfig struct {
 // its name was fixed with `name:`. Never the plaintext.
 type manifestSecret struct {
 	Key    string `yaml:"key"`
-	SHA256 string `yaml:"sha256"`
+	SHA256 string `yaml:"sha256,omitempty"`
+	// HMAC replaces SHA256 for a secret decrypted with SOPS: a keyed
+	// digest, since a plain one of a short secret can be brute-forced by
+	// anyone who reads the record.
+	HMAC string `yaml:"hmacSHA256,omitempty"`
 }
 
 func newManifestConfig(key string, data []byte) manifestConfig {
@@ -66,6 +73,16 @@ func newManifestConfig(key string, data []byte) manifestConfig {
 }
 
 func (c manifestConfig) bytes() ([]byte, error) {
+	if c.Sealed != "" {
+		if c.Data != "" || c.Base64 != "" {
+			return nil, errors.New("both sealed and data are set")
+		}
+		if !IsSealed(c.Sealed) {
+			return nil, errors.New("sealed is not a placeholder")
+		}
+		// Unseal puts the plaintext in.
+		return []byte(c.Sealed), nil
+	}
 	if c.Base64 != "" {
 		if c.Data != "" {
 			return nil, errors.New("both data and base64 are set")

@@ -44,7 +44,12 @@ func digest(data []byte) string {
 // get different names; the stack prefix (which ownership is read from) and the
 // content hash are always kept whole.
 func hashedName(stack, key string, content []byte) (string, error) {
-	sum := digest(content)[:hashLen]
+	return nameWithSum(stack, key, digest(content)[:hashLen])
+}
+
+// nameWithSum is hashedName with the content digest given: a keyed one for
+// decrypted content, whose plain hash must not be readable.
+func nameWithSum(stack, key, sum string) (string, error) {
 	name := stack + "_" + key + "-" + sum
 	if len(name) <= maxObjectName {
 		return name, nil

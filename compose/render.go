@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -70,9 +71,10 @@ func Render(stack string, d Dir) (_ *Rendered, err error) {
 	if err != nil {
 		return nil, err
 	}
+	p.limits = d.Limits.withDefaults()
 	p.api = d.APIVersion
 	// SOPS: see decrypt.go.
-	p.useDecrypter(d.Decrypt)
+	p.useDecrypter(d.Decrypt, d.SealKey)
 	defer func() { err = p.withhold(err) }()
 	if err := p.readEnvFiles(d.EnvFiles); err != nil {
 		return nil, err
@@ -92,13 +94,14 @@ func Render(stack string, d Dir) (_ *Rendered, err error) {
 
 // project is one Render in progress.
 type project struct {
-	root  string // Dir.Root as given
-	dir   string // project directory relative to root, slash-separated, "." for root
-	work  string // directory of the first compose file, relative to root
-	env   map[string]string
-	files []composeFile
-	warns []string
-	sops  sopsState // decryption, see decrypt.go
+	root   string // Dir.Root as given
+	dir    string // project directory relative to root, slash-separated, "." for root
+	work   string // directory of the first compose file, relative to root
+	env    map[string]string
+	files  []composeFile
+	warns  []string
+	sops   sopsState // decryption, see decrypt.go
+	limits Limits
 	// api is Dir.APIVersion.
 	api string
 }
@@ -154,6 +157,9 @@ func (p *project) readAt(base, name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := p.checkFileSize(rel, abs); err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(abs)
 	if err != nil {
 		var pe *fs.PathError
@@ -184,9 +190,10 @@ func (p *project) readEnvFiles(names []string) error {
 	for _, name := range names {
 		data, err := p.read(name)
 		if err != nil {
-			return &fault.Error{File: repoRel(p.dir, name), Err: err}
+			return &fault.Error{File: repoRel(p.dir, name), Field: limitField(err, "source.compose.envFiles"), Err: err}
 		}
-		if err := parseDotenv(data, p.env); err != nil {
+		vars := map[string]string{}
+		if err := parseDotenv(data, vars); err != nil {
 			fe := &fault.Error{File: repoRel(p.dir, name), Err: err}
 			var le *lineError
 			if errors.As(err, &le) {
@@ -194,6 +201,10 @@ func (p *project) readEnvFiles(names []string) error {
 			}
 			return fe
 		}
+		if p.wasDecrypted(repoRel(p.dir, name)) {
+			p.noteInterpolation(vars)
+		}
+		maps.Copy(p.env, vars)
 	}
 	return nil
 }
@@ -217,12 +228,13 @@ func (p *project) readComposeFiles(names []string) error {
 		rel := repoRel(p.dir, name)
 		src, err := p.read(name)
 		if err != nil {
-			return &fault.Error{File: rel, Err: err}
+			return &fault.Error{File: rel, Field: limitField(err, "source.compose.files"), Err: err}
 		}
 		dict, err := parseYAML(src)
 		if err != nil {
 			return yamlFault(rel, err)
 		}
+		p.noteEncryptedCompose(rel, dict)
 		if err := p.inlineEnvFiles(rel, p.lineSource(rel, src), dict); err != nil {
 			return err
 		}
@@ -254,7 +266,8 @@ func parseYAML(src []byte) (dict map[string]any, err error) {
 // result `docker stack deploy` would, without either leak.
 func (p *project) inlineEnvFiles(file string, src []byte, dict map[string]any) error {
 	services, _ := dict["services"].(map[string]any)
-	for _, name := range sortedKeys(services) {
+	for _, svcName := range sortedKeys(services) {
+		name := svcName
 		svc, ok := services[name].(map[string]any)
 		if !ok {
 			continue
@@ -285,9 +298,13 @@ func (p *project) inlineEnvFiles(file string, src []byte, dict map[string]any) e
 			if err != nil {
 				return fail(fmt.Errorf("env file %s: %w", repoRel(p.work, name), p.withheldFor(repoRel(p.work, name), err)))
 			}
+			decrypted := p.wasDecrypted(repoRel(p.work, name))
 			for _, l := range lines {
 				k, v, _ := strings.Cut(l, "=")
 				vars[k] = strings.ReplaceAll(v, "$", "$$")
+				if decrypted {
+					p.noteEnvFile(svcName, k, v)
+				}
 			}
 		}
 		own, ok := environmentMap(svc["environment"])
@@ -511,7 +528,7 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 
 	for _, key := range sortedKeys(cfg.Configs) {
 		obj := composetypes.FileObjectConfig(cfg.Configs[key])
-		data, name, err := p.fileObject(stack, "configs", key, &obj)
+		data, name, sealed, err := p.fileObject(stack, "configs", key, &obj)
 		if err != nil {
 			return nil, err
 		}
@@ -519,13 +536,20 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 			if _, dup := m.Configs[name]; dup {
 				return nil, p.fault("configs."+key+".name", fmt.Errorf("config name %q is used twice", name))
 			}
-			m.Configs[name] = newManifestConfig(key, data)
+			switch {
+			case sealed:
+				m.Configs[name] = manifestConfig{Key: key, Sealed: p.seal(out, "config", name, string(data))}
+			case IsSealed(string(data)):
+				return nil, p.fault("configs."+key+".file", errPlaceholder)
+			default:
+				m.Configs[name] = newManifestConfig(key, data)
+			}
 		}
 		cfg.Configs[key] = composetypes.ConfigObjConfig(obj)
 	}
 	for _, key := range sortedKeys(cfg.Secrets) {
 		obj := composetypes.FileObjectConfig(cfg.Secrets[key])
-		data, name, err := p.fileObject(stack, "secrets", key, &obj)
+		data, name, sealed, err := p.fileObject(stack, "secrets", key, &obj)
 		if err != nil {
 			return nil, err
 		}
@@ -533,7 +557,11 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 			if _, dup := m.Secrets[name]; dup {
 				return nil, p.fault("secrets."+key+".name", fmt.Errorf("secret name %q is used twice", name))
 			}
-			m.Secrets[name] = manifestSecret{Key: key, SHA256: digest(data)}
+			if sealed {
+				m.Secrets[name] = manifestSecret{Key: key, HMAC: p.keyedDigest("secret", string(data))}
+			} else {
+				m.Secrets[name] = manifestSecret{Key: key, SHA256: digest(data)}
+			}
 			out.Secrets[name] = data
 		}
 		cfg.Secrets[key] = composetypes.SecretConfig(obj)
@@ -542,10 +570,19 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 	if err := p.checkNames(stack, cfg); err != nil {
 		return nil, err
 	}
+	if err := p.sealEnv(cfg, out); err != nil {
+		return nil, err
+	}
 	stripExtras(cfg)
 	cfg.Version = manifestVersion(cfg.Version)
 	text, err := encodeManifest(m)
 	if err != nil {
+		return nil, err
+	}
+	if err := p.checkUnsealed(text); err != nil {
+		return nil, err
+	}
+	if err := p.checkManifestSize(text); err != nil {
 		return nil, err
 	}
 	// Convert once now: what the loader accepts and convert refuses (an
@@ -577,37 +614,42 @@ func (p *project) convertFault(err error) error {
 // fileObject reads the content of one config or secret the stack creates
 // and gives it its swarm name, rewriting obj from "file: path" to
 // "name: hashed". External and driver-backed objects have no content here
-// and are left as they are (data nil).
-func (p *project) fileObject(stack, kind, key string, obj *composetypes.FileObjectConfig) ([]byte, string, error) {
+// and are left as they are (data nil). sealed is true when the file was
+// decrypted: its name then carries a keyed digest, not a plain one.
+func (p *project) fileObject(stack, kind, key string, obj *composetypes.FileObjectConfig) (data []byte, name string, sealed bool, err error) {
 	if obj.External.External || obj.Driver != "" {
-		return nil, "", nil
+		return nil, "", false, nil
 	}
 	field := kind + "." + key + ".file"
 	if obj.File == "" || obj.File == path.Join(loaderRoot, p.work) {
-		return nil, "", p.fault(kind+"."+key, errors.New("no file: set file: to a path in the repository, or external: true"))
+		return nil, "", false, p.fault(kind+"."+key, errors.New("no file: set file: to a path in the repository, or external: true"))
 	}
 	if !within(loaderRoot, obj.File) {
-		return nil, "", p.fault(field, fmt.Errorf("%q: %w", p.userPath(obj.File), source.ErrOutsideRepository))
+		return nil, "", false, p.fault(field, fmt.Errorf("%q: %w", p.userPath(obj.File), source.ErrOutsideRepository))
 	}
 	// loaderRoot stands for the repository root.
 	rel, err := filepath.Rel(loaderRoot, obj.File)
 	if err != nil {
-		return nil, "", p.fault(field, err)
+		return nil, "", false, p.fault(field, err)
 	}
-	data, err := p.readAt(".", rel)
-	if err != nil {
-		return nil, "", p.fault(field, err)
+	if data, err = p.readAt(".", rel); err != nil {
+		return nil, "", false, p.fault(field, err)
 	}
+	sealed = p.wasDecrypted(repoRel(".", rel))
 	p.warnDecryptedConfig(kind, key, repoRel(".", rel))
-	name := obj.Name
+	name = obj.Name
 	if name == "" {
-		if name, err = hashedName(stack, key, data); err != nil {
-			return nil, "", p.fault(kind+"."+key, err)
+		sum := digest(data)[:hashLen]
+		if sealed {
+			sum = p.keyedDigest("name", string(data))[:hashLen]
+		}
+		if name, err = nameWithSum(stack, key, sum); err != nil {
+			return nil, "", false, p.fault(kind+"."+key, err)
 		}
 	}
 	obj.File = ""
 	obj.Name = name
-	return data, name, nil
+	return data, name, sealed, nil
 }
 
 // userPath shows a path the loader made absolute the way the user could

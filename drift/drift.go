@@ -49,6 +49,10 @@ type Options struct {
 	// SecretEnvPattern matches env, label and log option keys whose values
 	// are masked. Nil uses DefaultSecretPattern.
 	SecretEnvPattern *regexp.Regexp
+	// MaskEnv names env variables whose values are masked whatever their
+	// name: the caller knows they were decrypted (from a SOPS-encrypted
+	// file), so neither side may be shown.
+	MaskEnv map[string]bool
 }
 
 // LabelPrefix starts the service labels Flotilla stamps on every deploy

@@ -47,7 +47,7 @@ func flatten(s swarm.ServiceSpec, opts Options) fields {
 	// Env order carries no meaning except that a later duplicate wins;
 	// convert sorts it, `docker service update --env-add` appends.
 	for k, v := range envMap(c.Env) {
-		if opts.SecretEnvPattern.MatchString(k) || looksLikeCredentialURL(v) {
+		if opts.MaskEnv[k] || opts.SecretEnvPattern.MatchString(k) || looksLikeCredentialURL(v) {
 			f.secret("env."+k, v)
 		} else {
 			f.set("env."+k, v)

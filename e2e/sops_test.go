@@ -1,18 +1,33 @@
 package e2e
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"io"
 	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/backend"
 	"github.com/flotilla-gitops/flotilla/charts"
-	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/internal/gittest"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 	"github.com/flotilla-gitops/flotilla/reconcile"
 	"github.com/flotilla-gitops/flotilla/sopsage"
@@ -56,8 +71,8 @@ func sopsFiles(t *testing.T, recipient, password string) map[string]string {
 	}
 }
 
-// sopsController is h.controller with a renderer that decrypts with ids:
-// the hook the controller command will fill from --sops-age-key-file.
+// sopsController is h.controller decrypting with ids, as the controller
+// command does with --sops-age-key-file.
 func (h *harness) sopsController(ids *sopsage.Identities) *reconcile.Controller {
 	h.t.Helper()
 	c, err := reconcile.New(reconcile.Options{
@@ -65,10 +80,7 @@ func (h *harness) sopsController(ids *sopsage.Identities) *reconcile.Controller 
 		Backend:      h.backend,
 		Fetcher:      source.New(source.Options{CacheDir: filepath.Join(h.cache, "git"), Logger: quiet}),
 		Logger:       quiet,
-		Render: func(stack string, d compose.Dir) (*compose.Rendered, error) {
-			d.Decrypt = ids.Decrypt
-			return compose.Render(stack, d)
-		},
+		SOPS:         ids,
 	}, []application.Application{h.app})
 	if err != nil {
 		h.t.Fatal(err)
@@ -93,15 +105,17 @@ func TestSopsEncryptedFilesDeployTheirPlaintextAndRecordNone(t *testing.T) {
 	}
 	h.waitRunning(1)
 
-	// The swarm secret is named after the plaintext's digest, which is
-	// what Render hashed and handed to the deploy.
+	// The swarm secret is named after a keyed digest of the plaintext,
+	// never its plain sha256, which anyone listing secrets could test
+	// guesses against.
 	sum := sha256.Sum256([]byte(e2ePassword))
-	wantSecret := h.app.Stack + "_db_password-" + hex.EncodeToString(sum[:])[:10]
+	plainName := h.app.Stack + "_db_password-" + hex.EncodeToString(sum[:])[:10]
 	app := h.services()["app"]
 	refs := app.Spec.TaskTemplate.ContainerSpec.Secrets
-	if len(refs) != 1 || refs[0].SecretName != wantSecret {
-		t.Fatalf("service mounts %+v, want secret %s", refs, wantSecret)
+	if len(refs) != 1 || !strings.HasPrefix(refs[0].SecretName, h.app.Stack+"_db_password-") || refs[0].SecretName == plainName {
+		t.Fatalf("service mounts %+v, want a keyed db_password secret", refs)
 	}
+	wantSecret := refs[0].SecretName
 	c := swarmtest.Client(t)
 	if _, _, err := c.SecretInspectWithRaw(context.Background(), refs[0].SecretID); err != nil {
 		t.Fatalf("secret %s: %v", wantSecret, err)
@@ -118,7 +132,7 @@ func TestSopsEncryptedFilesDeployTheirPlaintextAndRecordNone(t *testing.T) {
 	if err != nil || len(rels) == 0 {
 		t.Fatalf("releases: %v, %v", rels, err)
 	}
-	if m := rels[0].Manifest; strings.Contains(m, e2ePassword) || strings.Contains(m, "ENC[") {
+	if m := rels[0].Manifest; strings.Contains(m, e2ePassword) || strings.Contains(m, e2eToken) || strings.Contains(m, e2eDBUser) || strings.Contains(m, "ENC[") {
 		t.Fatalf("release record holds the secret's plaintext or ciphertext:\n%s", m)
 	}
 
@@ -150,4 +164,352 @@ func TestSopsEncryptedFilesDeployTheirPlaintextAndRecordNone(t *testing.T) {
 	if len(refs) != 1 || refs[0].SecretName == wantSecret {
 		t.Fatalf("secret not rotated: %+v", refs)
 	}
+}
+
+// sealedCompose is the compose file of the leak test: its own
+// COMPOSE_SECRET is encrypted in place (--encrypted-regex), and every other
+// kind of encrypted file feeds the service.
+const sealedCompose = `version: "3.8"
+services:
+  app:
+    image: flotilla-test/app:1
+    env_file: ./app.env
+    environment:
+      DB_USER: ${DB_USER}
+      COMPOSE_SECRET: %s
+      PLAIN_SETTING: visible
+    secrets: [db_password]
+    configs: [app_conf]
+    stop_grace_period: 1s
+secrets:
+  db_password:
+    file: ./db_password.txt
+configs:
+  app_conf:
+    file: ./app.conf
+`
+
+// leakValues are the plaintexts of one revision of the leak test.
+type leakValues struct{ token, user, compose, password, conf string }
+
+func leakRevision(n int) leakValues {
+	return leakValues{
+		token:    fmt.Sprintf("e2e-tok%d-a81f-plaintext", n),
+		user:     fmt.Sprintf("e2e-usr%d-c3d0-plaintext", n),
+		compose:  fmt.Sprintf("e2e-cmp%d-77be-plaintext", n),
+		password: fmt.Sprintf("e2e-pw%d-5d1c-plaintext", n),
+		conf:     fmt.Sprintf("e2e-conf%d-90aa-plaintext", n),
+	}
+}
+
+func (v leakValues) all() []string { return []string{v.token, v.user, v.compose, v.password, v.conf} }
+
+func leakFiles(t *testing.T, recipient string, v leakValues) map[string]string {
+	enc := func(name, plain string) string {
+		return string(sopsagetest.Encrypt(t, name, []byte(plain), recipient))
+	}
+	compose := fmt.Sprintf(sealedCompose, v.compose)
+	return map[string]string{
+		"deploy/docker-compose.yml": string(sopsagetest.EncryptMatching(t, "docker-compose.yml", []byte(compose), "^COMPOSE_SECRET$", recipient)),
+		"deploy/.env":               enc(".env", "DB_USER="+v.user+"\n"),
+		"deploy/app.env":            enc("app.env", "API_TOKEN="+v.token+"\n"),
+		"deploy/db_password.txt":    enc("db_password.txt", v.password),
+		"deploy/app.conf":           enc("app.conf", "listen="+v.conf+"\n"),
+	}
+}
+
+// outputs collects everything the controller said, to be scanned.
+type outputs struct {
+	mu     sync.Mutex
+	bodies map[string][]string // what -> bodies
+}
+
+func (o *outputs) add(what, body string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.bodies == nil {
+		o.bodies = map[string][]string{}
+	}
+	o.bodies[what] = append(o.bodies[what], body)
+}
+
+// streamBuffer is an SSE stream read into memory until the test ends.
+type streamBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *streamBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *streamBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+func TestSopsDecryptedValuesReachNoOutputAndARollbackRedeploysThemExactly(t *testing.T) {
+	t.Parallel()
+	bin := flotillaBinary(t)
+	stack := swarmtest.Name(t, "seal")
+	swarmtest.Cleanup(t, stack)
+	id := sopsagetest.NewIdentity(t)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "age.key")
+	if err := os.WriteFile(keyFile, id.File, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v1, v2 := leakRevision(1), leakRevision(2)
+	const tampered = "e2e-tampered-4411-live"
+	repo := gittest.New(t)
+	repo.Commit("encrypted", leakFiles(t, id.Recipient, v1))
+
+	var out outputs
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		out.add("notification", string(body))
+	}))
+	defer sink.Close()
+	urlFile := filepath.Join(dir, "sink-url")
+	if err := os.WriteFile(urlFile, []byte(sink.URL+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	appsFile := filepath.Join(dir, "applications.yaml")
+	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
+notifications:
+  - name: recorder
+    type: webhook
+    urlFile: %[3]s
+    events: [sync.started, sync.succeeded, sync.failed, drift.detected, drift.corrected, health.changed]
+applications:
+  - name: %[1]s
+    source:
+      repoURL: %[2]s
+      revision: main
+      path: deploy
+      compose:
+        envFiles: [.env]
+    stack: %[1]s
+    sops:
+      ageKeyFile: %[4]s
+    syncPolicy:
+      automated: {}
+      interval: 10m
+`, stack, repo.Dir, urlFile, keyFile)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	addr := freeAddr(t)
+	const adminToken, readToken = "e2e-seal-admin-0123456789", "e2e-seal-read-0123456789"
+	ctx, cancel := context.WithCancel(context.Background())
+	ctl := exec.CommandContext(ctx, bin, "controller", "--config", appsFile, "--data", filepath.Join(dir, "data"),
+		"--controller-id", "e2eseal", "--listen", addr, "--log-level", "debug", "--log-format", "json")
+	ctl.Env = append(os.Environ(), "FLOTILLA_ADMIN_TOKEN="+adminToken, "FLOTILLA_READ_TOKEN="+readToken)
+	var logs streamBuffer
+	ctl.Stdout, ctl.Stderr = &logs, &logs
+	if err := ctl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = ctl.Wait()
+		if t.Failed() {
+			t.Logf("controller log:\n%s", logs.String())
+		}
+	})
+	server := "http://" + addr
+	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
+		resp, err := http.Get(server + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+
+	// The event stream, as each role sees it, for the whole test.
+	streams := map[string]*streamBuffer{}
+	for role, token := range map[string]string{"admin": adminToken, "read": readToken} {
+		s := &streamBuffer{}
+		streams[role] = s
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, server+"/api/v1/events", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("events as %s: %v %v", role, err, resp)
+		}
+		go func() {
+			defer resp.Body.Close()
+			_, _ = io.Copy(s, resp.Body)
+		}()
+	}
+	get := func(token, path string) string {
+		req, _ := http.NewRequest(http.MethodGet, server+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s %s", path, resp.Status, body)
+		}
+		return string(body)
+	}
+	collectAPI := func() {
+		for role, token := range map[string]string{"admin": adminToken, "read": readToken} {
+			for _, path := range []string{"/api/v1/applications", "/api/v1/applications/" + stack,
+				"/api/v1/applications/" + stack + "/history", "/api/v1/applications/" + stack + "/diff"} {
+				out.add("GET "+path+" as "+role, get(token, path))
+			}
+		}
+	}
+	c := cli{t: t, bin: bin, server: server, env: []string{"FLOTILLA_SERVER=" + server, "FLOTILLA_TOKEN=" + adminToken}}
+	appEnv := func() ([]string, swarm.Service) {
+		s, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_app", swarm.ServiceInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Spec.TaskTemplate.ContainerSpec.Env, s
+	}
+	// mounted returns the config data and the secret name the service mounts.
+	mounted := func(s swarm.Service) (string, string) {
+		cs := s.Spec.TaskTemplate.ContainerSpec
+		if len(cs.Configs) != 1 || len(cs.Secrets) != 1 {
+			t.Fatalf("service mounts %d configs, %d secrets", len(cs.Configs), len(cs.Secrets))
+		}
+		cfg, _, err := swarmtest.Client(t).ConfigInspectWithRaw(context.Background(), cs.Configs[0].ConfigID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(cfg.Spec.Data), cs.Secrets[0].SecretName
+	}
+	wantEnv := func(env []string, v leakValues) {
+		t.Helper()
+		for _, want := range []string{"API_TOKEN=" + v.token, "DB_USER=" + v.user, "COMPOSE_SECRET=" + v.compose, "PLAIN_SETTING=visible"} {
+			if !slices.Contains(env, want) {
+				t.Errorf("live env %q lacks %q", env, want)
+			}
+		}
+	}
+
+	// Revision 1 is deployed with its real values.
+	swarmtest.Eventually(t, 90*time.Second, func() (bool, string) {
+		var list api.ApplicationList
+		c.mustJSON(&list, "app", "list")
+		return len(list.Items) == 1 && list.Items[0].Sync == "Synced", fmt.Sprintf("%+v", list.Items)
+	})
+	env1, svc1 := appEnv()
+	wantEnv(env1, v1)
+	conf1, secret1 := mounted(svc1)
+	if conf1 != "listen="+v1.conf+"\n" {
+		t.Errorf("config data %q", conf1)
+	}
+	collectAPI()
+
+	// Revision 2 changes every value.
+	repo.Commit("rotate everything", leakFiles(t, id.Recipient, v2))
+	if _, code := c.run("app", "sync", stack, "--wait", "--timeout", "2m"); code != 0 {
+		t.Fatal("sync of revision 2 failed")
+	}
+	env2, _ := appEnv()
+	wantEnv(env2, v2)
+	collectAPI()
+
+	// A sealed variable changed behind the controller's back is drift, and
+	// its live value is masked like the desired one.
+	h := &harness{t: t, app: application.Application{Stack: stack}}
+	changeService(t, h, "app", func(s *swarm.ServiceSpec) {
+		cs := s.TaskTemplate.ContainerSpec
+		for i, e := range cs.Env {
+			if strings.HasPrefix(e, "API_TOKEN=") {
+				cs.Env[i] = "API_TOKEN=" + tampered
+			}
+		}
+	})
+	// Drift is judged once the update has settled; refresh until then.
+	swarmtest.Eventually(t, 90*time.Second, func() (bool, string) {
+		if _, code := c.run("app", "refresh", stack); code != 0 {
+			t.Fatal("refresh failed")
+		}
+		time.Sleep(time.Second)
+		body := get(readToken, "/api/v1/applications/"+stack)
+		return strings.Contains(body, `"env.API_TOKEN"`), body
+	})
+	collectAPI()
+
+	// Roll back to revision 1: the exact old values, config and secret.
+	if _, code := c.run("app", "rollback", stack, "1", "--wait", "--timeout", "2m"); code != 0 {
+		t.Fatal("rollback failed")
+	}
+	env3, svc3 := appEnv()
+	wantEnv(env3, v1)
+	if conf, secret := mounted(svc3); conf != conf1 || secret != secret1 {
+		t.Errorf("rollback mounts config %q and secret %s, want %q and %s", conf, secret, conf1, secret1)
+	}
+	collectAPI()
+
+	// Every release record on the swarm, as stored and decompressed.
+	cl := swarmtest.Client(t)
+	recs, err := cl.ConfigList(context.Background(), swarm.ConfigListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", backend.LabelRelease+"="+stack))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nrec := 0
+	for _, r := range recs {
+		if !strings.HasPrefix(r.Spec.Name, "flotilla-release") {
+			continue
+		}
+		nrec++
+		full, _, err := cl.ConfigInspectWithRaw(context.Background(), r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.add("record "+r.Spec.Name, string(full.Spec.Data))
+		zr, err := gzip.NewReader(bytes.NewReader(full.Spec.Data))
+		if err != nil {
+			t.Fatalf("record %s: %v", r.Spec.Name, err)
+		}
+		text, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.add("record "+r.Spec.Name+" (decompressed)", string(text))
+	}
+	if nrec != 3 {
+		t.Fatalf("%d release records, want 3", nrec)
+	}
+
+	// Give the last notifications and events a moment, then scan it all.
+	swarmtest.Eventually(t, 30*time.Second, func() (bool, string) {
+		out.mu.Lock()
+		n := len(out.bodies["notification"])
+		out.mu.Unlock()
+		return n >= 4 && strings.Contains(streams["read"].String(), "rollback"), fmt.Sprintf("%d notifications", n)
+	})
+	for role, s := range streams {
+		out.add("events as "+role, s.String())
+	}
+	out.add("controller log", logs.String())
+	secrets := slices.Concat(v1.all(), v2.all(), []string{tampered})
+	scanned := 0
+	for what, bodies := range out.bodies {
+		for _, body := range bodies {
+			if body == "" {
+				t.Errorf("%s: empty", what)
+			}
+			scanned += len(body)
+			for _, s := range secrets {
+				if strings.Contains(body, s) {
+					t.Errorf("%s holds the plaintext %q", what, s)
+				}
+			}
+		}
+	}
+	t.Logf("scanned %d bytes from %d kinds of output", scanned, len(out.bodies))
 }

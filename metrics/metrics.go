@@ -140,6 +140,7 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 var (
+	outcomes     = []Outcome{Succeeded, Gated, Failed}
 	syncValues   = []application.Sync{application.Synced, application.OutOfSync, application.SyncUnknown}
 	healthValues = []application.Health{application.Healthy, application.Suspended, application.Progressing,
 		application.Missing, application.Degraded, application.HealthUnknown}
@@ -162,15 +163,26 @@ func (m *Metrics) SetStatus(s application.Status) {
 
 // ForgetApp drops every series of an application removed from the
 // applications file, so it stops being reported.
+//
+// Every per-application series has labels from closed vocabularies besides
+// the name, so each is deleted by its exact label values: a hash lookup.
+// A partial match would scan every series of the vector, and forgetting
+// thousands of applications at once would then cost the square of their
+// number.
 func (m *Metrics) ForgetApp(app string) {
 	if m == nil {
 		return
 	}
-	l := prometheus.Labels{"app": app}
-	m.syncStatus.DeletePartialMatch(l)
-	m.healthStatus.DeletePartialMatch(l)
-	m.reconcileSeconds.DeletePartialMatch(l)
-	m.driftFields.DeletePartialMatch(l)
+	for _, v := range syncValues {
+		m.syncStatus.DeleteLabelValues(app, string(v))
+	}
+	for _, v := range healthValues {
+		m.healthStatus.DeleteLabelValues(app, string(v))
+	}
+	for _, o := range outcomes {
+		m.reconcileSeconds.DeleteLabelValues(app, string(o))
+	}
+	m.driftFields.DeleteLabelValues(app)
 }
 
 // ObserveReconcile records how long one pass of app took and how it ended.

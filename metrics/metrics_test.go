@@ -137,6 +137,39 @@ func TestMetrics_forgetApp(t *testing.T) {
 	}
 }
 
+func TestMetrics_forgetAppDropsEverySeriesOfThatAppAndNoOther(t *testing.T) {
+	m := New()
+	for _, app := range []string{"gone", "kept"} {
+		m.SetStatus(application.Status{Name: app, Sync: application.OutOfSync, Health: application.Degraded})
+		for _, o := range []Outcome{Succeeded, Gated, Failed} {
+			m.ObserveReconcile(app, o, time.Second)
+		}
+		m.SetDriftFields(app, 2)
+	}
+	m.ForgetApp("gone")
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	if strings.Contains(body, `app="gone"`) {
+		t.Fatalf("series of a forgotten app still scraped:\n%s", grepLines(body, `app="gone"`))
+	}
+	for _, name := range []string{"flotilla_app_sync_status", "flotilla_app_health_status", "flotilla_reconcile_duration_seconds_count", "flotilla_drift_fields"} {
+		if !strings.Contains(grepLines(body, `app="kept"`), name) {
+			t.Errorf("%s of the kept app is gone", name)
+		}
+	}
+}
+
+func grepLines(body, sub string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 func TestMetrics_nilRecordsNothing(t *testing.T) {
 	var m *Metrics
 	m.SetStatus(application.Status{Name: "x"})

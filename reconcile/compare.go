@@ -102,7 +102,7 @@ func compareServices(in compareInput) []serviceVerdict {
 			out = append(out, v)
 			continue
 		}
-		changes := drift.Diff(desired.Services[scoped], l.Spec, drift.Options{NetworkNames: in.cmp.networkNames})
+		changes := drift.Diff(desired.Services[scoped], l.Spec, in.cmp.options(scoped))
 		st := updateState(l)
 		if st == updateRollbackCompleted || st == updateRollbackPaused || in.rolledBack[scoped] {
 			// Swarm reverted an update it could not complete. The live

@@ -67,9 +67,29 @@ type Options struct {
 	// applications file (controller --prune). Default false: they are
 	// reported and kept.
 	PruneOrphans bool
+	// RenderLimits bound each render: the size of every file it reads and
+	// of the manifest it writes. Zero fields take compose's defaults
+	// (compose.DefaultMaxFileBytes, compose.DefaultMaxManifestBytes).
+	RenderLimits compose.Limits
 	// Backoff bounds the retry delay after a transient failure.
 	// Default 5s doubling to the application's interval.
 	Backoff time.Duration
+	// SwarmReadTimeout bounds the one read of the swarm a batch of passes
+	// shares, so a daemon that stops answering costs that batch an
+	// Unknown health within this long instead of holding it. Default 30s.
+	SwarmReadTimeout time.Duration
+	// OrphanSweepTimeout bounds one look for (and sweep of) the stacks of
+	// removed applications. Default 2m.
+	OrphanSweepTimeout time.Duration
+	// QueueLimit is how many explicit requests (sync, rollback) may wait
+	// per application; one more is refused at once. Default 16.
+	QueueLimit int
+	// MaxConcurrentPasses bounds the passes of applications that have run
+	// before. Applications on their first pass have a lane of their own, a
+	// quarter as wide (at least one): loading thousands of new applications
+	// then neither starves the ones already running nor holds thousands of
+	// renders in memory at once. Default 32.
+	MaxConcurrentPasses int
 }
 
 func (o *Options) defaults() {
@@ -91,6 +111,18 @@ func (o *Options) defaults() {
 	if o.Backoff <= 0 {
 		o.Backoff = 5 * time.Second
 	}
+	if o.SwarmReadTimeout <= 0 {
+		o.SwarmReadTimeout = 30 * time.Second
+	}
+	if o.OrphanSweepTimeout <= 0 {
+		o.OrphanSweepTimeout = 2 * time.Minute
+	}
+	if o.QueueLimit <= 0 {
+		o.QueueLimit = 16
+	}
+	if o.MaxConcurrentPasses <= 0 {
+		o.MaxConcurrentPasses = 32
+	}
 }
 
 // SyncRequest asks a manual (or automated) application to apply now.
@@ -108,8 +140,6 @@ type SyncRequest struct {
 	// Rollback, when above zero, redeploys the manifest of that recorded
 	// revision instead of rendering git.
 	Rollback int
-	// done receives the pass result once.
-	done chan Result
 }
 
 // Result is what one pass did.
@@ -133,7 +163,7 @@ type appState struct {
 	next     time.Time
 	running  bool
 	failures int
-	pending  []*SyncRequest
+	pending  []*queued
 	sweep    sweepState
 	last     Result // of the newest pass the loop ran
 
@@ -143,6 +173,24 @@ type appState struct {
 	rolledBackManifest string
 	// drift is what the drift comparison remembers between passes.
 	drift driftMemory
+
+	// refreshed is set by Refresh while a pass runs: another pass is due
+	// as soon as this one ends.
+	refreshed bool
+}
+
+// queued is one waiting request and everyone waiting for its result:
+// identical requests merge into one, so each gets the same answer.
+type queued struct {
+	req     SyncRequest
+	waiters []chan Result // each buffered for one result
+}
+
+// answer sends res to every waiter. It never blocks.
+func (q *queued) answer(res Result) {
+	for _, w := range q.waiters {
+		w <- res
+	}
 }
 
 // orphanInterval is how often Run looks for stacks of removed applications.
@@ -153,18 +201,27 @@ type Controller struct {
 	opts Options
 	log  *slog.Logger
 
-	mu   sync.Mutex
-	apps map[string]*appState
-	wake chan struct{}
+	mu    sync.Mutex
+	setMu sync.Mutex // serialises SetApplications
+	apps  map[string]*appState
+	wake  chan struct{}
 
 	orphans        []Orphan
 	orphanFailures map[string]map[string]int
+	// stopped is the reason Run ended; requests are then refused.
+	stopped error
+
+	// A pass holds a slot of one lane while it runs: firstLane for an
+	// application's first pass, steadyLane for every later one.
+	firstLane, steadyLane chan struct{}
 	// appsChanged makes Run look for orphaned stacks at once after
 	// SetApplications removed or moved an application.
 	appsChanged atomic.Bool
 
 	relMu    sync.Mutex
 	releases map[string]*charts.Release // newest record per stack, a cache of the swarm's
+
+	renders renderCache // see rendercache.go
 }
 
 // New returns a Controller for apps, which must already be defaulted and
@@ -182,6 +239,8 @@ func New(opts Options, apps []application.Application) (*Controller, error) {
 		releases: map[string]*charts.Release{},
 
 		orphanFailures: map[string]map[string]int{},
+		firstLane:      make(chan struct{}, max(1, opts.MaxConcurrentPasses/4)),
+		steadyLane:     make(chan struct{}, opts.MaxConcurrentPasses),
 	}
 	for _, a := range apps {
 		c.apps[a.Name] = &appState{app: a, status: c.initialStatus(a)}
@@ -225,25 +284,45 @@ func (c *Controller) unavailable() []string {
 }
 
 // Run drives every application until ctx ends, then waits for passes in
-// flight to finish.
+// flight to finish and answers every request still waiting with ctx's error.
+//
+// The scheduler itself never waits on the swarm: each batch reads it on a
+// goroutine of its own under SwarmReadTimeout, and the look for orphaned
+// stacks runs beside the scheduler, one at a time, under OrphanSweepTimeout.
+// A daemon that stops answering therefore costs the applications it serves
+// an Unknown health, not every application its passes.
 func (c *Controller) Run(ctx context.Context) error {
+	c.mu.Lock()
+	c.stopped = nil
+	c.mu.Unlock()
 	var wg sync.WaitGroup
+	defer func() { c.stop(ctx.Err()) }() // after the passes: they answer their own requests
 	defer wg.Wait()
 	orphansDue := c.now()
+	sweeping := false
+	swept := make(chan struct{}, 1)
 	t := time.NewTicker(c.opts.Tick)
 	defer t.Stop()
-	for {
+	for ctx.Err() == nil {
 		if c.appsChanged.Swap(false) {
 			orphansDue = c.now()
 		}
-		if !c.now().Before(orphansDue) {
+		if !sweeping && !c.now().Before(orphansDue) {
 			// On start, then now and then: a removal that failed (still
 			// in use) is retried, and a record written meanwhile by a
 			// controller that has since lost the application is found.
-			if _, err := c.SweepOrphans(ctx); err != nil {
-				c.log.Warn("stacks of removed applications not checked", "error", err)
-			}
+			sweeping = true
 			orphansDue = c.now().Add(orphanInterval)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sctx, cancel := context.WithTimeout(ctx, c.opts.OrphanSweepTimeout)
+				defer cancel()
+				if _, err := c.SweepOrphans(sctx); err != nil && ctx.Err() == nil {
+					c.log.Warn("stacks of removed applications not checked", "error", err)
+				}
+				swept <- struct{}{}
+			}()
 		}
 		c.startDue(ctx, &wg, false)
 		select {
@@ -251,12 +330,41 @@ func (c *Controller) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		case <-c.wake:
+		case <-swept:
+			sweeping = false
 		}
+	}
+	return nil
+}
+
+// stop answers every request still queued once the loop has ended, so no
+// caller waits for a pass that will never run, and refuses new ones.
+func (c *Controller) stop(cause error) {
+	if cause == nil {
+		cause = context.Canceled
+	}
+	c.mu.Lock()
+	c.stopped = cause
+	var drop []*queued
+	var names []string
+	for name, a := range c.apps {
+		for _, q := range a.pending {
+			drop = append(drop, q)
+			names = append(names, name)
+		}
+		a.pending = nil
+	}
+	c.mu.Unlock()
+	for i, q := range drop {
+		q.answer(Result{App: names[i], Err: fmt.Errorf("application %q: the controller stopped before serving the request: %w", names[i], cause)})
 	}
 }
 
-// startDue starts a pass for every application that is due (every one, with
-// all) or has a sync request, after one read of the swarm for all of them.
+// startDue starts a batch for every application that is due (every one,
+// with all) or has a sync request. The batch reads the swarm once for all of
+// them and then runs their passes side by side, at most MaxConcurrentPasses
+// at a time, all on goroutines counted by wg, so the caller never waits on
+// the swarm or for a free slot.
 func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup, all bool) {
 	if ctx.Err() != nil {
 		return // stopping: no new pass
@@ -264,6 +372,7 @@ func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup, all bool)
 	now := c.now()
 	c.mu.Lock()
 	var due []*appState
+	var first []bool
 	for _, a := range c.apps {
 		if a.running {
 			continue
@@ -273,25 +382,87 @@ func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup, all bool)
 			due = append(due, a)
 		}
 	}
+	// Explicit requests first: someone waits for them.
+	slices.SortStableFunc(due, func(x, y *appState) int { return cmpBool(len(y.pending) > 0, len(x.pending) > 0) })
+	stacks := make([]string, 0, len(due))
+	for _, a := range due {
+		first = append(first, a.status.LastPass.IsZero())
+		stacks = append(stacks, a.app.Stack)
+	}
 	c.mu.Unlock()
 	if len(due) == 0 {
 		return
 	}
-	stacks := make([]string, 0, len(due))
-	for _, a := range due {
-		stacks = append(stacks, a.app.Stack)
-	}
-	slices.Sort(stacks)
-	stacks = slices.Compact(stacks)
-	read, err := capability.ReadStacks(ctx, c.opts.Backend, stacks)
-	snap := &snapshot{stacks: read, err: err}
-	for _, a := range due {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		snap := c.readBatch(ctx, stacks)
+		// One feeder per lane, so that first passes waiting for a slot
+		// never hold up a steady pass of the same batch.
+		var firsts, steady []*appState
+		for i, a := range due {
+			if first[i] {
+				firsts = append(firsts, a)
+			} else {
+				steady = append(steady, a)
+			}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			c.feed(ctx, wg, c.firstLane, firsts, snap)
+		}()
+		c.feed(ctx, wg, c.steadyLane, steady, snap)
+	}()
+}
+
+// feed starts the passes of due one by one as lane has room. If ctx ends
+// first, those not started are given up (their requests are answered when
+// Run returns).
+func (c *Controller) feed(ctx context.Context, wg *sync.WaitGroup, lane chan struct{}, due []*appState, snap *snapshot) {
+	for i, a := range due {
+		select {
+		case lane <- struct{}{}:
+		case <-ctx.Done():
+			c.mu.Lock()
+			for _, a := range due[i:] {
+				a.running = false
+			}
+			c.mu.Unlock()
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-lane }()
 			c.runPass(ctx, a, snap)
 		}()
 	}
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// readBatch takes the one look at the swarm a batch shares, bounded by
+// SwarmReadTimeout. A read that failed or ran out of time is kept as the
+// snapshot's error, which every pass of the batch then reports as Unknown.
+func (c *Controller) readBatch(ctx context.Context, stacks []string) *snapshot {
+	slices.Sort(stacks)
+	stacks = slices.Compact(stacks)
+	rctx, cancel := context.WithTimeout(ctx, c.opts.SwarmReadTimeout)
+	defer cancel()
+	read, err := capability.ReadStacks(rctx, c.opts.Backend, stacks)
+	if err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		err = fmt.Errorf("no answer within %s: %w", c.opts.SwarmReadTimeout, err)
+	}
+	return &snapshot{stacks: read, err: err}
 }
 
 // runPass runs one pass for a and schedules the next.
@@ -299,14 +470,19 @@ func (c *Controller) runPass(ctx context.Context, a *appState, snap *snapshot) {
 	// One request per pass: a sync and a rollback queued together are
 	// different deploys. The rest stay queued and make the app due again.
 	c.mu.Lock()
-	var req *SyncRequest
+	var q *queued
 	if len(a.pending) > 0 {
-		req = a.pending[0]
-		a.pending = a.pending[1:]
+		q = a.pending[0]
+		a.pending = slices.Delete(a.pending, 0, 1)
 	}
 	app := a.app
+	a.refreshed = false
 	c.mu.Unlock()
 
+	var req *SyncRequest
+	if q != nil {
+		req = &q.req
+	}
 	res := c.pass(ctx, app, req, snap)
 
 	c.mu.Lock()
@@ -317,17 +493,28 @@ func (c *Controller) runPass(ctx context.Context, a *appState, snap *snapshot) {
 	if interval <= 0 {
 		interval = application.DefaultInterval
 	}
-	if res.Err != nil && KindOf(res.Err) == Transient {
+	switch {
+	case a.refreshed:
+		// Asked for during the pass (a webhook, say), which may have
+		// fetched before the push it announces: run again now.
+		a.failures = 0
+		a.next = time.Time{}
+	case res.Err != nil && KindOf(res.Err) == Transient:
 		a.failures++
 		a.next = c.now().Add(min(c.opts.Backoff<<min(a.failures-1, 10), interval))
-	} else {
+	default:
 		a.failures = 0
 		a.next = c.now().Add(interval)
 	}
-	again := len(a.pending) > 0
+	again := len(a.pending) > 0 || a.refreshed
+	removed := c.apps[app.Name] != a
 	c.mu.Unlock()
-	if req != nil && req.done != nil {
-		req.done <- res
+	if removed {
+		// The pass outlived its application: drop the series it just set.
+		c.opts.Metrics.ForgetApp(app.Name)
+	}
+	if q != nil {
+		q.answer(res)
 	}
 	if again {
 		c.poke()
@@ -394,7 +581,10 @@ func (c *Controller) RequestSync(name, by string) (<-chan Result, error) {
 }
 
 // Refresh makes the application due now, without forcing a manual one to
-// apply.
+// apply. It also clears the backoff of earlier transient failures: a refresh
+// (a webhook, an operator) says the outage is over, so the next pass must
+// not wait out the backoff. Asked for during a pass, it runs another one
+// right after.
 func (c *Controller) Refresh(name string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -403,6 +593,10 @@ func (c *Controller) Refresh(name string) error {
 		return fmt.Errorf("application %q: %w", name, ErrNotFound)
 	}
 	a.next = time.Time{}
+	a.failures = 0
+	if a.running {
+		a.refreshed = true
+	}
 	c.poke()
 	return nil
 }
@@ -418,7 +612,15 @@ func (c *Controller) poke() {
 var (
 	ErrNotFound = errors.New("no such application")
 	ErrBusy     = errors.New("a pass is already running")
+	// ErrQueueFull refuses a request when QueueLimit requests already wait
+	// for the application. It matches ErrBusy too: the answer is "later".
+	ErrQueueFull error = queueFullError{}
 )
+
+type queueFullError struct{}
+
+func (queueFullError) Error() string        { return "too many requests waiting" }
+func (queueFullError) Is(target error) bool { return target == ErrBusy }
 
 // SetApplications replaces the set of applications, as after the
 // applications file changed: new ones are due at once, changed ones are due
@@ -427,30 +629,69 @@ var (
 // or removed with PruneOrphans. Statuses and sweep memory of unchanged
 // applications are kept.
 func (c *Controller) SetApplications(apps []application.Application) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	// Only SetApplications replaces c.apps or writes an application's
+	// definition, and setMu makes one run at a time, so both may be read
+	// here without c.mu: the comparison and the new states are made
+	// unlocked, and c.mu is held only to write the changes.
+	c.setMu.Lock()
+	defer c.setMu.Unlock()
+	unavailable := c.unavailable()
+	cur := c.apps
 	next := make(map[string]*appState, len(apps))
+	type change struct {
+		st  *appState
+		app application.Application
+	}
+	var changed []change
 	for _, a := range apps {
-		if old, ok := c.apps[a.Name]; ok {
+		if old, ok := cur[a.Name]; ok {
 			if !reflect.DeepEqual(old.app, a) {
-				old.app = a
-				old.next = time.Time{}
-				old.status.Stack = a.Stack
+				changed = append(changed, change{old, a})
 			}
 			next[a.Name] = old
 			continue
 		}
-		next[a.Name] = &appState{app: a, status: c.initialStatus(a)}
+		st := c.initialStatus(a)
+		st.Unavailable = unavailable
+		next[a.Name] = &appState{app: a, status: st}
 	}
-	for name, old := range c.apps {
+	var removed []*appState
+	for name, old := range cur {
 		if _, kept := next[name]; !kept {
-			c.log.Info("application removed from the applications file", "app", name, "stack", old.app.Stack)
-			c.opts.Metrics.ForgetApp(name)
+			removed = append(removed, old)
 		}
 	}
+	c.mu.Lock()
+	for _, ch := range changed {
+		ch.st.app = ch.app
+		ch.st.next = time.Time{}
+		ch.st.status.Stack = ch.app.Stack
+	}
+	// Requests waiting for a removed application are taken while the lock
+	// is held, so no pass can start on them; they are answered below.
+	waiting := make([][]*queued, len(removed))
+	for i, old := range removed {
+		waiting[i], old.pending = old.pending, nil
+	}
 	c.apps = next
+	c.mu.Unlock()
 	c.appsChanged.Store(true)
 	c.poke()
+
+	// Slow work (a log line, metric series, waiters per application) is
+	// done after the lock is released, so the API and other applications'
+	// passes never wait on a large reload.
+	for i, old := range removed {
+		name := old.app.Name
+		c.log.Info("application removed from the applications file", "app", name, "stack", old.app.Stack)
+		c.opts.Metrics.ForgetApp(name)
+		// Memory stays proportional to what is loaded; an application
+		// that takes the stack over reads its record from the swarm.
+		c.forgetRelease(old.app.Stack)
+		for _, q := range waiting[i] {
+			q.answer(Result{App: name, Err: fmt.Errorf("application %q: removed while waiting: %w", name, ErrNotFound)})
+		}
+	}
 }
 
 // Applications returns the applications the controller reconciles, sorted by
@@ -584,12 +825,22 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 			if err = s.run(c, sctx, p); err != nil {
 				break
 			}
+			if s.name == "observe" {
+				c.syncAfterObserve(p)
+			}
 		}
 	}
 	gated := errors.Is(err, errGated)
 	if gated {
 		err = nil
 		p.log.Info("manual application planned, waiting for a sync", "action", p.action)
+	}
+	if err != nil {
+		// Never the previous pass's judgement: this pass's own, or Unknown.
+		if !p.observed {
+			c.healthAfterEarlyFailure(ctx, p, prev, err)
+		}
+		syncAfterFailure(p, err)
 	}
 	c.finish(p, err)
 	c.reportChanges(p, prev)
@@ -612,9 +863,6 @@ func (c *Controller) finish(p *pass, err error) {
 	msg := source.SanitizeString(fault.WithApp(p.app.Name, err).Error())
 	p.status.LastError = msg
 	c.emit(p, events.SyncFailed, "", msg, map[string]any{"kind": string(KindOf(err))})
-	if p.status.Sync == "" || p.rendered == nil {
-		p.status.Sync = application.SyncUnknown
-	}
 	c.publish(p)
 	p.log.Error("pass failed, nothing more was applied", "kind", KindOf(err), "error", msg)
 }

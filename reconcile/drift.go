@@ -201,7 +201,7 @@ func (c *Controller) checkWritesKept(ctx context.Context, p *pass, res *charts.D
 			// reads back may be its write, not what the daemon kept.
 			continue
 		}
-		for _, ch := range drift.Diff(d, l.Spec, drift.Options{NetworkNames: cmp.networkNames}) {
+		for _, ch := range drift.Diff(d, l.Spec, cmp.options(scoped)) {
 			if ch.Masked {
 				continue // a masked rendering cannot tell two values apart
 			}
@@ -238,6 +238,34 @@ type comparison struct {
 	desired      *compose.Stack
 	live         map[string]swarm.Service
 	networkNames map[string]string // nil: attachments are not compared
+	// sealed names, per scoped service, the env variables whose desired
+	// values were sealed in the manifest: decrypted, so never shown.
+	sealed map[string]map[string]bool
+}
+
+// options are the drift options for one scoped service.
+func (c comparison) options(scoped string) drift.Options {
+	return drift.Options{NetworkNames: c.networkNames, MaskEnv: c.sealed[scoped]}
+}
+
+// unseal puts the plaintext of the pass's sealed values into the desired
+// specs, so they compare with the live ones (which hold the plaintext), and
+// remembers which variables they were, so every rendering masks them.
+func (c *comparison) unseal(sealed map[string]string) error {
+	for name, spec := range c.desired.Services {
+		if cs := spec.TaskTemplate.ContainerSpec; cs != nil {
+			if keys := compose.SealedEnv(cs.Env); keys != nil {
+				if c.sealed == nil {
+					c.sealed = map[string]map[string]bool{}
+				}
+				c.sealed[name] = keys
+			}
+		}
+	}
+	if err := compose.Unseal(c.desired, sealed); err != nil {
+		return fmt.Errorf("sealed values: %w", err)
+	}
+	return nil
 }
 
 // readComparison reads what the pass's manifest converts to against today's
@@ -278,7 +306,11 @@ func readComparison(ctx context.Context, p *pass) (comparison, bool, error) {
 	if err != nil {
 		return comparison{}, false, fmt.Errorf("read networks: %w", err)
 	}
-	return comparison{desired: desired, live: live, networkNames: names}, true, nil
+	cmp := comparison{desired: desired, live: live, networkNames: names}
+	if err := cmp.unseal(p.rendered.Sealed); err != nil {
+		return comparison{}, false, err
+	}
+	return cmp, true, nil
 }
 
 // correct puts drifted services back to the manifest when selfHeal is on or
@@ -297,6 +329,7 @@ func (c *Controller) correct(ctx context.Context, p *pass) error {
 		Stack:    p.app.Stack,
 		Manifest: p.rendered.Manifest,
 		Secrets:  p.rendered.Secrets,
+		Sealed:   p.rendered.Sealed,
 		Labels:   p.deployLabels(p.latestRevision()),
 		Heal:     heal,
 		Adopt:    p.app.Adopt,

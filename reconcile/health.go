@@ -1,9 +1,14 @@
 package reconcile
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/health"
 	"github.com/flotilla-gitops/flotilla/source"
@@ -14,9 +19,19 @@ import (
 // Unknown; so is a read a backend without StackServicesReader could not vouch
 // for. Neither is ever published as Missing.
 func (c *Controller) applyHealth(p *pass, snap *snapshot) {
+	p.observed, p.readErr = true, snap.err
+	c.judgeHealth(p, snap, declaredOf(p))
+}
+
+// judgeHealth is applyHealth against an explicit list of expected services.
+func (c *Controller) judgeHealth(p *pass, snap *snapshot, want []expected) {
 	if snap.err != nil {
-		r := health.Unknown(source.Sanitize(snap.err))
-		p.status.Health, p.status.HealthMessage, p.status.Services = r.Health, r.Message, nil
+		// The time is in the message: a pass held up after this (a later
+		// step waiting on the same daemon) publishes it before LastPass.
+		p.status.Health = application.HealthUnknown
+		p.status.HealthMessage = fmt.Sprintf("the swarm could not be read at %s: %v",
+			c.now().UTC().Format(time.RFC3339), source.Sanitize(snap.err))
+		p.status.Services = nil
 		return
 	}
 	states, read := snap.stacks[p.app.Stack]
@@ -26,7 +41,7 @@ func (c *Controller) applyHealth(p *pass, snap *snapshot) {
 		p.status.Health, p.status.HealthMessage, p.status.Services = r.Health, r.Message, nil
 		return
 	}
-	results := c.serviceResults(p, states)
+	results := c.resultsFor(states, want)
 	rolled := health.Stack(results)
 	p.status.Health, p.status.HealthMessage = rolled.Health, rolled.Message
 	p.status.Services = p.status.Services[:0:0]
@@ -38,33 +53,103 @@ func (c *Controller) applyHealth(p *pass, snap *snapshot) {
 	}
 }
 
+// expected is one service a health judgement looks for: its name without
+// the stack prefix and how many replicas it should have when absent.
+type expected struct {
+	name    string
+	desired uint64
+}
+
 // serviceResults judges every service the manifest declares against one
 // read of its stack; a declared service the read lacks is Missing.
 func (c *Controller) serviceResults(p *pass, states []charts.ServiceState) map[string]health.Result {
+	return c.resultsFor(states, declaredOf(p))
+}
+
+// resultsFor judges every expected service against one read of its stack;
+// an expected service the read lacks is Missing.
+func (c *Controller) resultsFor(states []charts.ServiceState, want []expected) map[string]health.Result {
 	byName := make(map[string]charts.ServiceState, len(states))
 	for _, s := range states {
 		byName[s.Name] = s
 	}
 	now := c.now()
 	results := map[string]health.Result{}
-	for _, scoped := range declaredServices(p) {
-		name := strings.TrimPrefix(scoped, p.app.Stack+"_")
-		if s, ok := byName[name]; ok {
-			results[name] = health.Service(s, now, health.Options{})
+	for _, e := range want {
+		if s, ok := byName[e.name]; ok {
+			results[e.name] = health.Service(s, now, health.Options{})
 		} else {
-			results[name] = health.Missing(declaredReplicas(p, scoped))
+			results[e.name] = health.Missing(e.desired)
 		}
 	}
 	return results
 }
 
-// declaredServices lists the scoped names of the services the pass's
-// manifest declares, sorted.
-func declaredServices(p *pass) []string {
+// healthAfterEarlyFailure gives a pass that failed before it observed the
+// swarm (at fetch, render or plan) a judgement of its own instead of keeping
+// the previous pass's, which would show a daemon that stopped answering as
+// still healthy. The batch's read, or a read of this stack alone outside a
+// batch, is judged against the manifest when the pass rendered one, and
+// otherwise against the services the previous status listed. A read that
+// failed, or nothing to judge against, is Unknown with the reason.
+func (c *Controller) healthAfterEarlyFailure(ctx context.Context, p *pass, prev application.Status, cause error) {
+	snap := p.snapshot
+	if snap == nil {
+		rctx, cancel := context.WithTimeout(ctx, c.opts.SwarmReadTimeout)
+		s, err := capability.ReadStacks(rctx, c.opts.Backend, []string{p.app.Stack})
+		cancel()
+		snap = &snapshot{stacks: s, err: err}
+	}
+	want := declaredOf(p)
+	if p.declared == nil {
+		for _, s := range prev.Services {
+			want = append(want, expected{name: s.Name, desired: uint64(max(s.Desired, 0))})
+		}
+	}
+	if snap.err == nil && p.declared == nil && len(want) == 0 {
+		r := health.Unknown(source.Sanitize(fmt.Errorf("no manifest to judge the swarm against: %w", cause)))
+		p.status.Health, p.status.HealthMessage, p.status.Services = r.Health, r.Message, nil
+		return
+	}
+	c.judgeHealth(p, snap, want)
+}
+
+// syncAfterFailure says Unknown for a sync the failed pass could not
+// establish: it failed before comparing anything, or its live comparison
+// failed where git alone said Synced. OutOfSync by git stands: that needs no
+// swarm.
+func syncAfterFailure(p *pass, err error) {
+	var pe *passError
+	driftFailed := errors.As(err, &pe) && pe.step == "drift"
+	if !p.observed || p.rendered == nil || (driftFailed && p.status.Sync == application.Synced) {
+		p.status.Sync = application.SyncUnknown
+		p.status.SyncReason = application.ReasonNone
+	}
+}
+
+// syncAfterObserve says Unknown where observe said Synced from git alone
+// while the swarm could not be read: what runs was not compared. A live
+// comparison that finds drift later still says OutOfSync; OutOfSync by git
+// needs no swarm and stands.
+func (c *Controller) syncAfterObserve(p *pass) {
+	if p.readErr != nil && p.status.Sync == application.Synced {
+		p.status.Sync = application.SyncUnknown
+		p.status.SyncReason = application.ReasonNone
+		c.publish(p)
+	}
+}
+
+// declaredOf lists the services the pass's manifest declares, sorted, with
+// their declared replicas.
+func declaredOf(p *pass) []expected {
 	if p.declared == nil {
 		return nil
 	}
-	return sortedKeys(p.declared.Services)
+	out := make([]expected, 0, len(p.declared.Services))
+	for _, scoped := range sortedKeys(p.declared.Services) {
+		out = append(out, expected{name: strings.TrimPrefix(scoped, p.app.Stack+"_"), desired: declaredReplicas(p, scoped)})
+	}
+	return out
 }
 
 func declaredReplicas(p *pass, scoped string) uint64 {

@@ -2,10 +2,12 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/source"
 )
 
 // History returns the application's recorded revisions, newest first, from
@@ -40,6 +42,11 @@ func (c *Controller) RequestSyncWith(name string, req SyncRequest) (<-chan Resul
 	return c.enqueue(name, req)
 }
 
+// enqueue queues req for the application's next pass. A request identical
+// to one already waiting joins it and receives the same result; past
+// QueueLimit waiting requests the new one is refused at once. Whatever
+// happens to the application, every waiter is answered: by its pass, or
+// with an error when the application is removed or the controller stops.
 func (c *Controller) enqueue(name string, req SyncRequest) (<-chan Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -47,10 +54,22 @@ func (c *Controller) enqueue(name string, req SyncRequest) (<-chan Result, error
 	if !ok {
 		return nil, fmt.Errorf("application %q: %w", name, ErrNotFound)
 	}
-	req.done = make(chan Result, 1)
-	a.pending = append(a.pending, &req)
+	if c.stopped != nil {
+		return nil, fmt.Errorf("application %q: the controller has stopped: %w", name, c.stopped)
+	}
+	done := make(chan Result, 1)
+	for _, q := range a.pending {
+		if q.req == req {
+			q.waiters = append(q.waiters, done)
+			return done, nil
+		}
+	}
+	if len(a.pending) >= c.opts.QueueLimit {
+		return nil, fmt.Errorf("application %q: %d requests already waiting: %w", name, len(a.pending), ErrQueueFull)
+	}
+	a.pending = append(a.pending, &queued{req: req, waiters: []chan Result{done}})
 	c.poke()
-	return req.done, nil
+	return done, nil
 }
 
 func (c *Controller) application(name string) (appConfig, error) {
@@ -80,17 +99,80 @@ func (c *Controller) renderRollback(ctx context.Context, p *pass, revision int) 
 	return stalled("render", fmt.Errorf("rollback: revision %d is not in the kept history of %s", revision, p.app.Stack))
 }
 
-// useRecord makes a stored record's manifest the pass's manifest. Its
-// secrets' plaintext is not stored anywhere, so a deploy of it relies on
-// the secrets still being on the swarm, which rotation retention provides.
+// useRecord makes a stored record's manifest the pass's manifest.
+//
+// A record holds no plaintext: secrets appear by name, values decrypted
+// with SOPS as sealed placeholders. A record with placeholders is deployed
+// with the values a render of its own commit gives, with the key in use
+// now; each placeholder carries a keyed digest of its value, so a render
+// that reproduces it reproduces the exact value, and one that does not (the
+// key or the application's source changed since) refuses the redeploy
+// rather than write a service with something else. That render also
+// supplies the plaintext of the record's secrets, should a sweep have
+// removed one from the swarm. A record without placeholders relies, as
+// before, on its secrets still being on the swarm, which rotation retention
+// provides.
 func (c *Controller) useRecord(ctx context.Context, p *pass, rec *charts.Release) error {
 	declared, err := compose.Convert(ctx, rec.Manifest, p.app.Stack, nil)
 	if err != nil {
 		return stalled("render", fmt.Errorf("revision %d: %w", rec.Revision, err))
 	}
-	p.rendered = &compose.Rendered{Manifest: rec.Manifest}
+	r := &compose.Rendered{Manifest: rec.Manifest}
+	if need := compose.SealedValues(rec.Manifest); len(need) > 0 {
+		at, err := c.renderRecordCommit(ctx, p, rec)
+		if err != nil {
+			return err
+		}
+		r.Sealed = make(map[string]string, len(need))
+		for _, ph := range need {
+			v, ok := at.Sealed[ph]
+			if !ok {
+				return stalled("render", fmt.Errorf(
+					"revision %d holds values decrypted with SOPS that a render of its commit %s no longer reproduces (the age key or the application's source settings changed since): it cannot be redeployed with its exact values",
+					rec.Revision, shortCommit(rec.Commit)))
+			}
+			r.Sealed[ph] = v
+		}
+		r.Secrets = make(map[string][]byte, len(declared.Secrets))
+		for name := range declared.Secrets {
+			if data, ok := at.Secrets[name]; ok {
+				r.Secrets[name] = data
+			}
+		}
+	}
+	p.rendered = r
 	p.declared = declared
 	return nil
+}
+
+// renderRecordCommit renders the commit a record was made from: the pass's
+// own render when it is that commit, otherwise a fetch and render of it.
+func (c *Controller) renderRecordCommit(ctx context.Context, p *pass, rec *charts.Release) (*compose.Rendered, error) {
+	if rec.Commit == "" {
+		return nil, stalled("render", fmt.Errorf("revision %d holds sealed values and names no commit to render them from", rec.Revision))
+	}
+	if p.rendered != nil && p.rev != nil && p.rev.Commit == rec.Commit {
+		return p.rendered, nil
+	}
+	rev, err := c.opts.Fetcher.Fetch(ctx, source.Request{
+		RepoURL:     p.app.Source.RepoURL,
+		Revision:    rec.Commit,
+		Credentials: p.app.Source.Credentials,
+	})
+	if err != nil {
+		err = fmt.Errorf("revision %d: fetch its commit %s for its sealed values: %w", rec.Revision, shortCommit(rec.Commit), err)
+		if errors.Is(err, source.ErrRevisionNotFound) {
+			return nil, stalled("render", err)
+		}
+		return nil, transient("render", err)
+	}
+	// The render holds what it needs in memory; the tree may go.
+	defer rev.Release()
+	at, _, err := c.renderAt(ctx, p, rev)
+	if err != nil {
+		return nil, fmt.Errorf("revision %d: render its commit %s for its sealed values: %w", rec.Revision, shortCommit(rec.Commit), err)
+	}
+	return at, nil
 }
 
 // pinned reports whether the newest record is a rollback that still holds:

@@ -71,6 +71,11 @@ type pass struct {
 	// the out-of-band notifier synchronously, inside the write it reports.
 	status application.Status
 	log    *slog.Logger
+	// observed is set once the pass has judged health from a read of the
+	// swarm (see applyHealth), whether or not that read succeeded; readErr
+	// is that read's error.
+	observed bool
+	readErr  error
 }
 
 // snapshot is one read of the swarm for many stacks; err is set when the read
@@ -159,6 +164,19 @@ func (c *Controller) render(ctx context.Context, p *pass) error {
 	if p.request != nil && p.request.Rollback > 0 {
 		return c.renderRollback(ctx, p, p.request.Rollback)
 	}
+	r, declared, err := c.renderAt(ctx, p, p.rev)
+	if err != nil {
+		return err
+	}
+	p.rendered, p.declared = r, declared
+	return nil
+}
+
+// renderAt renders the application at rev, or returns what an earlier
+// render of the same input gave: same commit, same application settings,
+// same key material (see renderCache). What it returns is shared with the
+// cache and must not be changed.
+func (c *Controller) renderAt(ctx context.Context, p *pass, rev *source.Revision) (*compose.Rendered, *compose.Stack, error) {
 	ids := c.opts.SOPS
 	if k := p.app.SOPS; k != nil {
 		// An application's own key replaces the controller's, so one
@@ -166,26 +184,32 @@ func (c *Controller) render(ctx context.Context, p *pass) error {
 		// Read every pass: a rotated key file is picked up.
 		var err error
 		if ids, err = sopsage.ReadIdentityFile(k.AgeKeyFile); err != nil {
-			return transient("render", fmt.Errorf("sops.ageKeyFile: %w", err))
+			return nil, nil, transient("render", fmt.Errorf("sops.ageKeyFile: %w", err))
 		}
 	}
+	key := renderKey(p.app, rev.Commit, ids.Fingerprint(), c.opts.RenderLimits)
+	if e, ok := c.renders.get(p.app.Name, key); ok {
+		return e.rendered, e.declared, nil
+	}
 	d := compose.Dir{
-		Root:     p.rev.Dir,
+		Root:     rev.Dir,
 		Path:     p.app.Source.Path,
 		Files:    p.app.Source.Compose.Files,
 		EnvFiles: p.app.Source.Compose.EnvFiles,
 		Decrypt:  ids.Decrypt,
+		SealKey:  ids.SealKey(),
+		Limits:   c.opts.RenderLimits,
 	}
 	r, err := c.opts.Render(p.app.Stack, d)
 	if err != nil {
-		return stalled("render", err)
+		return nil, nil, stalled("render", err)
 	}
 	declared, err := compose.Convert(ctx, r.Manifest, p.app.Stack, nil)
 	if err != nil {
-		return stalled("render", err)
+		return nil, nil, stalled("render", err)
 	}
-	p.rendered, p.declared = r, declared
-	return nil
+	c.renders.put(p.app.Name, renderEntry{key: key, rendered: r, declared: declared}, c.knownApp)
+	return r, declared, nil
 }
 
 // plan compares the manifest with the newest release record.
@@ -279,6 +303,7 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 		Stack:    p.app.Stack,
 		Manifest: p.rendered.Manifest,
 		Secrets:  p.rendered.Secrets,
+		Sealed:   p.rendered.Sealed,
 		Labels:   p.deployLabels(next),
 		Adopt:    p.app.Adopt,
 	})

@@ -76,6 +76,9 @@ func (b *MinimalBackend) DeployStack(ctx context.Context, req charts.DeployReque
 	if err != nil {
 		return charts.DeployResult{}, fmt.Errorf("convert: %w", err)
 	}
+	if err := compose.Unseal(st, req.Sealed); err != nil {
+		return charts.DeployResult{}, fmt.Errorf("manifest: %w", err)
+	}
 	var missing []objectKey
 	for _, name := range slices.Sorted(maps.Keys(st.Networks)) {
 		missing = append(missing, objectKey{"network", name})

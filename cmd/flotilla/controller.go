@@ -18,6 +18,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
+	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/internal/apiwire"
 	"github.com/flotilla-gitops/flotilla/metrics"
@@ -41,6 +42,7 @@ type controllerOptions struct {
 	prune        bool
 
 	sopsKeyFile    string
+	renderLimits   compose.Limits
 	listen         string
 	insecureNoAuth bool
 	publicMetrics  bool
@@ -101,6 +103,8 @@ redeploys nothing.`,
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.sopsKeyFile, "sops-age-key-file", os.Getenv("FLOTILLA_SOPS_AGE_KEY_FILE"), "age identities that decrypt SOPS-encrypted files of applications without a key of their own (also FLOTILLA_SOPS_AGE_KEY_FILE)")
+	f.Int64Var(&o.renderLimits.MaxFileBytes, "render-max-file-bytes", compose.DefaultMaxFileBytes, "largest file (compose, env, config, secret) a render reads; -1 for no limit")
+	f.Int64Var(&o.renderLimits.MaxManifestBytes, "render-max-manifest-bytes", compose.DefaultMaxManifestBytes, "largest manifest a render may write (it is also a release record); -1 for no limit")
 	f.StringVar(&o.listen, "listen", ":8080", "address of the HTTP API, events, webhooks and /metrics; empty disables it")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve the API without tokens; refused unless --listen is a loopback address")
 	f.BoolVar(&o.publicMetrics, "public-metrics", false, "serve /metrics without a token")
@@ -198,6 +202,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		PruneOrphans:     o.prune,
 		ForbiddenSecrets: self.Forbidden(),
 		SOPS:             ids,
+		RenderLimits:     o.renderLimits,
 		Events:           broker,
 		Metrics:          m,
 	}, file.Applications)

@@ -122,7 +122,7 @@ func runRender(ctx context.Context, opts renderOptions, stdout, stderr io.Writer
 			fmt.Fprintln(stderr, "flotilla render: --sops-age-key-file:", err)
 			return exitFailed
 		}
-		dir.Decrypt = ids.Decrypt
+		dir.Decrypt, dir.SealKey = ids.Decrypt, ids.SealKey()
 	}
 	r, err := compose.Render(stack, dir)
 	if err != nil {

@@ -69,6 +69,18 @@ func Encrypt(t testing.TB, file string, plain []byte, recipients ...string) []by
 // EncryptAs is Encrypt with the format given, as --input-type does.
 func EncryptAs(t testing.TB, f sopsage.Format, plain []byte, recipients ...string) []byte {
 	t.Helper()
+	return encrypt(t, f, plain, "", recipients)
+}
+
+// EncryptMatching is Encrypt with --encrypted-regex: only the values of keys
+// matching regex are encrypted, the rest of the file stays readable.
+func EncryptMatching(t testing.TB, file string, plain []byte, regex string, recipients ...string) []byte {
+	t.Helper()
+	return encrypt(t, sopsage.FormatOf(file), plain, regex, recipients)
+}
+
+func encrypt(t testing.TB, f sopsage.Format, plain []byte, regex string, recipients []string) []byte {
+	t.Helper()
 	st := storeFor(f)
 	branches, err := st.LoadPlainFile(plain)
 	if err != nil {
@@ -93,7 +105,8 @@ func EncryptAs(t testing.TB, f sopsage.Format, plain []byte, recipients ...strin
 		Branches: branches,
 		Metadata: sops.Metadata{
 			KeyGroups:         []sops.KeyGroup{group},
-			UnencryptedSuffix: "_unencrypted",
+			UnencryptedSuffix: unencryptedSuffix(regex),
+			EncryptedRegex:    regex,
 			// What the metadata claims; decryption does not depend on it.
 			Version: "3.9.0",
 		},
@@ -113,4 +126,13 @@ func EncryptAs(t testing.TB, f sopsage.Format, plain []byte, recipients ...strin
 		t.Fatalf("sopsagetest: emit: %v", err)
 	}
 	return out
+}
+
+// unencryptedSuffix is sops's default, which it leaves out when a regex
+// chooses what is encrypted (the two are exclusive).
+func unencryptedSuffix(regex string) string {
+	if regex != "" {
+		return ""
+	}
+	return "_unencrypted"
 }
