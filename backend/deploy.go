@@ -22,6 +22,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/drift"
+	"github.com/flotilla-gitops/flotilla/fault"
 )
 
 // maxCASAttempts bounds how often one service write is tried when another
@@ -32,6 +33,12 @@ const maxCASAttempts = 3
 // create: conversion needs an id for every reference before anything is
 // written, and the real id is only known after the create.
 const pendingPrefix = "flotilla-pending:"
+
+// nodeLocalNetworks are the networks every node has of its own. They are
+// local in scope by nature, and a task attaches to the one on whatever node
+// runs it, so the scope check a user-defined external network needs does not
+// apply to them (as with `docker stack deploy`).
+var nodeLocalNetworks = map[string]bool{"host": true, "bridge": true}
 
 // deployPlan is everything a deploy decided before its first write.
 type deployPlan struct {
@@ -132,7 +139,11 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 	}
 	// Guards first: a refused stack learns nothing more about the swarm
 	// from this deploy than that it was refused.
-	if err := b.guard(req, decl, p.live); err != nil {
+	existing, err := b.readExisting(ctx, req.Stack, decl, liveNets)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.guard(req, decl, p.live, existing); err != nil {
 		return nil, err
 	}
 
@@ -140,6 +151,16 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 	for _, name := range decl.ExternalNetworks {
 		n, ok := liveNets[name]
 		switch {
+		case nodeLocalNetworks[name]:
+			// Every node has its own; the guard decided whether it may be used.
+		// Swarm refuses the next two, but only when it reaches the service
+		// that attaches, after the stack's other objects were written.
+		case name == "none":
+			problems = append(problems, &fault.Error{Field: "networks", Err: fmt.Errorf(
+				"external network %q cannot be attached to a swarm service: Swarm has no such network", name)})
+		case ok && n.Ingress:
+			problems = append(problems, &fault.Error{Field: "networks", Err: fmt.Errorf(
+				"external network %q is the swarm's ingress network, which Swarm attaches by itself to a service publishing a port in ingress mode and never explicitly", name)})
 		case !ok:
 			problems = append(problems, fmt.Errorf("external network %q does not exist", name))
 		case n.Scope != "swarm":
@@ -193,6 +214,10 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 	if err != nil {
 		return nil, fmt.Errorf("convert manifest: %w", err)
 	}
+	version := b.apiVersion(ctx)
+	for _, w := range p.stack.ForAPIVersion(version) {
+		b.log.Warn("deploying without a field this daemon does not keep", "stack", req.Stack, "api_version", version, "warning", w)
+	}
 	for name, spec := range p.stack.Services {
 		if cs := spec.TaskTemplate.ContainerSpec; cs != nil && compose.SealedEnv(cs.Env) != nil {
 			if p.sealedEnv == nil {
@@ -209,6 +234,14 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 		return nil, err
 	}
 	return p, nil
+}
+
+// apiVersion is the engine API version the client speaks with the daemon,
+// negotiated first if no request has been sent yet: before that the client
+// reports its own newest version, which would keep fields the daemon drops.
+func (b *Backend) apiVersion(ctx context.Context) string {
+	b.api.NegotiateAPIVersion(ctx)
+	return b.api.ClientVersion()
 }
 
 // missingObjectText matches the daemon's words for a service write naming a

@@ -26,12 +26,13 @@ import (
 // default is the strictest setting and nothing the reconciler forgets to
 // pass can loosen it.
 //
-// What a stack may use without an allow entry is what it declares under its
-// own namespace: networks, configs, secrets and volumes whose swarm name
-// starts with "<stack>_". Stack names cannot contain "_", so that prefix is
-// never another stack's. A declared object with a custom name outside that
-// prefix counts as external, because if an object of that name already
-// exists the deploy uses it instead of creating one.
+// What a stack may use without an allow entry is what it declares: networks,
+// configs, secrets and volumes under its own namespace ("<stack>_", a prefix
+// that is never another stack's since stack names cannot contain "_"), and
+// those it names itself with name: as long as the deploy creates them or
+// they are already this application's. A self-named object that exists and
+// belongs to someone else is refused, naming the owner, because the deploy
+// would use it instead of creating one (see selfNamed).
 //
 // Deliberately not guarded, since the applications file has no key for
 // them and refusing without a way to allow would block legitimate stacks:
@@ -90,24 +91,32 @@ func (b *Backend) WithForbiddenSecrets(names map[string]struct{}) charts.Backend
 // guardCheck is one deploy's view for the guards.
 type guardCheck struct {
 	stack     string
+	owner     string // the request's owner stamp
+	adopt     bool
 	allow     application.Allow
 	forbidden map[string]struct{}
 	decl      *compose.Stack
 	keys      manifestKeys
+	existing  existingObjects
 	faults    []error
 }
 
 // guard checks what a deploy would write against b's allowlist, forbidden
-// names and the ownership of the services already in the namespace. It
-// returns nil or errors.Join of *fault.Error, one per refusal.
-func (b *Backend) guard(req charts.DeployRequest, decl *compose.Stack, live map[string]swarm.Service) error {
+// names, the ownership of the services already in the namespace and of the
+// existing objects the stack names itself. It returns nil or errors.Join of
+// *fault.Error, one per refusal.
+func (b *Backend) guard(req charts.DeployRequest, decl *compose.Stack, live map[string]swarm.Service, existing existingObjects) error {
 	g := &guardCheck{
 		stack:     req.Stack,
+		owner:     req.Labels[LabelOwner],
+		adopt:     req.Adopt,
 		allow:     b.allow,
 		forbidden: b.forbidden,
 		decl:      decl,
 		keys:      readManifestKeys(req.Manifest, req.Stack),
+		existing:  existing,
 	}
+	g.names()
 	g.ownership(req, live)
 	g.objects()
 	for _, name := range sortedKeys(decl.Services) {
@@ -118,6 +127,19 @@ func (b *Backend) guard(req charts.DeployRequest, decl *compose.Stack, live map[
 
 func (g *guardCheck) refuse(field, format string, args ...any) {
 	g.faults = append(g.faults, &fault.Error{Field: field, Err: fmt.Errorf(format, args...)})
+}
+
+// names refuses every name Swarm itself would refuse, all before the first
+// write: the daemon checks one object at a time, so a stack with one bad
+// name would otherwise stop half created.
+func (g *guardCheck) names() {
+	for _, np := range g.decl.CheckNames() {
+		field := "services." + unscoped(g.stack, np.Name)
+		if np.Kind != "service" {
+			field = g.keys.field(np.Kind+"s", np.Name)
+		}
+		g.faults = append(g.faults, &fault.Error{Field: field, Err: np.Err})
+	}
 }
 
 // own reports whether name is scoped to the stack.
@@ -180,7 +202,7 @@ func (g *guardCheck) objects() {
 	}
 	for _, name := range d.Volumes {
 		if !g.own(name) && !slices.Contains(g.allow.Volumes, name) {
-			g.refuse(g.keys.field("volumes", name), "volume %q is outside the stack's namespace (%s_*); add it to allow.volumes of the application to use it", name, g.stack)
+			g.selfNamedVolume(g.keys.field("volumes", name), name)
 		}
 	}
 	for _, name := range d.ExternalVolumes {
@@ -189,7 +211,11 @@ func (g *guardCheck) objects() {
 		}
 	}
 	for _, name := range sortedKeys(d.Networks) {
-		g.reservedLabels(g.keys.field("networks", name)+".labels", d.Networks[name].Labels)
+		field := g.keys.field("networks", name)
+		if !g.own(name) && !slices.Contains(g.allow.Networks, name) {
+			g.selfNamed("network", "networks", field, name, g.existing.networks)
+		}
+		g.reservedLabels(field+".labels", d.Networks[name].Labels)
 	}
 }
 
@@ -201,10 +227,48 @@ func (g *guardCheck) fileObject(kind, section string, allow []string, name strin
 	case external && !slices.Contains(allow, name):
 		g.refuse(field, "external %s %q is outside the stack; add it to allow.%s of the application to use it", kind, name, section)
 	case !external && !g.own(name) && !slices.Contains(allow, name):
-		g.refuse(field, "%s name %q is outside the stack's namespace (%s_*), so an existing %s of that name would be used; drop the name or add it to allow.%s of the application",
-			kind, name, g.stack, kind, section)
+		g.selfNamed(kind, section, field, name, g.existing.of(kind))
 	}
 	g.reservedLabels(field+".labels", labels)
+}
+
+// selfNamed decides on an object the stack declares under a name of its own
+// choosing. The deploy creates it when it is absent, and uses it as it is
+// when it exists; so it may exist only as this application's (its owner
+// stamp, which every object a deploy creates carries, see ownerStamped), or as what an
+// adopted `docker stack deploy` of this same stack left.
+func (g *guardCheck) selfNamed(kind, section, field, name string, existing map[string]map[string]string) {
+	labels, found := existing[name]
+	owner := labels[LabelOwner]
+	switch {
+	case !found, owner == g.owner:
+	case owner != "":
+		g.refuse(field, "%s %q already exists and belongs to %s; a stack may name an object only if it creates it or already owns it: rename it, or add it to allow.%s of the application to use the existing one",
+			kind, name, owner, section)
+	case g.adopt && labels[LabelNamespace] == g.stack:
+	default:
+		g.refuse(field, "%s %q already exists and was not created by this application (%s); rename it, or add it to allow.%s of the application to use the existing one",
+			kind, name, describeCreator(labels), section)
+	}
+}
+
+// selfNamedVolume is selfNamed for a volume, which a node creates when a
+// task first mounts it, with the labels of the mount and no owner stamp:
+// one of this stack's is as much proof as a volume has.
+func (g *guardCheck) selfNamedVolume(field, name string) {
+	labels, found := g.existing.volumes[name]
+	if !found || labels[LabelNamespace] == g.stack {
+		return
+	}
+	g.refuse(field, "volume %q already exists on this node and was not created for this stack (%s); rename it, or add it to allow.volumes of the application to use the existing one",
+		name, describeCreator(labels))
+}
+
+func describeCreator(labels map[string]string) string {
+	if ns := labels[LabelNamespace]; ns != "" {
+		return "it belongs to stack " + strconv.Quote(ns)
+	}
+	return "it belongs to no stack"
 }
 
 func (g *guardCheck) reservedLabels(field string, labels map[string]string) {
@@ -225,7 +289,7 @@ func (g *guardCheck) service(name string, spec swarm.ServiceSpec) {
 		t := n.Target
 		_, declared := g.decl.Networks[t]
 		switch {
-		case declared && g.own(t):
+		case declared: // scoped, or self-named and checked in objects
 		case slices.Contains(g.allow.Networks, t):
 		case predefinedNetworks[t]:
 			g.refuse(p+".networks", "network %q is predefined on every node and outside the stack; add it to allow.networks of the application to attach to it", t)

@@ -550,11 +550,9 @@ func TestGuard_decisions(t *testing.T) {
 		wantWords []string
 	}{
 		{name: "own network", extra: "    networks: [front]\n", top: "networks:\n  front: {}\n"},
-		{name: "own network renamed out of the namespace", extra: "    networks: [front]\n", top: "networks:\n  front:\n    name: other_front\n",
-			wantField: "services.web.networks", wantWords: []string{"other_front"}},
+		{name: "own network renamed out of the namespace, absent", extra: "    networks: [front]\n", top: "networks:\n  front:\n    name: other_front\n"},
 		{name: "named volume of the stack", extra: "    volumes: [\"data:/data\"]\n", top: "volumes:\n  data: {}\n"},
-		{name: "volume renamed out of the namespace", extra: "    volumes: [\"data:/data\"]\n", top: "volumes:\n  data:\n    name: shared-data\n",
-			wantField: "volumes.data", wantWords: []string{"shared-data", "allow.volumes"}},
+		{name: "volume renamed out of the namespace, absent", extra: "    volumes: [\"data:/data\"]\n", top: "volumes:\n  data:\n    name: shared-data\n"},
 		{name: "external volume", extra: "    volumes: [\"data:/data\"]\n", top: "volumes:\n  data:\n    external: true\n    name: backups\n",
 			wantField: "volumes.data", wantWords: []string{"backups"}},
 		{name: "external volume allowed", extra: "    volumes: [\"data:/data\"]\n", top: "volumes:\n  data:\n    external: true\n    name: backups\n",
@@ -570,8 +568,7 @@ func TestGuard_decisions(t *testing.T) {
 			wantField: "configs.c", wantWords: []string{"shared-ca", "allow.configs"}},
 		{name: "external config allowed", extra: "    configs: [c]\n", top: "configs:\n  c:\n    external: true\n    name: shared-ca\n",
 			allow: application.Allow{Configs: []string{"shared-ca"}}},
-		{name: "config renamed out of the namespace", extra: "    configs: [c]\n", top: "configs:\n  c:\n    file: ./data.txt\n    name: shared-ca\n",
-			wantField: "configs.c", wantWords: []string{"shared-ca"}},
+		{name: "config renamed out of the namespace, absent", extra: "    configs: [c]\n", top: "configs:\n  c:\n    file: ./data.txt\n    name: shared-ca\n"},
 		{name: "reserved service label", extra: "    deploy:\n      labels:\n        io.flotilla.owner: ctl/other\n",
 			wantField: "services.web.deploy.labels", wantWords: []string{"io.flotilla.owner"}},
 	} {
@@ -582,7 +579,7 @@ func TestGuard_decisions(t *testing.T) {
 				t.Fatal(err)
 			}
 			b := (&Backend{}).WithAllowedReferences(tt.allow).(*Backend)
-			err = b.guard(charts.DeployRequest{Stack: stack, Manifest: r.Manifest}, decl, nil)
+			err = b.guard(charts.DeployRequest{Stack: stack, Manifest: r.Manifest}, decl, nil, existingObjects{})
 			if tt.wantField == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)

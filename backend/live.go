@@ -20,6 +20,8 @@ func (b *Backend) DesiredServices(ctx context.Context, manifest, stack string) (
 	if err != nil {
 		return nil, fmt.Errorf("desired services of %s: %w", stack, err)
 	}
+	// What a deploy writes; DeployStack says what it dropped.
+	s.ForAPIVersion(b.apiVersion(ctx))
 	return s, nil
 }
 
@@ -52,14 +54,28 @@ func (b *Backend) LiveServices(ctx context.Context, stack string) (map[string]sw
 func (b *Backend) APIVersion() string { return b.api.ClientVersion() }
 
 // LiveNetworkNames maps every network id on the swarm to its name.
+//
+// A service attached to the node's own host or bridge network holds the id
+// of the swarm's stand-in for it, which the listing does not show (it shows
+// the node-local network of that name); those two are asked for by name.
 func (b *Backend) LiveNetworkNames(ctx context.Context) (map[string]string, error) {
 	list, err := b.api.NetworkList(ctx, network.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list networks: %w", err)
 	}
-	out := make(map[string]string, len(list))
+	out := make(map[string]string, len(list)+2)
 	for _, n := range list {
 		out[n.ID] = n.Name
+	}
+	for _, name := range []string{"host", "bridge"} {
+		n, err := b.api.NetworkInspect(ctx, name, network.InspectOptions{Scope: "swarm"})
+		switch {
+		case isNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("inspect network %s: %w", name, err)
+		default:
+			out[n.ID] = n.Name
+		}
 	}
 	return out, nil
 }

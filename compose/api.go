@@ -31,6 +31,10 @@ type Dir struct {
 	// Limits bound what a render reads and writes; zero fields take the
 	// defaults (see Limits).
 	Limits Limits
+	// APIVersion is the engine API version the render is checked against:
+	// every service field that version cannot carry is named in
+	// Rendered.Warnings (a deploy drops it). Default "": no check.
+	APIVersion string
 }
 
 // Rendered is a compose project turned into a manifest.
@@ -47,7 +51,8 @@ type Rendered struct {
 	// for DeployRequest.Sealed and Unseal. Memory only, like Secrets.
 	Sealed map[string]string
 	// Warnings name what the render ignored, as `docker stack deploy`
-	// would warn about it: service options Swarm does not support.
+	// would warn about it: service options Swarm does not support, and
+	// fields Dir.APIVersion cannot carry.
 	Warnings []string
 }
 

@@ -12,9 +12,10 @@ import (
 	"github.com/docker/docker/client"
 )
 
-// apiVersion is the engine API version conversion targets: the oldest
-// daemon Flotilla supports (20.10), so no field a newer API adds is set.
-const apiVersion = "1.41"
+// apiVersion is the engine API version convert is told it talks to. It
+// only decides what convert itself leaves out for very old engines;
+// Stack.ForAPIVersion removes what the real daemon cannot carry.
+const apiVersion = MinAPIVersion
 
 // defaultNetworkDriver is what `docker stack deploy` creates a network with
 // when the compose file names no driver.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/docker/cli/cli/compose/loader"
 	composetypes "github.com/docker/cli/cli/compose/types"
+	"github.com/docker/docker/api/types/versions"
 	"gopkg.in/yaml.v3"
 )
 
@@ -174,6 +175,26 @@ func (s *digestSet) add(d string) {
 		s.m = make(map[string]struct{}, s.max)
 	}
 	s.m[d] = struct{}{}
+}
+
+// minManifestVersion is the oldest compose file version whose schema holds
+// everything a manifest writes: the long syntax the loader turns ports and
+// volumes into (3.2) and the name it gives every external or file-backed
+// network, config and secret (3.5).
+const minManifestVersion = "3.5"
+
+// manifestVersion is the compose version a manifest's compose section
+// declares. The section is the loaded model written back out, not the
+// user's text, so it must validate against a schema that knows the
+// normalised shape; the file itself was already validated against its own
+// version. Only the schema depends on the version — the loader reads a
+// loaded model the same way under any 3.x — so raising an old version
+// changes nothing a deploy does, and a file at 3.5 or above keeps its own.
+func manifestVersion(v string) string {
+	if v == "" || versions.LessThan(v, minManifestVersion) {
+		return minManifestVersion
+	}
+	return v
 }
 
 // stripExtras drops every x- extension field. The loader keeps them but

@@ -72,6 +72,7 @@ func Render(stack string, d Dir) (_ *Rendered, err error) {
 		return nil, err
 	}
 	p.limits = d.Limits.withDefaults()
+	p.api = d.APIVersion
 	// SOPS: see decrypt.go.
 	p.useDecrypter(d.Decrypt, d.SealKey)
 	defer func() { err = p.withhold(err) }()
@@ -101,6 +102,8 @@ type project struct {
 	warns  []string
 	sops   sopsState // decryption, see decrypt.go
 	limits Limits
+	// api is Dir.APIVersion.
+	api string
 }
 
 // composeFile is one parsed compose file.
@@ -483,6 +486,11 @@ func (p *project) checkServices(cfg *composetypes.Config) error {
 			if v.Type != "bind" || !within(loaderTop, v.Source) {
 				continue
 			}
+			if src := p.userPath(v.Source); src == "./~" || strings.HasPrefix(src, "./~/") {
+				return p.fault(field+".volumes", fmt.Errorf(
+					"bind mount of %q at %s: \"~\" is the home directory of whoever runs docker stack deploy, and a controller deploying for the swarm's nodes has none to offer; use an absolute host path or a named volume: %w",
+					strings.TrimPrefix(src, "./"), v.Target, ErrUnsupported))
+			}
 			return p.fault(field+".volumes", fmt.Errorf(
 				"bind mount of relative path %q at %s: it would resolve inside the repository checkout, which does not exist on swarm nodes; use an absolute host path or a named volume: %w",
 				p.userPath(v.Source), v.Target, ErrUnsupported))
@@ -559,10 +567,14 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 		cfg.Secrets[key] = composetypes.SecretConfig(obj)
 	}
 
+	if err := p.checkNames(stack, cfg); err != nil {
+		return nil, err
+	}
 	if err := p.sealEnv(cfg, out); err != nil {
 		return nil, err
 	}
 	stripExtras(cfg)
+	cfg.Version = manifestVersion(cfg.Version)
 	text, err := encodeManifest(m)
 	if err != nil {
 		return nil, err
@@ -577,11 +589,12 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 	// undeclared network or config, a bad restart policy) is bad input too,
 	// and is better reported against its file here than at deploy time.
 	// It also leaves the manifest in the validated set for the deploy.
-	if _, err := Convert(context.Background(), text, stack, nil); err != nil {
+	st, err := Convert(context.Background(), text, stack, nil)
+	if err != nil {
 		return nil, p.convertFault(err)
 	}
 	out.Manifest = text
-	out.Warnings = p.warns
+	out.Warnings = append(p.warns, st.UnsupportedFields(p.api)...)
 	return out, nil
 }
 

@@ -37,6 +37,7 @@ const (
 func (c *Controller) detectDrift(ctx context.Context, p *pass) error {
 	p.status.Drift, p.status.RolledBack, p.status.Warnings = nil, nil, nil
 	p.drifted, p.missing = nil, nil
+	p.status.Warnings = append(p.status.Warnings, apiFieldWarnings(p)...)
 	if p.action != charts.Unchanged {
 		return nil
 	}
@@ -144,6 +145,17 @@ func (c *Controller) rememberVerdicts(p *pass, verdicts []serviceVerdict) {
 			delete(m.notKept, v.scoped)
 		}
 	}
+}
+
+// apiFieldWarnings names the fields of the manifest the daemon's API version
+// cannot carry, which a deploy drops before writing: the repository asks for
+// them, and the swarm will not have them. Nothing without an apiVersioner.
+func apiFieldWarnings(p *pass) []string {
+	av, ok := capability.As[apiVersioner](p.backend)
+	if !ok || p.declared == nil {
+		return nil
+	}
+	return p.declared.UnsupportedFields(av.APIVersion())
 }
 
 // apiVersioner is implemented by a backend that can name the API version it

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
+
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -306,8 +308,10 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 		Adopt:    p.app.Adopt,
 	})
 	if err != nil {
+		// The daemon's InvalidArgument is bad input too: the same
+		// manifest would be refused again, so wait for a new commit.
 		var fe *fault.Error
-		if errors.As(err, &fe) {
+		if errors.As(err, &fe) || cerrdefs.IsInvalidArgument(err) {
 			return stalled("apply", err)
 		}
 		return transient("apply", err)

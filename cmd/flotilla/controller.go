@@ -306,15 +306,20 @@ func printResult(w io.Writer, app string, res reconcile.Result, err error) {
 	fmt.Fprintln(w, line)
 }
 
-// printOrphan writes one line per stack of a removed application.
+// printOrphan writes one line per stack of a removed application. The
+// counts are of what the sweep found on the swarm, by kind: a record that
+// declared more than is left (a `docker stack rm` since) counts only what
+// is left, and a stack with nothing left says so.
 func printOrphan(w io.Writer, o reconcile.Orphan) {
 	switch {
 	case o.Error != "":
 		fmt.Fprintf(w, "stack %s (of removed %s): FAILED: %s\n", o.Stack, o.Owner, o.Error)
+	case o.Sweep.DryRun && len(o.Sweep.Pending) == 0:
+		fmt.Fprintf(w, "stack %s (of removed %s): nothing left on the swarm that --prune would remove\n", o.Stack, o.Owner)
 	case o.Sweep.DryRun:
-		fmt.Fprintf(w, "stack %s (of removed %s): kept; --prune would remove %d resource(s)\n", o.Stack, o.Owner, len(o.Sweep.Pending))
+		fmt.Fprintf(w, "stack %s (of removed %s): kept; --prune would remove %s\n", o.Stack, o.Owner, countByKind(o.Sweep.Pending))
 	default:
-		fmt.Fprintf(w, "stack %s (of removed %s): removed %d resource(s)\n", o.Stack, o.Owner, len(o.Sweep.Removed))
+		fmt.Fprintf(w, "stack %s (of removed %s): removed %s\n", o.Stack, o.Owner, countByKind(o.Sweep.Removed))
 	}
 }
 

@@ -9,9 +9,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 
+	"github.com/docker/docker/client"
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
@@ -42,6 +45,12 @@ type renderOptions struct {
 	// SOPSKeyFile holds age identities for SOPS-encrypted files. Without
 	// one, encrypted files are refused.
 	SOPSKeyFile string
+	// APIVersion is the engine API version ("1.41") the services are
+	// checked against: each field it cannot carry is named in a warning.
+	// Default: the version negotiated with the Docker daemon the
+	// environment points at (DOCKER_HOST), or compose.MinAPIVersion when
+	// none answers.
+	APIVersion string
 }
 
 func newRenderCmd() *cobra.Command {
@@ -70,6 +79,7 @@ invalid, 2 on misuse.`,
 	f.StringArrayVar(&opts.EnvFiles, "env-file", nil, "interpolation env file relative to --path (repeatable)")
 	f.StringVar(&opts.Stack, "stack", "", "stack name (default: base name of --path)")
 	f.StringVarP(&opts.Output, "output", "o", "yaml", "format of the swarm objects: yaml or json")
+	f.StringVar(&opts.APIVersion, "api-version", "", "engine API version to check fields against (default: the connected daemon's, else "+compose.MinAPIVersion+")")
 	f.StringVar(&opts.SOPSKeyFile, "sops-age-key-file", os.Getenv("FLOTILLA_SOPS_AGE_KEY_FILE"), "age identities that decrypt SOPS-encrypted files (also FLOTILLA_SOPS_AGE_KEY_FILE)")
 	return cmd
 }
@@ -85,11 +95,17 @@ func runRender(ctx context.Context, opts renderOptions, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "flotilla render: --output must be yaml or json, not %q\n", opts.Output)
 		return exitMisuse
 	}
+	if opts.APIVersion != "" && !apiVersionRE.MatchString(opts.APIVersion) {
+		fmt.Fprintf(stderr, "flotilla render: --api-version must look like 1.41, not %q\n", opts.APIVersion)
+		return exitMisuse
+	}
 	dir, err := renderDir(opts)
 	if err != nil {
 		fmt.Fprintln(stderr, "flotilla render:", err)
 		return exitMisuse
 	}
+	var apiNote string
+	dir.APIVersion, apiNote = renderAPIVersion(ctx, opts.APIVersion)
 	stack := opts.Stack
 	if stack == "" {
 		abs, err := filepath.Abs(opts.Path)
@@ -116,6 +132,9 @@ func runRender(ctx context.Context, opts renderOptions, stdout, stderr io.Writer
 	for _, w := range r.Warnings {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
+	if len(r.Warnings) > 0 && apiNote != "" {
+		fmt.Fprintln(stderr, "note:", apiNote)
+	}
 	st, err := compose.Convert(ctx, r.Manifest, stack, nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "flotilla render:", err)
@@ -134,6 +153,33 @@ func runRender(ctx context.Context, opts renderOptions, stdout, stderr io.Writer
 		return exitFailed
 	}
 	return exitOK
+}
+
+var apiVersionRE = regexp.MustCompile(`^1\.[0-9]+$`)
+
+// renderAPIVersion is the engine API version a render is checked against:
+// the declared one, else the one negotiated with the daemon the environment
+// names, else the oldest Flotilla deploys to. The note says which, when it
+// was not declared.
+func renderAPIVersion(ctx context.Context, declared string) (version, note string) {
+	if declared != "" {
+		return declared, ""
+	}
+	fallback := "no Docker daemon answered, so fields were checked against engine API " + compose.MinAPIVersion +
+		", the oldest Flotilla deploys to; --api-version checks another"
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return compose.MinAPIVersion, fallback
+	}
+	defer c.Close()
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ping, err := c.Ping(pctx)
+	if err != nil {
+		return compose.MinAPIVersion, fallback
+	}
+	c.NegotiateAPIVersionPing(ping)
+	return c.ClientVersion(), "fields were checked against engine API " + c.ClientVersion() + " of the daemon at " + c.DaemonHost()
 }
 
 // renderDir maps the flags onto a compose.Dir: --root is the containment
