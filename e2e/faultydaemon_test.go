@@ -113,7 +113,7 @@ func TestDaemonThatIsNotAManagerOrStallsIsUnknownNeverMissingAndRecovers(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	be, err := backend.New(context.Background(), backend.Options{Client: cl, Logger: quiet})
+	be, err := backend.New(context.Background(), backend.Options{Client: cl, Logger: quiet, RequestTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

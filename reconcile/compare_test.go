@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,6 +28,9 @@ type liveDriftFake struct {
 	mu   sync.Mutex
 	live map[string]swarm.Service
 	drop func(*swarm.ServiceSpec)
+	// liveErr, when set, is what LiveServices answers: a daemon that
+	// stopped answering after the batch's read.
+	liveErr error
 }
 
 var _ capability.LiveDrift = (*liveDriftFake)(nil)
@@ -63,6 +67,9 @@ func (f *liveDriftFake) DesiredServices(ctx context.Context, manifest, stack str
 func (f *liveDriftFake) LiveServices(_ context.Context, stack string) (map[string]swarm.Service, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.liveErr != nil {
+		return nil, f.liveErr
+	}
 	out := map[string]swarm.Service{}
 	for k, v := range f.live {
 		if strings.HasPrefix(k, stack+"_") {
@@ -351,5 +358,31 @@ func TestALongRollbackIsNamedButNeverCompared(t *testing.T) {
 	}
 	if !strings.Contains(vs[0].notSettling, "has been rolling back for 1h0m0s") {
 		t.Errorf("notSettling %q; want the long rollback named", vs[0].notSettling)
+	}
+}
+
+// The batch's read of the swarm may succeed just before the daemon stops
+// answering; a live comparison that then cannot read it must not leave the
+// application published as Healthy from that older read.
+func TestALiveComparisonThatCannotReadTheSwarmMakesHealthUnknown(t *testing.T) {
+	b := newLiveDriftFake()
+	f := newFakeFetcher()
+	f.commit(t, map[string]string{"docker-compose.yml": sixServices})
+	c := newTestController(t, b, f, testApp("six", true))
+	if res := mustReconcile(t, c, "six"); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	b.mu.Lock()
+	b.liveErr = errors.New("docker daemon did not answer service.list within 1s")
+	b.mu.Unlock()
+	res := mustReconcile(t, c, "six")
+	if res.Err == nil {
+		t.Fatal("a pass whose live comparison failed succeeded")
+	}
+	st := res.Status
+	if st.Health != application.HealthUnknown || st.Sync != application.SyncUnknown ||
+		!strings.Contains(st.HealthMessage, "did not answer") || len(st.Services) != 0 {
+		t.Fatalf("status %s/%s %q with %d services, want Unknown/Unknown naming the failed read and no services",
+			st.Sync, st.Health, st.HealthMessage, len(st.Services))
 	}
 }

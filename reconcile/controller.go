@@ -847,6 +847,8 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 		// Never the previous pass's judgement: this pass's own, or Unknown.
 		if !p.observed {
 			c.healthAfterEarlyFailure(ctx, p, prev, err)
+		} else {
+			c.healthAfterFailedComparison(p, err)
 		}
 		syncAfterFailure(p, err)
 	}

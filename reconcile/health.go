@@ -114,6 +114,21 @@ func (c *Controller) healthAfterEarlyFailure(ctx context.Context, p *pass, prev 
 	c.judgeHealth(p, snap, want)
 }
 
+// healthAfterFailedComparison says Unknown for the health of a pass whose
+// live comparison could not read the swarm: the batch's read it was judged
+// from predates that failure, and publishing it would show a daemon that has
+// since stopped answering as healthy until the pass after next.
+func (c *Controller) healthAfterFailedComparison(p *pass, err error) {
+	var pe *passError
+	if !errors.As(err, &pe) || pe.step != "drift" {
+		return
+	}
+	p.status.Health = application.HealthUnknown
+	p.status.HealthMessage = fmt.Sprintf("the swarm could not be read at %s: %v",
+		c.now().UTC().Format(time.RFC3339), source.Sanitize(pe.err))
+	p.status.Services = nil
+}
+
 // syncAfterFailure says Unknown for a sync the failed pass could not
 // establish: it failed before comparing anything, or its live comparison
 // failed where git alone said Synced. OutOfSync by git stands: that needs no
