@@ -45,12 +45,25 @@ func watchApplications(ctx context.Context, path string, ctl *reconcile.Controll
 			continue
 		}
 		last = data
-		file, err := application.Parse(path, data)
-		if err != nil {
-			log.Error("applications file is invalid; keeping the applications loaded before", "error", err)
-			continue
-		}
-		ctl.SetApplications(file.Applications)
-		log.Info("applications file reloaded", "applications", len(file.Applications))
+		reloadApplications(path, data, ctl, log)
 	}
+}
+
+// applicationSetter is the part of the controller a reload hands its result to.
+type applicationSetter interface {
+	SetApplications([]application.Application)
+}
+
+// reloadApplications parses data as the applications file at path and, only
+// if all of it is valid, replaces the controller's set with it. It reports
+// whether the set was replaced.
+func reloadApplications(path string, data []byte, ctl applicationSetter, log *slog.Logger) bool {
+	file, err := application.Parse(path, data)
+	if err != nil {
+		log.Error("applications file is invalid; keeping the applications loaded before", "error", err)
+		return false
+	}
+	ctl.SetApplications(file.Applications)
+	log.Info("applications file reloaded", "applications", len(file.Applications))
+	return true
 }
