@@ -90,6 +90,12 @@ type Options struct {
 	// the read or write that asked fail with an error within it. Streaming
 	// calls (events, logs) are exempt. Default DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// FieldsAPIVersion, when set, is the engine API version whose fields a
+	// deploy keeps and live drift expects, instead of the negotiated one.
+	// Only tests set it, newer than the daemon, so that the daemon itself
+	// drops a field written to it: that is how the reconciler's check for a
+	// write that did not stick is exercised against a real daemon.
+	FieldsAPIVersion string
 }
 
 // DefaultRequestTimeout is Options.RequestTimeout's default: far longer than
@@ -109,6 +115,7 @@ type Backend struct {
 
 	resolve        ResolveImage
 	resolveTimeout time.Duration
+	fieldsVersion  string // Options.FieldsAPIVersion
 
 	// Per-application settings, set on copies.
 	outOfBand func(service string)
@@ -184,6 +191,7 @@ func New(_ context.Context, opts Options) (*Backend, error) {
 		log:            logger.With("component", "backend"),
 		resolve:        opts.ResolveImage,
 		resolveTimeout: opts.ResolveTimeout,
+		fieldsVersion:  opts.FieldsAPIVersion,
 	}, nil
 }
 

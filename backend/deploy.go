@@ -214,7 +214,7 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 	if err != nil {
 		return nil, fmt.Errorf("convert manifest: %w", err)
 	}
-	version := b.apiVersion(ctx)
+	version := b.fieldsAPIVersion(ctx)
 	for _, w := range p.stack.ForAPIVersion(version) {
 		b.log.Warn("deploying without a field this daemon does not keep", "stack", req.Stack, "api_version", version, "warning", w)
 	}
@@ -242,6 +242,15 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 func (b *Backend) apiVersion(ctx context.Context) string {
 	b.api.NegotiateAPIVersion(ctx)
 	return b.api.ClientVersion()
+}
+
+// fieldsAPIVersion is the version whose fields specs are cut to: the
+// negotiated one unless Options.FieldsAPIVersion says otherwise.
+func (b *Backend) fieldsAPIVersion(ctx context.Context) string {
+	if b.fieldsVersion != "" {
+		return b.fieldsVersion
+	}
+	return b.apiVersion(ctx)
 }
 
 // missingObjectText matches the daemon's words for a service write naming a

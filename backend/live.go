@@ -21,7 +21,7 @@ func (b *Backend) DesiredServices(ctx context.Context, manifest, stack string) (
 		return nil, fmt.Errorf("desired services of %s: %w", stack, err)
 	}
 	// What a deploy writes; DeployStack says what it dropped.
-	s.ForAPIVersion(b.apiVersion(ctx))
+	s.ForAPIVersion(b.fieldsAPIVersion(ctx))
 	return s, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	apiversions "github.com/docker/docker/api/types/versions"
 
 	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/backend"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 )
 
@@ -126,6 +127,52 @@ func TestAFieldTheDaemonDropsIsReportedAndNeverRewritten(t *testing.T) {
 		}
 		if !reported(res.Status) || len(res.Status.Drift) != 0 || res.Status.Sync != application.Synced {
 			t.Fatalf("pass %d: sync %s, drift %v, warnings %q; want Synced with the field reported", pass, res.Status.Sync, driftFields(res.Status), res.Status.Warnings)
+		}
+	}
+}
+
+// The net under the API-version table: a field the daemon silently drops
+// from a write is noticed right after the write, reported, and not written
+// again pass after pass. The backend is told to keep fields of API 1.44, so
+// this 1.41 daemon drops healthcheck.start_interval itself, as it would a
+// field no table knows.
+func TestAWriteTheDaemonDidNotKeepIsReportedAndNotRepeated(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, true)
+	b, err := backend.New(context.Background(), backend.Options{Logger: quiet, FieldsAPIVersion: "1.44"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.backend = b
+	h.app.SyncPolicy.Automated.SelfHeal = true
+	h.repo.Commit("initial", map[string]string{"deploy/docker-compose.yml": startIntervalStack, "deploy/.env": "UNUSED=1\n"})
+	ctl := h.controller(false)
+
+	notKept := func(st application.Status) bool {
+		return slices.ContainsFunc(st.Warnings, func(w string) bool {
+			return strings.Contains(w, "service web: field healthcheck") && strings.Contains(w, "not kept by the daemon")
+		})
+	}
+	res := h.reconcile(ctl)
+	if res.Err != nil || res.Deployed == nil || !slices.Equal(res.Deployed.Created, []string{"web"}) {
+		t.Fatalf("first pass: %v %+v", res.Err, res.Deployed)
+	}
+	if v := h.backend.APIVersion(); !apiversions.LessThan(v, "1.44") {
+		t.Skipf("this daemon speaks API %s and keeps healthcheck.start_interval; the test needs an older one", v)
+	}
+	if live := h.services()["web"].Spec.TaskTemplate.ContainerSpec.Healthcheck; live == nil || live.StartInterval != 0 {
+		t.Fatalf("live healthcheck %+v: the daemon kept start_interval, so nothing here tests a dropped write", live)
+	}
+	h.waitRunning(1)
+	for pass := 2; pass <= 3; pass++ {
+		stats := h.backend.Stats()
+		res = h.reconcile(ctl)
+		d := h.backend.Stats().Sub(stats)
+		if res.Err != nil || d.Writes != 0 {
+			t.Fatalf("pass %d: err %v, healed %+v, %d writes; want none", pass, res.Err, res.Healed, d.Writes)
+		}
+		if !notKept(res.Status) {
+			t.Fatalf("pass %d: warnings %q, want the field named as not kept", pass, res.Status.Warnings)
 		}
 	}
 }
