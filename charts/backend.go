@@ -154,4 +154,16 @@ type Release struct {
 	// Author and Message describe the source commit when known.
 	Author  string `json:"author,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Chart is set when the manifest was rendered from a chart.
+	Chart *ChartRef `json:"chart,omitempty"`
+}
+
+// ChartRef says which chart a revision was rendered from. It carries a
+// digest of the values and never the values: they may hold secrets, and
+// the manifest already says everything they changed.
+type ChartRef struct {
+	Name         string `json:"name"`
+	Version      string `json:"version"`
+	AppVersion   string `json:"appVersion,omitempty"`
+	ValuesDigest string `json:"valuesDigest"`
 }

@@ -89,6 +89,7 @@ func (c *Controller) useRecord(ctx context.Context, p *pass, rec *charts.Release
 		return stalled("render", fmt.Errorf("revision %d: %w", rec.Revision, err))
 	}
 	p.rendered = &compose.Rendered{Manifest: rec.Manifest}
+	p.chart = rec.Chart
 	p.declared = declared
 	return nil
 }

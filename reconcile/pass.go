@@ -44,6 +44,7 @@ type pass struct {
 
 	rev      *source.Revision
 	rendered *compose.Rendered
+	chart    *charts.ChartRef // set when rendered from a chart, see chart.go
 	declared *compose.Stack
 	latest   *charts.Release
 	action   charts.Action
@@ -158,6 +159,9 @@ func (c *Controller) render(ctx context.Context, p *pass) error {
 		if ids, err = sopsage.ReadIdentityFile(k.AgeKeyFile); err != nil {
 			return transient("render", fmt.Errorf("sops.ageKeyFile: %w", err))
 		}
+	}
+	if p.app.Source.Chart != nil {
+		return c.renderChart(ctx, p, ids)
 	}
 	d := compose.Dir{
 		Root:     p.rev.Dir,
@@ -287,6 +291,7 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 		Message:  p.rev.Message,
 		Time:     c.now(),
 		Trigger:  TriggerAutomated,
+		Chart:    p.chart,
 	}
 	if p.request != nil {
 		rec.Trigger = TriggerSync
