@@ -51,13 +51,13 @@ func TestParse_chartProblems(t *testing.T) {
 		text  string
 		wants []want
 	}{
-		"unknown key": {chartApp + "        valuefile: [a.yaml]\n", []want{{line: 8, field: "applications[0].source.chart.valuefile", kind: ErrUnknownField, msg: "valueFiles"}}},
-		"values not a mapping": {chartApp + "        values: [1, 2]\n", []want{{line: 8, field: "applications[0].source.chart.values", kind: ErrType, msg: "a mapping"}}},
+		"unknown key":                      {chartApp + "        valuefile: [a.yaml]\n", []want{{line: 8, field: "applications[0].source.chart.valuefile", kind: ErrUnknownField, msg: "valueFiles"}}},
+		"values not a mapping":             {chartApp + "        values: [1, 2]\n", []want{{line: 8, field: "applications[0].source.chart.values", kind: ErrType, msg: "a mapping"}}},
 		"value file leaves the repository": {chartApp + "        valueFiles: [../../../x.yaml]\n", []want{{line: 8, field: "applications[0].source.chart.valueFiles[0]", kind: ErrInvalid, msg: "leaves the repository"}}},
-		"set value is a mapping": {chartApp + "        set: {image: {tag: x}}\n", []want{{line: 8, field: "applications[0].source.chart.set.image", kind: ErrType, msg: "single value"}}},
-		"set key with an empty part": {chartApp + "        set: {image..tag: x}\n", []want{{line: 8, field: "applications[0].source.chart.set.image..tag", kind: ErrInvalid, msg: "dotted key"}}},
-		"set key with an index": {chartApp + "        set: {\"ports[0]\": 80}\n", []want{{line: 8, field: "applications[0].source.chart.set.ports[0]", kind: ErrInvalid, msg: "list indices"}}},
-		"compose too": {chartApp + "      compose: {files: [docker-compose.yml]}\n", []want{{line: 7, app: "shop-eu", field: "applications[0].source.chart", kind: ErrInvalid, msg: "exclude each other"}}},
+		"set value is a mapping":           {chartApp + "        set: {image: {tag: x}}\n", []want{{line: 8, field: "applications[0].source.chart.set.image", kind: ErrType, msg: "single value"}}},
+		"set key with an empty part":       {chartApp + "        set: {image..tag: x}\n", []want{{line: 8, field: "applications[0].source.chart.set.image..tag", kind: ErrInvalid, msg: "dotted key"}}},
+		"set key with an index":            {chartApp + "        set: {\"ports[0]\": 80}\n", []want{{line: 8, field: "applications[0].source.chart.set.ports[0]", kind: ErrInvalid, msg: "list indices"}}},
+		"compose too":                      {chartApp + "      compose: {files: [docker-compose.yml]}\n", []want{{line: 7, app: "shop-eu", field: "applications[0].source.chart", kind: ErrInvalid, msg: "exclude each other"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Parse("apps.yaml", []byte(c.text))

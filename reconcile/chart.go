@@ -3,8 +3,8 @@ package reconcile
 import (
 	"context"
 
-	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/chartengine"
+	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/sopsage"
 )
@@ -59,4 +59,12 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 	p.rendered, p.declared = r.Rendered, declared
 	p.chart = &charts.ChartRef{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion, ValuesDigest: r.ValuesDigest}
 	return nil
+}
+
+// chartLabel is how status shows the chart of a release: "" for compose.
+func chartLabel(r *charts.ChartRef) string {
+	if r == nil {
+		return ""
+	}
+	return r.Name + " " + r.Version + ", values " + r.ValuesDigest
 }

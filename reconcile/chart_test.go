@@ -55,6 +55,9 @@ func TestChartApplicationSeesTheRevisionItWritesAndStaysUnchanged(t *testing.T) 
 	if ref == nil || ref.Name != "shop" || ref.Version != "1.2.3" || !strings.HasPrefix(ref.ValuesDigest, "sha256:") {
 		t.Fatalf("record's chart: %+v", ref)
 	}
+	if res.Status.Chart != "shop 1.2.3, values "+ref.ValuesDigest {
+		t.Fatalf("status chart %q", res.Status.Chart)
+	}
 	if !strings.Contains(rs[0].Manifest, `REVISION: "1"`) || !strings.Contains(rs[0].Manifest, `UPGRADE: "false"`) {
 		t.Fatalf("manifest of revision 1:\n%s", rs[0].Manifest)
 	}

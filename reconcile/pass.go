@@ -206,6 +206,7 @@ func (c *Controller) plan(ctx context.Context, p *pass) error {
 	p.action = charts.Plan(p.rendered.Manifest, p.owner, latest)
 	if latest != nil {
 		p.status.LastAppliedRevision = latest.Revision
+		p.status.Chart = chartLabel(latest.Chart)
 		p.status.Revision = latest.Commit
 	}
 	return nil
@@ -333,6 +334,7 @@ func (c *Controller) confirm(ctx context.Context, p *pass) error {
 		p.status.SyncReason = application.ReasonNone
 		p.status.Revision = p.recorded.Commit
 		p.status.LastAppliedRevision = p.recorded.Revision
+		p.status.Chart = chartLabel(p.recorded.Chart)
 		p.status.LastSyncTime = c.now()
 		p.status.Pinned = ""
 		if p.recorded.PinnedCommit != "" {
