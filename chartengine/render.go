@@ -73,7 +73,7 @@ func Render(d Dir, rel Release) (*Rendered, error) {
 
 // Render renders a loaded chart; d.Root and d.Path must be where it was
 // loaded from.
-func (c *Chart) Render(d Dir, rel Release) (*Rendered, error) {
+func (c *Chart) Render(d Dir, rel Release) (_ *Rendered, err error) {
 	if len(c.Meta.Dependencies) > 0 {
 		return nil, &fault.Error{File: c.rel(ChartFile), Field: "dependencies", Err: fmt.Errorf(
 			"%w: chart %s declares dependencies; subcharts are not rendered by this build", ErrUnsupported, c.Meta.Name)}
@@ -81,10 +81,11 @@ func (c *Chart) Render(d Dir, rel Release) (*Rendered, error) {
 	if rel.Revision < 1 {
 		rel.Revision = 1
 	}
-	vals, err := c.mergedValues(d)
+	vals, secrets, err := c.mergedValues(d)
 	if err != nil {
 		return nil, err
 	}
+	defer func() { err = redact(err, secrets) }()
 	if err := c.validateValues(vals); err != nil {
 		return nil, err
 	}
@@ -104,27 +105,35 @@ func (c *Chart) Render(d Dir, rel Release) (*Rendered, error) {
 }
 
 // mergedValues applies the precedence, lowest first: values.yaml, each
-// value file, inline values, set.
-func (c *Chart) mergedValues(d Dir) (map[string]any, error) {
-	vals := copyValues(c.Values)
+// value file, inline values, set. secrets are the values of the files that
+// were decrypted, which no message may quote.
+func (c *Chart) mergedValues(d Dir) (vals map[string]any, secrets []string, err error) {
+	vals = copyValues(c.Values)
 	for _, name := range d.ValueFiles {
 		file := path.Join(c.Path, filepath.ToSlash(name))
-		data, err := readRepoFile(d.Root, file, d.Decrypt)
+		data, decrypted, err := readRepoFile(d.Root, file, d.Decrypt)
 		if err != nil {
-			return nil, &fault.Error{File: file, Err: err}
+			return nil, nil, &fault.Error{File: file, Err: err}
 		}
 		over, err := parseValues(file, data)
 		if err != nil {
-			return nil, err
+			if decrypted {
+				// The parser quotes what it could not read.
+				return nil, nil, &fault.Error{File: file, Err: fmt.Errorf("%w: the decrypted file is not a YAML mapping", ErrValues)}
+			}
+			return nil, nil, err
+		}
+		if decrypted {
+			secrets = secretsOf(over, secrets)
 		}
 		mergeValues(vals, over)
 	}
 	mergeValues(vals, copyValues(normalizeMap(d.Values)))
 	set, err := setValues(d.Set)
 	if err != nil {
-		return nil, &fault.Error{File: c.Path, Field: "set", Err: fmt.Errorf("%w: %v", ErrValues, err)}
+		return nil, nil, &fault.Error{File: c.Path, Field: "set", Err: fmt.Errorf("%w: %v", ErrValues, err)}
 	}
-	return mergeValues(vals, set), nil
+	return mergeValues(vals, set), secrets, nil
 }
 
 func normalizeMap(m map[string]any) map[string]any {
@@ -135,34 +144,33 @@ func normalizeMap(m map[string]any) map[string]any {
 }
 
 // readRepoFile reads one file of the repository, contained, and decrypts
-// it.
-func readRepoFile(root, rel string, decrypt compose.DecryptFunc) ([]byte, error) {
+// it; decrypted says whether it was encrypted.
+func readRepoFile(root, rel string, decrypt compose.DecryptFunc) (data []byte, decrypted bool, err error) {
 	if path.IsAbs(rel) {
-		return nil, fmt.Errorf("%q: %w (absolute path)", rel, source.ErrOutsideRepository)
+		return nil, false, fmt.Errorf("%q: %w (absolute path)", rel, source.ErrOutsideRepository)
 	}
 	abs, err := source.Contain(root, filepath.FromSlash(rel))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	st, err := os.Lstat(abs)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", rel, errors.Unwrap(err))
+		return nil, false, fmt.Errorf("read %s: %w", rel, errors.Unwrap(err))
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("read %s: not a regular file", rel)
+		return nil, false, fmt.Errorf("read %s: not a regular file", rel)
 	}
-	data, err := readLimited(abs, maxChartBytes)
+	if data, err = readLimited(abs, maxChartBytes); err != nil {
+		return nil, false, err
+	}
+	if decrypt == nil {
+		return data, false, nil
+	}
+	plain, err := decrypt(rel, data)
 	if err != nil {
-		return nil, err
+		return nil, false, fmt.Errorf("decrypt %s: %w", rel, err)
 	}
-	if decrypt != nil {
-		plain, err := decrypt(rel, data)
-		if err != nil {
-			return nil, fmt.Errorf("decrypt %s: %w", rel, err)
-		}
-		data = plain
-	}
-	return data, nil
+	return plain, !bytes.Equal(plain, data), nil
 }
 
 // chartData is .Chart: Helm's field names.

@@ -434,3 +434,24 @@ func TestLintAcceptsTheExampleAndRefusesABrokenChart(t *testing.T) {
 		t.Fatalf("lint of a chart whose defaults break its schema: %v", err)
 	}
 }
+
+func TestDecryptedValuesNeverReachAnErrorMessage(t *testing.T) {
+	root := copyExample(t, map[string]string{"chart/secret.enc.yaml": "ciphertext\n"})
+	const secret = "bad tag!hunter2-s3cr3t"
+	decrypt := func(file string, data []byte) ([]byte, error) {
+		if file == "chart/secret.enc.yaml" {
+			return []byte("image: {tag: \"" + secret + "\"}\n"), nil
+		}
+		return data, nil
+	}
+	err := mustFail(render(t, root, Dir{ValueFiles: []string{"secret.enc.yaml"}, Decrypt: decrypt}))
+	wantFault(t, err, "chart/values.schema.json", "image.tag", `"pattern"`, "withheld")
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("decrypted value in the message: %v", err)
+	}
+	// The same value from a plain file is quoted: nothing to hide.
+	root = copyExample(t, map[string]string{"chart/plain.yaml": "image: {tag: \"" + secret + "\"}\n"})
+	if err := mustFail(render(t, root, Dir{ValueFiles: []string{"plain.yaml"}, Decrypt: decrypt})); !strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("plain value withheld: %v", err)
+	}
+}
