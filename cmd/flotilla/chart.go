@@ -19,12 +19,17 @@ func newChartCmd() *cobra.Command {
 	return cmd
 }
 
-// chartRoot splits a chart directory argument into the root nothing may be
-// read outside of (the directory itself) and the path inside it.
+// chartRoot splits a chart directory argument into its parent, the root
+// nothing may be read outside of, and the directory's name, so messages
+// name files as "shop/templates/web.yaml". A chart reads nothing outside
+// itself anyway: lint and package take no value files.
 func chartRoot(dir string) (root, rel string, err error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", "", err
 	}
-	return abs, ".", nil
+	if filepath.Dir(abs) == abs {
+		return abs, ".", nil
+	}
+	return filepath.Dir(abs), filepath.Base(abs), nil
 }
