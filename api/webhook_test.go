@@ -649,7 +649,7 @@ func TestNewWebhookTarget(t *testing.T) {
 func TestNewWebhookTarget_chartValueFilesOutsideThePathCount(t *testing.T) {
 	app := application.Application{Name: "shop-eu", Source: application.Source{
 		RepoURL: "https://github.com/acme/platform", Revision: "main", Path: "charts/shop",
-		Chart:   &application.Chart{ValueFiles: []string{"values-eu.yaml", "../../customers/eu.yaml"}},
+		Chart: &application.Chart{ValueFiles: []string{"values-eu.yaml", "../../customers/eu.yaml"}},
 	}}
 	if got := api.NewWebhookTarget(app).ExtraPaths; !slices.Equal(got, []string{"customers/eu.yaml"}) {
 		t.Errorf("ExtraPaths = %v", got)
