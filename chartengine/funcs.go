@@ -27,9 +27,29 @@ var removedFuncs = []string{
 	"htpasswd", "bcrypt", "encryptAES",
 }
 
-// maxIncludeDepth bounds include and tpl recursion: a template that
-// includes itself would otherwise run until the stack overflows.
-const maxIncludeDepth = 100
+// Bounds on what one render may do. A chart comes from a repository and
+// is untrusted: without them, a template including itself, a helper that
+// includes another twice at every level, or `until 1000000000` would take
+// the controller's memory or time for every application.
+const (
+	maxIncludeDepth = 100
+	maxIncludeCalls = 100_000
+	maxOutput       = 16 << 20 // bytes of one template's output, or one include's
+	maxListLength   = 100_000  // elements until, untilStep and seq may make
+)
+
+// errTooLarge ends a template whose output passed maxOutput.
+var errTooLarge = fmt.Errorf("output is larger than %d MiB", maxOutput>>20)
+
+// limitedBuffer is a buffer that refuses to grow past maxOutput.
+type limitedBuffer struct{ strings.Builder }
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > maxOutput {
+		return 0, errTooLarge
+	}
+	return b.Builder.Write(p)
+}
 
 // funcMap returns the functions of one render. include and tpl need the
 // template set, which exists only once the map is installed, hence t.
@@ -38,14 +58,17 @@ func funcMap(t **template.Template) template.FuncMap {
 	for _, name := range removedFuncs {
 		delete(fm, name)
 	}
-	depth := 0
+	depth, calls := 0, 0
 	fm["include"] = func(name string, data any) (string, error) {
 		if depth >= maxIncludeDepth {
 			return "", fmt.Errorf("include %q: nested more than %d deep (a template including itself?)", name, maxIncludeDepth)
 		}
+		if calls++; calls > maxIncludeCalls {
+			return "", fmt.Errorf("include %q: more than %d includes in one render", name, maxIncludeCalls)
+		}
 		depth++
 		defer func() { depth-- }()
-		var b strings.Builder
+		var b limitedBuffer
 		if err := (*t).ExecuteTemplate(&b, name, data); err != nil {
 			return "", err
 		}
@@ -65,7 +88,7 @@ func funcMap(t **template.Template) template.FuncMap {
 		if err != nil {
 			return "", err
 		}
-		var b strings.Builder
+		var b limitedBuffer
 		if err := nt.Execute(&b, data); err != nil {
 			return "", err
 		}
@@ -79,6 +102,48 @@ func funcMap(t **template.Template) template.FuncMap {
 			return nil, errors.New(msg)
 		}
 		return v, nil
+	}
+	bounded := func(name string, n int) error {
+		if n > maxListLength {
+			return fmt.Errorf("%s: %d elements is more than %d", name, n, maxListLength)
+		}
+		return nil
+	}
+	until, untilStep, seq := fm["until"].(func(int) []int), fm["untilStep"].(func(int, int, int) []int), fm["seq"].(func(...int) string)
+	fm["until"] = func(n int) ([]int, error) {
+		if err := bounded("until", n); err != nil {
+			return nil, err
+		}
+		return until(n), nil
+	}
+	fm["untilStep"] = func(start, stop, step int) ([]int, error) {
+		if step != 0 {
+			if err := bounded("untilStep", (stop-start)/step); err != nil {
+				return nil, err
+			}
+		}
+		return untilStep(start, stop, step), nil
+	}
+	fm["seq"] = func(params ...int) (string, error) {
+		if len(params) > 0 {
+			lo, hi := 1, params[len(params)-1]
+			if len(params) > 1 {
+				lo = params[0]
+			}
+			if err := bounded("seq", hi-lo); err != nil {
+				return "", err
+			}
+			if err := bounded("seq", lo-hi); err != nil {
+				return "", err
+			}
+		}
+		return seq(params...), nil
+	}
+	fm["repeat"] = func(count int, s string) (string, error) {
+		if count < 0 || len(s) > 0 && count > maxOutput/len(s) {
+			return "", fmt.Errorf("repeat: the result would be larger than %d MiB", maxOutput>>20)
+		}
+		return strings.Repeat(s, count), nil
 	}
 	fm["toYaml"] = toYAML
 	fm["fromYaml"] = func(s string) (map[string]any, error) {

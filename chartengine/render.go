@@ -228,7 +228,7 @@ func (c *Chart) execute(vals map[string]any, rel Release) (map[string]any, map[s
 		if isHelper(n) {
 			continue
 		}
-		var b bytes.Buffer
+		var b limitedBuffer
 		if err := root.ExecuteTemplate(&b, n, data); err != nil {
 			return nil, nil, c.templateFault(n, err)
 		}
