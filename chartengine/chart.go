@@ -30,6 +30,9 @@ const (
 	FilesDir     = "files"
 )
 
+// notesFile is Helm's post-install message, which a render ignores.
+const notesFile = TemplatesDir + "/NOTES.txt"
+
 // APIVersion is the only Chart.yaml apiVersion this build reads: Helm 3's.
 const APIVersion = "v2"
 
@@ -192,6 +195,9 @@ func (c *Chart) readTree(abs string) error {
 		total += len(data)
 		c.all[rel] = data
 		switch {
+		case rel == notesFile:
+			// Helm prints it after an install; there is no one to print
+			// it to here, and it is not a compose fragment.
 		case strings.HasPrefix(rel, TemplatesDir+"/"):
 			c.templates[rel] = string(data)
 		case strings.HasPrefix(rel, FilesDir+"/"):

@@ -472,3 +472,10 @@ func TestHostileTemplatesAreBounded(t *testing.T) {
 		}
 	}
 }
+
+func TestNotesFileIsIgnored(t *testing.T) {
+	root := copyExample(t, map[string]string{"chart/templates/NOTES.txt": "Thank you for installing {{ .Chart.Name }}.\n"})
+	if a, b := mustRender(t, root, Dir{}), mustRender(t, copyExample(t, nil), Dir{}); a.Manifest != b.Manifest {
+		t.Fatal("NOTES.txt changed the manifest")
+	}
+}
