@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -110,5 +111,51 @@ func TestBrokenChartIsStalledAndWritesNothing(t *testing.T) {
 		if !strings.Contains(res.Status.LastError, want) {
 			t.Errorf("error %q lacks %q", res.Status.LastError, want)
 		}
+	}
+}
+
+func TestRollbackOfAChartRevisionNeedsNoChart(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, chartRepo("ignored"))
+	app := chartApp("shop")
+	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Tick: 10 * time.Millisecond, Logger: quiet}, []application.Application{app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Revision != 1 {
+		t.Fatalf("install: %+v", res)
+	}
+	up := chartApp("shop")
+	up.Source.Chart.Set["queue"] = "urgent"
+	c.SetApplications([]application.Application{up})
+	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Revision != 2 {
+		t.Fatalf("upgrade: %+v", res)
+	}
+	// Git now holds a chart that does not render at all.
+	broken := chartRepo("jobs")
+	broken["chart/templates/web.yaml"] = "{{ nosuch }}"
+	f.commit(t, broken)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	ch, err := c.Rollback("shop", 1, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Result
+	select {
+	case res = <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("rollback not served")
+	}
+	if res.Err != nil || res.Revision != 3 {
+		t.Fatalf("rollback: %+v", res)
+	}
+	rs, _ := b.Releases(context.Background(), "shop")
+	if rs[0].Manifest != rs[2].Manifest || *rs[0].Chart != *rs[2].Chart {
+		t.Fatalf("revision 3 is not revision 1:\n%+v\n%+v", rs[0], rs[2])
 	}
 }
