@@ -22,6 +22,7 @@ func FuzzChartValues(f *testing.F) {
 		{"image: {tag: [1, 2]}\n", "image", "true"},
 		{"web: &a {message: x}\nworker: *a\n", `web\.x`, "1"},
 		{"{{ .Values }}: 1\n", "web.port", "99999"},
+		{"web: {ratio: .nan}\nenv: {X: .inf}\n", "env.Y", "-0"},
 		{"web: {message: \"{{ fail \\\"x\\\" }}\"}\n", "web.message", "{{ now }}"},
 	} {
 		f.Add(seed.values, seed.key, seed.val)

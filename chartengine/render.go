@@ -91,7 +91,7 @@ func (c *Chart) Render(d Dir, rel Release) (_ *Rendered, err error) {
 	}
 	digest, err := valuesDigest(vals)
 	if err != nil {
-		return nil, err
+		return nil, &fault.Error{File: c.Path, Err: err}
 	}
 	doc, origin, err := c.execute(vals, rel)
 	if err != nil {

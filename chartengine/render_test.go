@@ -479,3 +479,13 @@ func TestNotesFileIsIgnored(t *testing.T) {
 		t.Fatal("NOTES.txt changed the manifest")
 	}
 }
+
+func TestValuesJSONCannotHoldAreRefusedAsBadInput(t *testing.T) {
+	// Without a schema, nothing refuses NaN before the values digest.
+	root := copyExample(t, map[string]string{"chart/nan.yaml": "web: {ratio: .nan}\n"})
+	os.Remove(filepath.Join(root, "chart/values.schema.json"))
+	fe := wantFault(t, mustFail(render(t, root, Dir{ValueFiles: []string{"nan.yaml"}})), "chart")
+	if !errors.Is(fe, ErrValues) {
+		t.Fatal(fe)
+	}
+}
