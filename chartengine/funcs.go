@@ -33,10 +33,13 @@ var removedFuncs = []string{
 // the controller's memory or time for every application.
 const (
 	maxIncludeDepth = 100
-	maxIncludeCalls = 100_000
 	maxOutput       = 16 << 20 // bytes of one template's output, or one include's
 	maxListLength   = 100_000  // elements until, untilStep and seq may make
 )
+
+// maxIncludeCalls bounds includes per render; a variable so a test can
+// reach it quickly.
+var maxIncludeCalls = 100_000
 
 // errTooLarge ends a template whose output passed maxOutput.
 var errTooLarge = fmt.Errorf("output is larger than %d MiB", maxOutput>>20)
