@@ -255,12 +255,16 @@ type WebhookTarget struct {
 	ExtraPaths []string
 }
 
-// NewWebhookTarget describes app's source, including the compose and env
-// files it names outside its path.
+// NewWebhookTarget describes app's source, including the compose, env and
+// chart value files it names outside its path.
 func NewWebhookTarget(app application.Application) WebhookTarget {
 	src := app.Source
 	t := WebhookTarget{App: app.Name, RepoURL: src.RepoURL, Revision: src.Revision, Path: cleanRepoPath(src.Path)}
-	for _, f := range slices.Concat(src.Compose.Files, src.Compose.EnvFiles) {
+	files := slices.Concat(src.Compose.Files, src.Compose.EnvFiles)
+	if src.Chart != nil {
+		files = append(files, src.Chart.ValueFiles...)
+	}
+	for _, f := range files {
 		p := cleanRepoPath(path.Join(t.Path, f))
 		if !under(p, t.Path) && !slices.Contains(t.ExtraPaths, p) {
 			t.ExtraPaths = append(t.ExtraPaths, p)

@@ -646,6 +646,16 @@ func TestNewWebhookTarget(t *testing.T) {
 	}
 }
 
+func TestNewWebhookTarget_chartValueFilesOutsideThePathCount(t *testing.T) {
+	app := application.Application{Name: "shop-eu", Source: application.Source{
+		RepoURL: "https://github.com/acme/platform", Revision: "main", Path: "charts/shop",
+		Chart: &application.Chart{ValueFiles: []string{"values-eu.yaml", "../../customers/eu.yaml"}},
+	}}
+	if got := api.NewWebhookTarget(app).ExtraPaths; !slices.Equal(got, []string{"customers/eu.yaml"}) {
+		t.Errorf("ExtraPaths = %v", got)
+	}
+}
+
 func TestWebhook_gitLabTagPushRefreshesAppsTrackingTheTag(t *testing.T) {
 	e := newHookEnv(t, "gitlab.com", nil)
 	body := bytes.Replace(fixture(t, "gitlab-push.json"), []byte(`"ref": "refs/heads/main"`), []byte(`"ref": "refs/tags/v2.0.0"`), 1)

@@ -80,6 +80,15 @@ func (m *meta) lineOf(path string) int {
 	}
 }
 
+// written reports whether path was in the file at all.
+func (m *meta) written(path string) bool {
+	if m == nil {
+		return false
+	}
+	_, ok := m.lines[path]
+	return ok
+}
+
 // suppressed reports whether path or one of its ancestors failed to decode.
 func (m *meta) suppressed(path string) bool {
 	if m == nil || len(m.bad) == 0 {
@@ -237,7 +246,59 @@ func (d *decoder) fail(path string, line int, err error) {
 	d.m.bad[path] = true
 }
 
-var durationType = reflect.TypeFor[Duration]()
+var (
+	durationType = reflect.TypeFor[Duration]()
+	valuesType   = reflect.TypeFor[Values]()
+)
+
+// values decodes a free-form mapping, which the chart and not this package
+// gives meaning to; it must still be a mapping with string keys.
+func (d *decoder) values(n *yaml.Node, line int, path string, v reflect.Value) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.fail(path, line, wrongType("a mapping", n))
+		return
+	}
+	d.budget -= countNodes(n, d.budget)
+	if d.budget < 0 {
+		d.fail(path, line, newProblem(ErrInvalid, "the file expands to more than %d values (too many aliases?)", maxNodes))
+		d.m.bad[""] = true
+		return
+	}
+	var m map[string]any
+	if err := n.Decode(&m); err != nil {
+		d.fail(path, line, newProblem(ErrType, "must be a mapping with string keys: %s", strings.TrimPrefix(err.Error(), "yaml: ")))
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		d.m.lines[joinPath(path, n.Content[i].Value)] = n.Content[i].Line
+	}
+	v.Set(reflect.ValueOf(Values(m)))
+}
+
+// countNodes counts the nodes under n, following aliases, and stops once
+// the count passes limit.
+func countNodes(n *yaml.Node, limit int) int {
+	count := 0
+	var walk func(*yaml.Node)
+	walk = func(n *yaml.Node) {
+		if count > limit {
+			return
+		}
+		count++
+		if n.Kind == yaml.AliasNode && n.Alias != nil {
+			walk(n.Alias)
+			return
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(n)
+	return count
+}
 
 // decode sets v from n. The caller has recorded path's line.
 func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
@@ -252,6 +313,10 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 			// add noise.
 			d.m.bad[""] = true
 		}
+		return
+	}
+	if v.Type() == valuesType {
+		d.values(n, line, path, v)
 		return
 	}
 	if v.Type() == durationType {

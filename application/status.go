@@ -144,6 +144,10 @@ type Status struct {
 	// LastAppliedRevision is the number of the release record written by
 	// the last successful apply; 0 before the first.
 	LastAppliedRevision int `json:"lastAppliedRevision,omitempty"`
+	// Chart names the chart that release was rendered from, its version
+	// and a digest of its values ("shop 0.1.0, values sha256:…"); empty
+	// for a compose application.
+	Chart string `json:"chart,omitempty"`
 	// Pinned says the application stays on a rolled-back revision, and
 	// until when; empty otherwise.
 	Pinned string `json:"pinned,omitempty"`

@@ -130,7 +130,13 @@ type Source struct {
 	Path string `yaml:"path,omitempty"`
 	// Compose names the compose and env files. Default: none listed, and
 	// the compose package looks for its standard file names in Path.
+	// Not allowed with Chart.
 	Compose Compose `yaml:"compose,omitempty"`
+	// Chart, when present, says Path is a chart directory (Chart.yaml,
+	// values.yaml, templates/) and gives it its values; `chart:` with no
+	// options counts as present. Default: absent, Path is a compose
+	// project.
+	Chart *Chart `yaml:"chart,omitempty"`
 	// Credentials names files holding git credentials; never the secrets
 	// themselves. Default: none (anonymous access).
 	Credentials *Credentials `yaml:"credentials,omitempty"`
@@ -146,6 +152,24 @@ type Compose struct {
 	// does. Default: none.
 	EnvFiles []string `yaml:"envFiles,omitempty"`
 }
+
+// Chart gives a chart its values. Precedence, lowest first: the chart's
+// values.yaml, each of ValueFiles in order, Values, Set.
+type Chart struct {
+	// ValueFiles are relative to Source.Path, may reach elsewhere in the
+	// repository but never outside it, and may be SOPS-encrypted.
+	// Default: none.
+	ValueFiles []string `yaml:"valueFiles,omitempty"`
+	// Values is a mapping laid over the value files. Default: none.
+	Values Values `yaml:"values,omitempty"`
+	// Set maps dotted keys ("image.tag", `a\.b` for a key with a dot) to
+	// single values, laid over everything else. Default: none.
+	Set Values `yaml:"set,omitempty"`
+}
+
+// Values is a free-form mapping of chart values: the one place the
+// applications file has keys it cannot check, since the chart defines them.
+type Values map[string]any
 
 // Credentials points at files on the controller's host (absolute paths)
 // that authenticate git. There are deliberately no fields for inline

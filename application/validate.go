@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -120,6 +121,9 @@ func (c *checker) application(a *Application, p string) {
 	for j, name := range s.Compose.EnvFiles {
 		c.relPath(app, fmt.Sprintf("%s.source.compose.envFiles[%d]", p, j), name, s.Path)
 	}
+	if s.Chart != nil {
+		c.chart(app, p+".source", s)
+	}
 	if s.Credentials != nil {
 		c.credentials(app, p+".source.credentials", s.Credentials, tr)
 	}
@@ -163,6 +167,51 @@ func (c *checker) application(a *Application, p string) {
 			c.report(app, p+".sops.ageKeyFile", ErrInvalid, "%q must be an absolute path on the controller's host", s.AgeKeyFile)
 		}
 	}
+}
+
+// chart checks a chart source: it excludes compose, its value files stay
+// in the repository, and set keys are dotted paths to single values.
+func (c *checker) chart(app, p string, s *Source) {
+	if c.m.written(p+".compose") || len(s.Compose.Files) > 0 || len(s.Compose.EnvFiles) > 0 {
+		c.report(app, p+".chart", ErrInvalid, "chart and compose exclude each other: a chart's templates produce the compose document; remove compose")
+	}
+	for j, name := range s.Chart.ValueFiles {
+		c.relPath(app, fmt.Sprintf("%s.chart.valueFiles[%d]", p, j), name, s.Path)
+	}
+	keys := make([]string, 0, len(s.Chart.Set))
+	for k := range s.Chart.Set {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		field := p + ".chart.set." + k
+		switch v := s.Chart.Set[k]; {
+		case !validSetKey(k):
+			c.report(app, field, ErrInvalid, "%q is not a dotted key such as image.tag (no empty parts, no list indices)", k)
+		case isCollection(v):
+			c.report(app, field, ErrType, "must be a single value; put mappings and lists under values")
+		}
+	}
+}
+
+func validSetKey(k string) bool {
+	if strings.ContainsAny(k, "[]") {
+		return false
+	}
+	for _, part := range strings.Split(strings.ReplaceAll(k, `\.`, "_"), ".") {
+		if part == "" {
+			return false
+		}
+	}
+	return true
+}
+
+func isCollection(v any) bool {
+	switch v.(type) {
+	case map[string]any, []any, map[any]any:
+		return true
+	}
+	return false
 }
 
 func (c *checker) dnsName(app, field, v string) {

@@ -177,4 +177,16 @@ type Release struct {
 	// It is not part of what was recorded: it lets a reader that kept a
 	// record tell cheaply whether the swarm still holds that very object.
 	Version uint64 `json:"-"`
+	// Chart is set when the manifest was rendered from a chart.
+	Chart *ChartRef `json:"chart,omitempty"`
+}
+
+// ChartRef says which chart a revision was rendered from. It carries a
+// digest of the values and never the values: they may hold secrets, and
+// the manifest already says everything they changed.
+type ChartRef struct {
+	Name         string `json:"name"`
+	Version      string `json:"version"`
+	AppVersion   string `json:"appVersion,omitempty"`
+	ValuesDigest string `json:"valuesDigest"`
 }

@@ -141,6 +141,7 @@ func (c *Controller) useRecord(ctx context.Context, p *pass, rec *charts.Release
 		}
 	}
 	p.rendered = r
+	p.chart = rec.Chart
 	p.declared = declared
 	return nil
 }

@@ -46,6 +46,7 @@ type pass struct {
 
 	rev      *source.Revision
 	rendered *compose.Rendered
+	chart    *charts.ChartRef // set when rendered from a chart, see chart.go
 	declared *compose.Stack
 	latest   *charts.Release
 	action   charts.Action
@@ -164,6 +165,13 @@ func (c *Controller) render(ctx context.Context, p *pass) error {
 	if p.request != nil && p.request.Rollback > 0 {
 		return c.renderRollback(ctx, p, p.request.Rollback)
 	}
+	if p.app.Source.Chart != nil {
+		ids, err := c.identities(p)
+		if err != nil {
+			return err
+		}
+		return c.renderChart(ctx, p, ids)
+	}
 	r, declared, err := c.renderAt(ctx, p, p.rev)
 	if err != nil {
 		return err
@@ -172,20 +180,30 @@ func (c *Controller) render(ctx context.Context, p *pass) error {
 	return nil
 }
 
+// identities are the age identities that decrypt this application's SOPS
+// files. An application's own key replaces the controller's, so one
+// repository cannot have another application's files decrypted; it is read
+// every pass, so a rotated key file is picked up.
+func (c *Controller) identities(p *pass) (*sopsage.Identities, error) {
+	k := p.app.SOPS
+	if k == nil {
+		return c.opts.SOPS, nil
+	}
+	ids, err := sopsage.ReadIdentityFile(k.AgeKeyFile)
+	if err != nil {
+		return nil, transient("render", fmt.Errorf("sops.ageKeyFile: %w", err))
+	}
+	return ids, nil
+}
+
 // renderAt renders the application at rev, or returns what an earlier
 // render of the same input gave: same commit, same application settings,
 // same key material (see renderCache). What it returns is shared with the
 // cache and must not be changed.
 func (c *Controller) renderAt(ctx context.Context, p *pass, rev *source.Revision) (*compose.Rendered, *compose.Stack, error) {
-	ids := c.opts.SOPS
-	if k := p.app.SOPS; k != nil {
-		// An application's own key replaces the controller's, so one
-		// repository cannot have another application's files decrypted.
-		// Read every pass: a rotated key file is picked up.
-		var err error
-		if ids, err = sopsage.ReadIdentityFile(k.AgeKeyFile); err != nil {
-			return nil, nil, transient("render", fmt.Errorf("sops.ageKeyFile: %w", err))
-		}
+	ids, err := c.identities(p)
+	if err != nil {
+		return nil, nil, err
 	}
 	key := renderKey(p.app, rev.Commit, ids.Fingerprint(), c.opts.RenderLimits)
 	if e, ok := c.renders.get(p.app.Name, key); ok {
@@ -236,6 +254,7 @@ func (c *Controller) plan(ctx context.Context, p *pass) error {
 	p.action = charts.Plan(p.rendered.Manifest, p.owner, latest)
 	if latest != nil {
 		p.status.LastAppliedRevision = latest.Revision
+		p.status.Chart = chartLabel(latest.Chart)
 		p.status.Revision = latest.Commit
 	}
 	return nil
@@ -327,6 +346,7 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 		Message:  p.rev.Message,
 		Time:     c.now(),
 		Trigger:  TriggerAutomated,
+		Chart:    p.chart,
 	}
 	if p.request != nil {
 		rec.Trigger = TriggerSync
@@ -444,6 +464,7 @@ func (c *Controller) confirm(ctx context.Context, p *pass) error {
 		p.status.SyncReason = application.ReasonNone
 		p.status.Revision = p.recorded.Commit
 		p.status.LastAppliedRevision = p.recorded.Revision
+		p.status.Chart = chartLabel(p.recorded.Chart)
 		p.status.LastSyncTime = c.now()
 		p.status.Pinned = ""
 		if p.recorded.PinnedCommit != "" {

@@ -71,6 +71,7 @@ func printStatus(w io.Writer, st application.Status, now time.Time) error {
 	if st.LastAppliedRevision > 0 {
 		row("Release", strconv.Itoa(st.LastAppliedRevision))
 	}
+	row("Chart", st.Chart)
 	if !st.LastSyncTime.IsZero() {
 		row("Last sync", st.LastSyncTime.Local().Format(time.DateTime)+" ("+ago(now, st.LastSyncTime)+")")
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/client"
 )
 
@@ -46,16 +48,29 @@ func runAppHistory(ctx context.Context, c *client.Client, o appHistoryOptions, w
 		return err
 	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, "REVISION\tCOMMIT\tDEPLOYED\tTRIGGER\tAUTHOR\tMESSAGE")
+	fmt.Fprintln(tw, "REVISION\tCOMMIT\tCHART\tDEPLOYED\tTRIGGER\tAUTHOR\tMESSAGE")
 	for _, r := range h.Items {
 		when := "-"
 		if !r.Time.IsZero() {
 			when = r.Time.Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Revision, shortSHA(r.Commit), when,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Revision, shortSHA(r.Commit), chartCell(r.Chart), when,
 			orDash(r.Trigger), orDash(oneLine(r.Author, 30)), oneLine(r.Message, 60))
 	}
 	return tw.Flush()
+}
+
+// chartCell shows a revision's chart as NAME-VERSION and the start of its
+// values digest, or "-" for a compose revision.
+func chartCell(c *charts.ChartRef) string {
+	if c == nil {
+		return "-"
+	}
+	d := strings.TrimPrefix(c.ValuesDigest, "sha256:")
+	if len(d) > 12 {
+		d = d[:12]
+	}
+	return c.Name + "-" + c.Version + " (values " + d + ")"
 }
 
 // orDash shows "-" for an empty table cell.

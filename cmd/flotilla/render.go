@@ -51,19 +51,24 @@ type renderOptions struct {
 	// environment points at (DOCKER_HOST), or compose.MinAPIVersion when
 	// none answers.
 	APIVersion string
+	// Chart options, for a --path that holds Chart.yaml: see render_chart.go.
+	chartFlags
 }
 
 func newRenderCmd() *cobra.Command {
 	var opts renderOptions
 	cmd := &cobra.Command{
-		Use:   "render [--path DIR] [-f FILE]... [--env-file FILE]... [--stack NAME]",
-		Short: "Print the manifest and swarm objects a compose project deploys",
+		Use:   "render [--path DIR] [-f FILE]... [--env-file FILE]... [--values FILE]... [--set KEY=VALUE]... [--stack NAME]",
+		Short: "Print the manifest and swarm objects a compose project or a chart deploys",
 		Long: `Render loads a compose project exactly as the controller does — only the
 given env files feed interpolation, no file outside --root is read — and prints
 the manifest followed by the swarm objects it would deploy: services with their
 specs, networks, configs, and the names of secrets (never their content).
 It needs no controller and no swarm. Exit 0 on success, 1 when the project is
-invalid, 2 on misuse.`,
+invalid, 2 on misuse.
+
+A --path holding Chart.yaml is rendered as a chart: values.yaml, then each
+--values file in order, then each --set (dotted keys, highest precedence).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if code := runRender(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != exitOK {
@@ -81,6 +86,7 @@ invalid, 2 on misuse.`,
 	f.StringVarP(&opts.Output, "output", "o", "yaml", "format of the swarm objects: yaml or json")
 	f.StringVar(&opts.APIVersion, "api-version", "", "engine API version to check fields against (default: the connected daemon's, else "+compose.MinAPIVersion+")")
 	f.StringVar(&opts.SOPSKeyFile, "sops-age-key-file", os.Getenv("FLOTILLA_SOPS_AGE_KEY_FILE"), "age identities that decrypt SOPS-encrypted files (also FLOTILLA_SOPS_AGE_KEY_FILE)")
+	opts.chartFlags.add(f)
 	return cmd
 }
 
@@ -124,7 +130,11 @@ func runRender(ctx context.Context, opts renderOptions, stdout, stderr io.Writer
 		}
 		dir.Decrypt, dir.SealKey = ids.Decrypt, ids.SealKey()
 	}
-	r, err := compose.Render(stack, dir)
+	r, err := renderProject(stack, dir, opts)
+	if err != nil && isUsageError(err) {
+		fmt.Fprintln(stderr, "flotilla render:", err)
+		return exitMisuse
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, formatProblem(err))
 		return exitFailed

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/charts"
+)
+
+const exampleChart = "../../examples/chart"
+
+func TestRenderOfAChartAppliesValuesFilesThenSet(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := runRender(context.Background(), renderOptions{
+		Path: exampleChart, Stack: "shop-eu", Output: "yaml",
+		chartFlags: chartFlags{ValueFiles: []string{"values-eu.yaml"}, Set: []string{"worker.replicas=0"}, SetString: []string{"image.tag=2"}, Revision: 1},
+	}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"APP_MESSAGE: hallo", "image: flotilla-test/app:2", "replicas: 2", "shop-eu_web.conf-"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if strings.Contains(out.String(), "worker") {
+		t.Error("worker rendered with worker.replicas=0")
+	}
+}
+
+func TestRenderRefusesChartFlagsForAComposeProjectAndBadSetPairs(t *testing.T) {
+	for _, opts := range []renderOptions{
+		{Path: renderFixture, Files: []string{"compose.yaml"}, Output: "yaml", chartFlags: chartFlags{Set: []string{"a=1"}}},
+		{Path: exampleChart, Output: "yaml", chartFlags: chartFlags{Set: []string{"novalue"}}},
+		{Path: exampleChart, Output: "yaml", chartFlags: chartFlags{Set: []string{"a[0]=1"}}},
+	} {
+		var out, errb bytes.Buffer
+		if code := runRender(context.Background(), opts, &out, &errb); code != exitMisuse {
+			t.Errorf("%+v: exit %d (%s)", opts.chartFlags, code, errb.String())
+		}
+	}
+}
+
+func TestRenderOfAChartWithABadValueNamesTheSchemaRule(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := runRender(context.Background(), renderOptions{
+		Path: exampleChart, Output: "yaml", chartFlags: chartFlags{Set: []string{"image.tag=2"}},
+	}, &out, &errb)
+	if code != exitFailed || !strings.Contains(errb.String(), `value image.tag breaks rule "type"`) {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}
+
+func TestChartLintAcceptsTheExampleAndRefusesABrokenTemplate(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := runChartLint(chartLintOptions{Dir: exampleChart}, &out, &errb); code != exitOK {
+		t.Fatalf("example: exit %d: %s", code, errb.String())
+	}
+	dir := copyChart(t)
+	if err := os.WriteFile(filepath.Join(dir, "templates/web.yaml"), []byte("services:\n  web:\n    image: {{ .Values.image.tag | nosuch }}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errb.Reset()
+	if code := runChartLint(chartLintOptions{Dir: dir}, &out, &errb); code != exitFailed || !strings.Contains(errb.String(), filepath.Base(dir)+"/templates/web.yaml:3") {
+		t.Fatalf("broken: exit %d: %s", code, errb.String())
+	}
+}
+
+func TestChartPackageWritesTheSameArchiveEveryTime(t *testing.T) {
+	sums := map[string]bool{}
+	var data []byte
+	for range 2 {
+		dest := t.TempDir()
+		var out, errb bytes.Buffer
+		if code := runChartPackage(chartPackageOptions{Dir: copyChart(t), Destination: dest}, &out, &errb); code != exitOK {
+			t.Fatalf("exit %d: %s", code, errb.String())
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		if len(lines) != 2 || lines[0] != filepath.Join(dest, "shop-0.1.0.tgz") || !strings.HasPrefix(lines[1], "sha256:") {
+			t.Fatalf("output %q", out.String())
+		}
+		sums[lines[1]] = true
+		b, err := os.ReadFile(lines[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data != nil && !bytes.Equal(data, b) {
+			t.Fatal("archives differ")
+		}
+		data = b
+	}
+	if len(sums) != 1 {
+		t.Fatalf("sha256 differs: %v", sums)
+	}
+}
+
+func TestHistoryAndGetShowTheChartOfARevision(t *testing.T) {
+	got := chartCell(&charts.ChartRef{Name: "shop", Version: "0.1.0", ValuesDigest: "sha256:0123456789abcdef0123"})
+	if got != "shop-0.1.0 (values 0123456789ab)" || chartCell(nil) != "-" {
+		t.Fatalf("history cell %q", got)
+	}
+	var out bytes.Buffer
+	if err := printStatus(&out, application.Status{Name: "shop", Chart: "shop 0.1.0, values sha256:0123"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Chart:") || !strings.Contains(out.String(), "shop 0.1.0, values sha256:0123") {
+		t.Fatalf("get output:\n%s", out.String())
+	}
+}
+
+// copyChart copies the example chart to a new directory (fresh mtimes).
+func copyChart(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(exampleChart)); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

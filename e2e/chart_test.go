@@ -1,0 +1,148 @@
+package e2e
+
+import (
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/charts"
+)
+
+// exampleChartFiles is the worked example chart, placed at deploy/ in the
+// test's repository, with a production values file beside it.
+func exampleChartFiles(t *testing.T, prodValues string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := fs.WalkDir(os.DirFS("../examples/chart"), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(os.DirFS("../examples/chart"), p)
+		out[path.Join("deploy", p)] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out["deploy/values-prod.yaml"] = prodValues
+	return out
+}
+
+const prodValues = "web:\n  message: from-prod\nworker:\n  queue: jobs-prod\n"
+
+// chartHarness is an automated application deploying the example chart
+// with values-prod.yaml and one inline value.
+func chartHarness(t *testing.T) *harness {
+	h := newHarness(t, true)
+	h.app.Source.Compose = application.Compose{}
+	h.app.Source.Chart = &application.Chart{
+		ValueFiles: []string{"values-prod.yaml"},
+		Values:     application.Values{"env": map[string]any{"REGION": "eu"}},
+	}
+	return h
+}
+
+func TestChartFromGitDeploysAndUpdatesOnlyTheServiceAValueReaches(t *testing.T) {
+	t.Parallel()
+	h := chartHarness(t)
+	h.repo.Commit("chart", exampleChartFiles(t, prodValues))
+	ctl := h.controller(false)
+
+	res := h.reconcile(ctl)
+	if res.Err != nil || res.Action != charts.Install || res.Revision != 1 {
+		t.Fatalf("install: %+v", res)
+	}
+	h.waitRunning(2)
+	svcs := h.services()
+	env := strings.Join(svcs["web"].Spec.TaskTemplate.ContainerSpec.Env, ",")
+	if env != "APP_MESSAGE=from-prod,REGION=eu" {
+		t.Fatalf("web env %q", env)
+	}
+	if got := svcs["worker"].Spec.TaskTemplate.ContainerSpec.Env; !slices.Contains(got, "QUEUE=jobs-prod") {
+		t.Fatalf("worker env %v", got)
+	}
+	rs, err := h.backend.Releases(t.Context(), h.app.Stack)
+	if err != nil || len(rs) != 1 || rs[0].Chart == nil || rs[0].Chart.Name != "shop" || rs[0].Chart.Version != "0.1.0" {
+		t.Fatalf("record: %+v %v", rs, err)
+	}
+
+	// Unchanged: nothing is written.
+	before, stats := versions(h.services()), h.backend.Stats()
+	res = h.reconcile(ctl)
+	if res.Err != nil || res.Action != charts.Unchanged {
+		t.Fatalf("unchanged pass: %+v", res)
+	}
+	if d := h.backend.Stats().Sub(stats); d.Writes != 0 {
+		t.Fatalf("unchanged pass wrote: %v", d.Requests)
+	}
+	if !maps.Equal(before, versions(h.services())) {
+		t.Fatal("versions moved on an unchanged pass")
+	}
+
+	// A value only the worker uses: one service write, the web untouched.
+	h.repo.Commit("worker queue", exampleChartFiles(t, strings.Replace(prodValues, "jobs-prod", "urgent", 1)))
+	res = h.reconcile(ctl)
+	if res.Err != nil || res.Action != charts.Upgrade {
+		t.Fatalf("value change: %+v", res)
+	}
+	if !slices.Equal(res.Deployed.Updated, []string{"worker"}) || res.Deployed.Writes != 1 {
+		t.Fatalf("deploy: %+v", res.Deployed)
+	}
+	after := versions(h.services())
+	if after["web"] != before["web"] || after["worker"] == before["worker"] {
+		t.Fatalf("versions %v → %v", before, after)
+	}
+	rs, _ = h.backend.Releases(t.Context(), h.app.Stack)
+	if rs[0].Chart.ValuesDigest == rs[1].Chart.ValuesDigest {
+		t.Fatal("values digest did not follow the values")
+	}
+}
+
+func TestBrokenChartGivesItsErrorAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	h := chartHarness(t)
+	good := exampleChartFiles(t, prodValues)
+	h.repo.Commit("chart", good)
+	ctl := h.controller(false)
+	if res := h.reconcile(ctl); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	h.waitRunning(2)
+	running := versions(h.services())
+
+	for _, b := range []struct {
+		name  string
+		edit  map[string]string
+		wants []string
+	}{
+		{"template error", map[string]string{"deploy/templates/worker.yaml": "services:\n  worker:\n    image: {{ .Values.image.tag | nosuchfunc }}\n"},
+			[]string{"deploy/templates/worker.yaml:3", "chart shop", "nosuchfunc"}},
+		{"schema violation", map[string]string{"deploy/values-prod.yaml": prodValues + "  replicas: 99\n"},
+			[]string{"deploy/values.schema.json", "worker.replicas", `"maximum"`}},
+	} {
+		files := maps.Clone(good)
+		maps.Copy(files, b.edit)
+		h.repo.Commit(b.name, files)
+		stats := h.backend.Stats()
+		res := h.reconcile(ctl)
+		if res.Err == nil {
+			t.Fatalf("%s: pass succeeded", b.name)
+		}
+		for _, w := range append(b.wants, `application "`+h.app.Name+`"`) {
+			if !strings.Contains(res.Status.LastError, w) {
+				t.Errorf("%s: error %q lacks %q", b.name, res.Status.LastError, w)
+			}
+		}
+		if d := h.backend.Stats().Sub(stats); d.Writes != 0 {
+			t.Fatalf("%s: wrote %v", b.name, d.Requests)
+		}
+		if !maps.Equal(running, versions(h.services())) {
+			t.Fatalf("%s: running services changed", b.name)
+		}
+	}
+}
