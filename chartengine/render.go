@@ -85,7 +85,7 @@ func (c *Chart) Render(d Dir, rel Release) (_ *Rendered, err error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = redact(err, secrets) }()
+	defer func() { err = fault.Redact(err, secrets) }()
 	if err := c.validateValues(vals); err != nil {
 		return nil, err
 	}

@@ -445,7 +445,7 @@ func TestDecryptedValuesNeverReachAnErrorMessage(t *testing.T) {
 		return data, nil
 	}
 	err := mustFail(render(t, root, Dir{ValueFiles: []string{"secret.enc.yaml"}, Decrypt: decrypt}))
-	wantFault(t, err, "chart/values.schema.json", "image.tag", `"pattern"`, "withheld")
+	wantFault(t, err, "chart/values.schema.json", "image.tag", `"pattern"`, "[redacted]")
 	if strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("decrypted value in the message: %v", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
-	"strings"
 
 	"github.com/flotilla-gitops/flotilla/fault"
 	"github.com/flotilla-gitops/flotilla/sopsage"
@@ -130,7 +129,7 @@ func (p *project) withhold(err error) error {
 			return err
 		}
 		cp := *fe
-		cp.Err = &redactedError{cause: fe.Err, values: p.sops.values}
+		cp.Err = fault.Redact(fe.Err, p.sops.values)
 		return &cp
 	}
 	var pe *fs.PathError
@@ -168,18 +167,3 @@ func (e *withheldError) Error() string {
 
 func (e *withheldError) Unwrap() error { return e.cause }
 
-// redactedError is a message with every decrypted value in it blanked out.
-type redactedError struct {
-	cause  error
-	values []string
-}
-
-func (e *redactedError) Error() string {
-	msg := e.cause.Error()
-	for _, v := range e.values {
-		msg = strings.ReplaceAll(msg, v, "[redacted]")
-	}
-	return msg
-}
-
-func (e *redactedError) Unwrap() error { return e.cause }
