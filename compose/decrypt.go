@@ -166,4 +166,3 @@ func (e *withheldError) Error() string {
 }
 
 func (e *withheldError) Unwrap() error { return e.cause }
-
