@@ -139,14 +139,20 @@ func TestGuard_externalNetworkNeedsAnAllowEntry(t *testing.T) {
 	b := newBackend(t)
 	ctx := context.Background()
 	stack := swarmtest.Name(t, "gnet")
-	swarmtest.Cleanup(t, stack)
 	netName := stack + "-shared"
 	api := swarmtest.Client(t)
 	created, err := api.NetworkCreate(ctx, netName, network.CreateOptions{Driver: "overlay", Attachable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = api.NetworkRemove(context.Background(), created.ID) })
+	// Cleanups run last first: the stack's services go before the network
+	// they are attached to, which the daemon refuses to remove until then.
+	t.Cleanup(func() {
+		if err := api.NetworkRemove(context.Background(), created.ID); err != nil {
+			t.Errorf("remove network %s: %v", netName, err)
+		}
+	})
+	swarmtest.Cleanup(t, stack)
 
 	r := renderProject(t, stack, webWith("    networks: [shared]\n", `
 networks:

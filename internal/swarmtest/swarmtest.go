@@ -303,7 +303,10 @@ func waitNoTasks(ctx context.Context, c *client.Client, services []swarm.Service
 	for _, s := range services {
 		removed[s.ID] = true
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	// Generous: on two cores under a whole suite, a task can take far
+	// longer to stop than it does alone.
+	const within = 90 * time.Second
+	deadline := time.Now().Add(within)
 	for {
 		tasks, err := c.TaskList(ctx, swarm.TaskListOptions{})
 		// A task in a terminal state holds no container and no network
@@ -313,7 +316,7 @@ func waitNoTasks(ctx context.Context, c *client.Client, services []swarm.Service
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("tasks of %d removed services still present after 30s", len(services))
+			return fmt.Errorf("tasks of %d removed services still present after %s", len(services), within)
 		}
 		select {
 		case <-ctx.Done():
