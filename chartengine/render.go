@@ -40,6 +40,12 @@ type Dir struct {
 	// Decrypt sees every value file and every file the compose output
 	// reads from files/, as compose.Dir.Decrypt does.
 	Decrypt compose.DecryptFunc
+	// SealKey keys the digests that stand for decrypted content, as
+	// compose.Dir.SealKey does; it also keys the values digest when a
+	// value file was decrypted.
+	SealKey []byte
+	// Limits bound what the compose render of the output reads and writes.
+	Limits compose.Limits
 }
 
 // Release is what a template sees as .Release.
@@ -89,7 +95,7 @@ func (c *Chart) Render(d Dir, rel Release) (_ *Rendered, err error) {
 	if err := c.validateValues(vals); err != nil {
 		return nil, err
 	}
-	digest, err := valuesDigest(vals)
+	digest, err := valuesDigest(vals, secrets, d.SealKey)
 	if err != nil {
 		return nil, &fault.Error{File: c.Path, Err: err}
 	}
@@ -97,8 +103,11 @@ func (c *Chart) Render(d Dir, rel Release) (_ *Rendered, err error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := c.compose(rel.Name, doc, origin, d.Decrypt)
+	out, err := c.compose(rel.Name, doc, origin, d)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.refusePlaintext(out.Manifest, secrets, d); err != nil {
 		return nil, err
 	}
 	return &Rendered{Rendered: out, Chart: c.Meta, ValuesDigest: digest}, nil
@@ -365,7 +374,8 @@ const composeFile = "compose.yaml"
 // that as a compose project, so a chart's output is loaded, contained and
 // converted by exactly the code a compose application's is: a `file:`
 // that climbs out of the directory is refused as leaving the repository.
-func (c *Chart) compose(stack string, doc map[string]any, origin map[string]string, decrypt compose.DecryptFunc) (*compose.Rendered, error) {
+func (c *Chart) compose(stack string, doc map[string]any, origin map[string]string, d Dir) (*compose.Rendered, error) {
+	decrypt := d.Decrypt
 	escapeDollars(doc)
 	text, err := yaml.Marshal(doc)
 	if err != nil {
@@ -397,7 +407,7 @@ func (c *Chart) compose(stack string, doc map[string]any, origin map[string]stri
 		// messages: give it the file's repository path.
 		dec = func(file string, data []byte) ([]byte, error) { return decrypt(c.rel(file), data) }
 	}
-	r, err := compose.Render(stack, compose.Dir{Root: view, Path: ".", Files: []string{composeFile}, Decrypt: dec})
+	r, err := compose.Render(stack, compose.Dir{Root: view, Path: ".", Files: []string{composeFile}, Decrypt: dec, SealKey: d.SealKey, Limits: d.Limits})
 	if err != nil {
 		return nil, c.composeFault(err, origin)
 	}
@@ -469,4 +479,24 @@ func escapeValue(v any) any {
 		return v
 	}
 	return v
+}
+
+// ErrPlaintextSecret is a value from an encrypted value file that a template
+// wrote into the manifest, where it would be stored as plaintext in the
+// release record and shown by history and diff.
+var ErrPlaintextSecret = errors.New("a value decrypted from an encrypted value file would be stored in plaintext")
+
+// refusePlaintext refuses a manifest that holds a value of a decrypted value
+// file. Compose seals what it decrypts itself (env files, config and secret
+// files), but a value a template copied into the document is plain text to
+// it, so the only safe answer is to refuse before anything is written.
+func (c *Chart) refusePlaintext(manifest string, secrets []string, d Dir) error {
+	for _, s := range secrets {
+		if strings.Contains(manifest, s) {
+			return &fault.Error{File: c.rel(TemplatesDir), Field: "values", Err: fmt.Errorf(
+				"%w in the release record (value files %v): put the secret in an encrypted file under files/ and mount it as a secret or config, whose content is never recorded",
+				ErrPlaintextSecret, d.ValueFiles)}
+		}
+	}
+	return nil
 }

@@ -493,3 +493,40 @@ func TestValuesJSONCannotHoldAreRefusedAsBadInput(t *testing.T) {
 		t.Fatal(fe)
 	}
 }
+
+// A value from an encrypted value file that a template copies into the
+// manifest would be stored in plaintext in the release record: the render
+// is refused. One used only to decide something (here the replica count)
+// never appears, renders, and the values digest is then keyed, so the
+// record cannot be used to guess the secret.
+func TestADecryptedValueCopiedIntoTheManifestIsRefused(t *testing.T) {
+	const secret = "hunter2-s3cr3t-message"
+	decrypt := func(file string, data []byte) ([]byte, error) {
+		if file == "chart/secret.enc.yaml" {
+			return []byte("web: {message: \"" + secret + "\"}\n"), nil
+		}
+		return data, nil
+	}
+	root := copyExample(t, map[string]string{"chart/secret.enc.yaml": "ciphertext\n"})
+	err := mustFail(render(t, root, Dir{ValueFiles: []string{"secret.enc.yaml"}, Decrypt: decrypt}))
+	fe := wantFault(t, err, "chart/templates", "values", "plaintext")
+	if !errors.Is(fe, ErrPlaintextSecret) || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("want ErrPlaintextSecret without the value, got %v", err)
+	}
+
+	decideOnly := func(file string, data []byte) ([]byte, error) {
+		if file == "chart/secret.enc.yaml" {
+			return []byte("worker: {replicas: 3}\nunused: \"" + secret + "\"\n"), nil
+		}
+		return data, nil
+	}
+	key := []byte("seal key of the identities")
+	r := mustRender(t, root, Dir{ValueFiles: []string{"secret.enc.yaml"}, Decrypt: decideOnly, SealKey: key})
+	if strings.Contains(r.Manifest, secret) || !strings.HasPrefix(r.ValuesDigest, "hmacSHA256:") {
+		t.Fatalf("manifest holds the secret or the digest %q is not keyed", r.ValuesDigest)
+	}
+	other := mustRender(t, root, Dir{ValueFiles: []string{"secret.enc.yaml"}, Decrypt: decideOnly, SealKey: []byte("another key")})
+	if other.ValuesDigest == r.ValuesDigest {
+		t.Fatal("the values digest does not depend on the seal key")
+	}
+}

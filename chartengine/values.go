@@ -2,6 +2,7 @@ package chartengine
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -193,12 +194,18 @@ func ParseSetValue(s string) any {
 }
 
 // valuesDigest is the sha256 of the merged values in canonical JSON (sorted
-// keys): two renders with the same digest saw the same values, and the
-// digest says nothing about what they were.
-func valuesDigest(v map[string]any) (string, error) {
+// keys): two renders with the same digest saw the same values. When a value
+// file was decrypted it is an HMAC under key instead, so the digest in a
+// release record cannot be used to guess a weak secret offline.
+func valuesDigest(v map[string]any, decrypted []string, key []byte) (string, error) {
 	js, err := json.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("%w: values are not representable as JSON: %v", ErrValues, err)
+	}
+	if len(decrypted) > 0 {
+		m := hmac.New(sha256.New, key)
+		m.Write(js)
+		return "hmacSHA256:" + hex.EncodeToString(m.Sum(nil)), nil
 	}
 	sum := sha256.Sum256(js)
 	return "sha256:" + hex.EncodeToString(sum[:]), nil

@@ -33,6 +33,8 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 		Values:     src.Chart.Values,
 		Set:        src.Chart.Set,
 		Decrypt:    ids.Decrypt,
+		SealKey:    ids.SealKey(),
+		Limits:     c.opts.RenderLimits,
 	}
 	chart, err := chartengine.Load(d.Root, d.Path)
 	if err != nil {

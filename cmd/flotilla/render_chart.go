@@ -57,6 +57,7 @@ func renderProject(stack string, dir compose.Dir, opts renderOptions) (*compose.
 	}
 	r, err := chartengine.Render(chartengine.Dir{
 		Root: dir.Root, Path: dir.Path, ValueFiles: opts.ValueFiles, Set: set, Decrypt: dir.Decrypt,
+		SealKey: dir.SealKey, Limits: dir.Limits,
 	}, chartengine.Release{Name: stack, Revision: opts.Revision})
 	if err != nil {
 		return nil, err
