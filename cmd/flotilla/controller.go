@@ -18,6 +18,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
+	"github.com/flotilla-gitops/flotilla/chartrepo"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/internal/apiwire"
@@ -203,11 +204,16 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	be = be.WithSelf(self)
 	fetcher := source.New(source.Options{CacheDir: filepath.Join(o.dataDir, "git"), Logger: logger,
 		RemoteTimeout: o.gitTimeout, FetchTimeout: o.gitFetchTimeout})
+	chartRepos, err := chartrepo.New(chartrepo.Options{CacheDir: filepath.Join(o.dataDir, "charts")})
+	if err != nil {
+		return err
+	}
 	broker := events.NewBroker(events.BrokerOptions{})
 	ctl, err := reconcile.New(reconcile.Options{
 		ControllerID:     o.controllerID,
 		Backend:          be,
 		Fetcher:          fetcher,
+		Charts:           chartRepos,
 		Logger:           logger,
 		PruneOrphans:     o.prune,
 		ForbiddenSecrets: self.Forbidden(),
