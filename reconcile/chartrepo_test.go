@@ -130,3 +130,24 @@ func TestAChartFromARepositoryFollowsItsConstraintAndRollsBackWithoutIt(t *testi
 		t.Fatalf("revision 3 is not revision 1 pinned at web@1.0.1: %+v %+v", rs[0], rs[0].Chart)
 	}
 }
+
+func TestANewMatchingChartVersionShowsAsTheSyncReasonOfAManualApplication(t *testing.T) {
+	repo := newServedCharts(t)
+	repo.publish("1.0.0")
+	cl, err := chartrepo.New(chartrepo.Options{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := testApp("web", false)
+	app.Source = application.Source{Revision: "HEAD", Path: ".",
+		Chart: &application.Chart{RepoURL: repo.srv.URL, Name: "web", Version: "1.x", Insecure: true}}
+	b := chartstest.NewMinimal()
+	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: newFakeFetcher(), Charts: cl, Logger: quiet}, []application.Application{app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := mustReconcile(t, c, "web")
+	if res.Status.Sync != application.OutOfSync || res.Status.SyncReason != application.ReasonGit || res.Status.SeenRevision != "web@1.0.0" || b.Writes() != 0 {
+		t.Fatalf("manual pass: %+v, %d writes", res.Status, b.Writes())
+	}
+}
