@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/chartengine"
@@ -67,6 +68,11 @@ func (c *Controller) fetchChart(ctx context.Context, p *pass) error {
 	p.rev, p.status.SeenRevision = rev, rev.Commit
 	return nil
 }
+
+// isChartRevision reports whether a revision is a chart repository's
+// "name@version" rather than a commit SHA; it is shown whole, since its
+// end is what tells two apart.
+func isChartRevision(c string) bool { return strings.Contains(c, "@") }
 
 // lastResolved is the version the newest release record says the
 // repository resolved to (the pinned one, for a record of a rollback), as a

@@ -513,7 +513,7 @@ func splitOwner(owner string) (controller, app string, ok bool) {
 }
 
 func shortCommit(c string) string {
-	if len(c) > 12 {
+	if len(c) > 12 && !isChartRevision(c) {
 		return c[:12]
 	}
 	return c

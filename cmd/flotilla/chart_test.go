@@ -159,3 +159,12 @@ func TestChartIndexListsThePackagesTheSameWayEveryTime(t *testing.T) {
 		t.Fatalf("broken archive: exit %d: %s", code, errb.String())
 	}
 }
+
+func TestAChartRepositoryRevisionIsShownWhole(t *testing.T) {
+	if got := shortSHA("greeter@1.0.3-rc.1"); got != "greeter@1.0.3-rc.1" {
+		t.Errorf("shortSHA of a chart version: %q", got)
+	}
+	if got := shortSHA("0123456789abcdef0123456789abcdef01234567"); got != "01234567" {
+		t.Errorf("shortSHA of a commit: %q", got)
+	}
+}
