@@ -398,3 +398,20 @@ func TestBuildIndexGivesTheSameBytesForTheSamePackages(t *testing.T) {
 		t.Errorf("digest %s, want the file's sha256", es[0].Digest)
 	}
 }
+
+func TestAnIndexWithNoLengthIsCutAtItsLimit(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		// Flushing first makes the body chunked, with no Content-Length
+		// to refuse it by: the limit must hold while reading.
+		w.Write([]byte("apiVersion: v1\n"))
+		http.NewResponseController(w).Flush()
+		for range 64 {
+			w.Write(bytes.Repeat([]byte("#"), 1024))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	_, err := newClient(t, Options{MaxIndexBytes: 16 << 10}).Fetch(context.Background(), Request{RepoURL: srv.URL, Name: "web", Version: "*", Insecure: true})
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "more than 16384 bytes") {
+		t.Fatalf("got %v, want ErrTooLarge while reading", err)
+	}
+}
