@@ -81,7 +81,8 @@ func newControllerCmd() *cobra.Command {
 each on its own interval, until interrupted.
 
 The swarm is reached through the usual Docker environment (DOCKER_HOST, ...).
-The data directory only caches git checkouts: the swarm holds the record of
+The data directory only caches git checkouts and charts fetched from chart
+repositories (by digest): the swarm holds the record of
 what was deployed, so a controller restarted with an empty data directory
 redeploys nothing.`,
 		Args: cobra.NoArgs,
@@ -105,7 +106,7 @@ redeploys nothing.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.config, "config", "c", "", "applications file (required)")
-	f.StringVar(&o.dataDir, "data", defaultDataDir(), "directory for the git cache")
+	f.StringVar(&o.dataDir, "data", defaultDataDir(), "directory for the git and chart caches")
 	f.StringVar(&o.controllerID, "controller-id", "flotilla", "this controller's id in owner stamps; controllers with different ids never touch each other's stacks")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
