@@ -2,6 +2,7 @@ package application
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -58,6 +59,54 @@ func TestParse_chartProblems(t *testing.T) {
 		"set key with an empty part":       {chartApp + "        set: {image..tag: x}\n", []want{{line: 8, field: "applications[0].source.chart.set.image..tag", kind: ErrInvalid, msg: "dotted key"}}},
 		"set key with an index":            {chartApp + "        set: {\"ports[0]\": 80}\n", []want{{line: 8, field: "applications[0].source.chart.set.ports[0]", kind: ErrInvalid, msg: "list indices"}}},
 		"compose too":                      {chartApp + "      compose: {files: [docker-compose.yml]}\n", []want{{line: 7, app: "shop-eu", field: "applications[0].source.chart", kind: ErrInvalid, msg: "exclude each other"}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse("apps.yaml", []byte(c.text))
+			checkProblems(t, err, c.wants)
+		})
+	}
+}
+
+const repoChartApp = `apiVersion: flotilla/v1
+applications:
+  - name: redis
+    source:
+      chart:
+        repoURL: https://charts.example.com/stable
+        name: redis
+        version: "~7.2"
+`
+
+func TestParse_chartFromARepository(t *testing.T) {
+	f, err := Parse("apps.yaml", []byte(repoChartApp+"        credentials: {tokenFile: /run/secrets/charts-token}\n        set: {replicas: 2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.Applications[0].Source
+	want := &Chart{RepoURL: "https://charts.example.com/stable", Name: "redis", Version: "~7.2",
+		Credentials: &ChartCredentials{TokenFile: "/run/secrets/charts-token"}, Set: Values{"replicas": 2}}
+	if !reflect.DeepEqual(s.Chart, want) || !s.FromRepository() || s.RepoURL != "" {
+		t.Fatalf("chart:\n got %#v\nwant %#v", s.Chart, want)
+	}
+}
+
+func TestParse_chartRepositoryProblems(t *testing.T) {
+	const f = "applications[0].source"
+	for name, c := range map[string]struct {
+		text  string
+		wants []want
+	}{
+		"unknown key":          {repoChartApp + "        tokenFile: /x\n", []want{{line: 9, field: f + ".chart.tokenFile", kind: ErrUnknownField}}},
+		"git repoURL too":      {repoChartApp + "      repoURL: https://git.example.com/x.git\n", []want{{line: 9, field: f + ".repoURL", kind: ErrInvalid, msg: "takes no git repoURL"}}},
+		"git path too":         {repoChartApp + "      path: charts/redis\n", []want{{line: 9, field: f + ".path", kind: ErrInvalid, msg: "takes no git path"}}},
+		"compose too":          {repoChartApp + "      compose: {files: [a.yml]}\n", []want{{line: 5, field: f + ".chart", kind: ErrInvalid, msg: "exclude each other"}}},
+		"plain http":           {strings.Replace(repoChartApp, "https://", "http://", 1), []want{{line: 6, field: f + ".chart.repoURL", kind: ErrInvalid, msg: "insecure: true"}}},
+		"credentials in URL":   {strings.Replace(repoChartApp, "https://", "https://u:p@", 1), []want{{line: 6, field: f + ".chart.repoURL", kind: ErrInvalid, msg: "credentials"}}},
+		"bad constraint":       {strings.Replace(repoChartApp, `"~7.2"`, `"~x.y"`, 1), []want{{line: 8, field: f + ".chart.version", kind: ErrInvalid, msg: "SemVer constraint"}}},
+		"no name":              {strings.Replace(repoChartApp, "        name: redis\n", "", 1), []want{{line: 5, field: f + ".chart.name", kind: ErrRequired}}},
+		"token and password":   {repoChartApp + "        credentials: {tokenFile: /t, usernameFile: /u, passwordFile: /p}\n", []want{{line: 9, field: f + ".chart.credentials", kind: ErrInvalid, msg: "not both"}}},
+		"relative token file":  {repoChartApp + "        credentials: {tokenFile: t}\n", []want{{line: 9, field: f + ".chart.credentials.tokenFile", kind: ErrInvalid, msg: "absolute"}}},
+		"password over http":   {strings.Replace(repoChartApp, "https://", "http://", 1) + "        insecure: true\n        credentials: {tokenFile: /t}\n", []want{{line: 10, field: f + ".chart.credentials", kind: ErrInvalid, msg: "plain http"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Parse("apps.yaml", []byte(c.text))

@@ -155,7 +155,25 @@ type Compose struct {
 
 // Chart gives a chart its values. Precedence, lowest first: the chart's
 // values.yaml, each of ValueFiles in order, Values, Set.
+//
+// With RepoURL the chart comes from a chart repository (an index.yaml
+// under RepoURL) instead of git: Source.RepoURL and Source.Path are then
+// not given, and ValueFiles are relative to the chart in its archive.
 type Chart struct {
+	// RepoURL is a chart repository, https://host/path (http only with
+	// Insecure). Default: none, the chart is the git directory Source.Path.
+	RepoURL string `yaml:"repoURL,omitempty"`
+	// Name is the chart's name in the repository's index. Required with
+	// RepoURL.
+	Name string `yaml:"name,omitempty"`
+	// Version is a SemVer constraint ("~7.2", "^1", "1.4.2"); the newest
+	// matching version is deployed. Required with RepoURL.
+	Version string `yaml:"version,omitempty"`
+	// Insecure allows a plain-http RepoURL. Default false.
+	Insecure bool `yaml:"insecure,omitempty"`
+	// Credentials names files holding the repository's credentials.
+	// Default: none.
+	Credentials *ChartCredentials `yaml:"credentials,omitempty"`
 	// ValueFiles are relative to Source.Path, may reach elsewhere in the
 	// repository but never outside it, and may be SOPS-encrypted.
 	// Default: none.
@@ -186,6 +204,19 @@ type Credentials struct {
 	SSHKeyFile     string `yaml:"sshKeyFile,omitempty"`
 	KnownHostsFile string `yaml:"knownHostsFile,omitempty"`
 }
+
+// ChartCredentials points at files (absolute paths on the controller's
+// host) that authenticate a chart repository: basic auth with
+// UsernameFile and PasswordFile, or a bearer token in TokenFile.
+type ChartCredentials struct {
+	UsernameFile string `yaml:"usernameFile,omitempty"`
+	PasswordFile string `yaml:"passwordFile,omitempty"`
+	TokenFile    string `yaml:"tokenFile,omitempty"`
+}
+
+// FromRepository reports whether s is a chart from a chart repository
+// rather than a directory in git.
+func (s *Source) FromRepository() bool { return s.Chart != nil && s.Chart.RepoURL != "" }
 
 // SyncPolicy says whether changes apply by themselves and how often to look.
 type SyncPolicy struct {

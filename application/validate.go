@@ -14,6 +14,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/Masterminds/semver/v3"
+
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/fault"
 )
@@ -107,8 +109,15 @@ func (c *checker) application(a *Application, p string) {
 	}
 
 	s := &a.Source
-	tr := c.repoURL(app, p+".source.repoURL", s.RepoURL)
+	var tr transport
 	switch {
+	case s.FromRepository():
+		c.chartRepository(app, p+".source", s)
+	default:
+		tr = c.repoURL(app, p+".source.repoURL", s.RepoURL)
+	}
+	switch {
+	case s.FromRepository():
 	case s.Revision == "":
 		c.report(app, p+".source.revision", ErrRequired, "required: a branch, tag or commit SHA")
 	case strings.HasPrefix(s.Revision, "-") || strings.IndexFunc(s.Revision, badRevisionRune) >= 0:
@@ -168,6 +177,67 @@ func (c *checker) application(a *Application, p string) {
 		}
 	}
 }
+
+// chartRepository checks a chart from a chart repository: it excludes a
+// git source, names a chart and a SemVer constraint, and its credentials
+// are absolute files, one kind at a time, never sent over plain http.
+func (c *checker) chartRepository(app, p string, s *Source) {
+	ch := s.Chart
+	for _, f := range []string{"repoURL", "revision", "path", "credentials"} {
+		if c.m.written(p + "." + f) {
+			c.report(app, p+"."+f, ErrInvalid, "a chart from a chart repository (chart.repoURL) takes no git %s; remove it", f)
+		}
+	}
+	field := p + ".chart.repoURL"
+	u, err := url.Parse(ch.RepoURL)
+	switch {
+	case strings.IndexFunc(ch.RepoURL, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+		c.report(app, field, ErrInvalid, "contains whitespace or control characters")
+	case err != nil:
+		c.report(app, field, ErrInvalid, "not a valid URL")
+	case u.User != nil:
+		c.report(app, field, ErrInvalid, "the URL contains credentials; name files with chart.credentials instead")
+	case u.Scheme != "https" && u.Scheme != "http" || u.Host == "":
+		c.report(app, field, ErrInvalid, "must be https://host/path (or http:// with insecure: true)")
+	case u.RawQuery != "" || u.Fragment != "":
+		c.report(app, field, ErrInvalid, "must not have a query or fragment")
+	case u.Scheme == "http" && !ch.Insecure:
+		c.report(app, field, ErrInvalid, "plain http needs insecure: true; prefer https")
+	}
+	switch {
+	case ch.Name == "":
+		c.report(app, p+".chart.name", ErrRequired, "required with chart.repoURL: the chart's name in the repository's index")
+	case !chartNameRE.MatchString(ch.Name):
+		c.report(app, p+".chart.name", ErrInvalid, "%q is not a chart name (lowercase letters, digits, '-', '_', '.')", ch.Name)
+	}
+	if ch.Version == "" {
+		c.report(app, p+".chart.version", ErrRequired, "required with chart.repoURL: a SemVer constraint such as \"~1.2\" or an exact version")
+	} else if _, err := semver.NewConstraint(ch.Version); err != nil {
+		c.report(app, p+".chart.version", ErrInvalid, "%q is not a SemVer constraint: %v", ch.Version, err)
+	}
+	if cr := ch.Credentials; cr != nil {
+		cp := p + ".chart.credentials"
+		for _, f := range []struct{ name, v string }{
+			{"usernameFile", cr.UsernameFile}, {"passwordFile", cr.PasswordFile}, {"tokenFile", cr.TokenFile},
+		} {
+			if f.v != "" && !path.IsAbs(f.v) {
+				c.report(app, cp+"."+f.name, ErrInvalid, "%q must be an absolute path on the controller's host", f.v)
+			}
+		}
+		switch {
+		case cr.TokenFile != "" && (cr.UsernameFile != "" || cr.PasswordFile != ""):
+			c.report(app, cp, ErrInvalid, "give usernameFile and passwordFile, or tokenFile, not both")
+		case (cr.UsernameFile == "") != (cr.PasswordFile == ""):
+			c.report(app, cp, ErrRequired, "usernameFile and passwordFile go together")
+		case *cr == ChartCredentials{}:
+			c.report(app, cp, ErrRequired, "name usernameFile and passwordFile, or tokenFile")
+		case err == nil && u.Scheme == "http":
+			c.report(app, cp, ErrInvalid, "refusing to send credentials over plain http; use https")
+		}
+	}
+}
+
+var chartNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 // chart checks a chart source: it excludes compose, its value files stay
 // in the repository, and set keys are dotted paths to single values.

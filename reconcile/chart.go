@@ -2,12 +2,92 @@ package reconcile
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
 
 	"github.com/flotilla-gitops/flotilla/chartengine"
+	"github.com/flotilla-gitops/flotilla/chartrepo"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/sopsage"
+	"github.com/flotilla-gitops/flotilla/source"
 )
+
+// ChartFetcher fetches a chart from a chart repository: the newest version
+// matching a constraint, unpacked. *chartrepo.Client implements it.
+type ChartFetcher interface {
+	Fetch(ctx context.Context, req chartrepo.Request) (*chartrepo.Chart, error)
+}
+
+// fetchChart is the fetch step of an application whose chart comes from a
+// chart repository. The resolved version stands in for a commit,
+// "<name>@<version>": a newly published version that matches the
+// constraint is a new commit, deployed and recorded like one, and a
+// rollback stays pinned until the repository resolves to another version.
+//
+// A rollback needs no chart, only its record, so a rollback asked for while
+// the repository is unreachable goes ahead with the version the newest
+// record says the repository resolved to.
+func (c *Controller) fetchChart(ctx context.Context, p *pass) error {
+	ch := p.app.Source.Chart
+	if c.opts.Charts == nil {
+		return stalled("fetch", fmt.Errorf("chart %s from %s: this controller has no chart repository client", ch.Name, ch.RepoURL))
+	}
+	req := chartrepo.Request{RepoURL: ch.RepoURL, Name: ch.Name, Version: ch.Version, Insecure: ch.Insecure}
+	if cr := ch.Credentials; cr != nil {
+		req.Credentials = &chartrepo.Credentials{UsernameFile: cr.UsernameFile, PasswordFile: cr.PasswordFile, TokenFile: cr.TokenFile}
+	}
+	got, err := c.opts.Charts.Fetch(ctx, req)
+	if err != nil {
+		if p.request != nil && p.request.Rollback > 0 {
+			if rev := c.lastResolved(ctx, p); rev != nil {
+				p.log.Warn("chart repository unavailable; rolling back from the release records alone", "error", err)
+				p.rev, p.status.SeenRevision = rev, rev.Commit
+				return nil
+			}
+		}
+		for _, bad := range []error{chartrepo.ErrNoVersion, chartrepo.ErrBadIndex, chartrepo.ErrDigest, chartrepo.ErrBadArchive, chartrepo.ErrTooLarge, chartrepo.ErrInsecure, chartengine.ErrInvalidChart} {
+			if errors.Is(err, bad) {
+				return stalled("fetch", err)
+			}
+		}
+		return transient("fetch", err)
+	}
+	rev := &source.Revision{
+		Commit:  got.Name + "@" + got.Version,
+		Dir:     got.Root,
+		Author:  ch.RepoURL,
+		Message: fmt.Sprintf("chart %s %s (%s)", got.Name, got.Version, got.Digest),
+		Fetched: got.Fetched,
+	}
+	if t, err := time.Parse(time.RFC3339, got.Created); err == nil {
+		rev.Time = t
+	}
+	p.rev, p.status.SeenRevision = rev, rev.Commit
+	return nil
+}
+
+// isChartRevision reports whether a revision is a chart repository's
+// "name@version" rather than a commit SHA; it is shown whole, since its
+// end is what tells two apart.
+func isChartRevision(c string) bool { return strings.Contains(c, "@") }
+
+// lastResolved is the version the newest release record says the
+// repository resolved to (the pinned one, for a record of a rollback), as a
+// revision with no tree; nil without a record.
+func (c *Controller) lastResolved(ctx context.Context, p *pass) *source.Revision {
+	latest, err := c.latestRelease(ctx, p.app.Stack)
+	if err != nil || latest == nil {
+		return nil
+	}
+	commit := latest.Commit
+	if latest.PinnedCommit != "" {
+		commit = latest.PinnedCommit
+	}
+	return &source.Revision{Commit: commit, Author: p.app.Source.Chart.RepoURL}
+}
 
 // renderChart is the render step for an application whose source is a
 // chart. It yields the same compose.Rendered the compose renderer does, so
@@ -26,9 +106,14 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 		return transient("render", err)
 	}
 	src := p.app.Source
+	dir := src.Path
+	if src.FromRepository() {
+		// fetchChart checked that the archive unpacks to <name>/.
+		dir = src.Chart.Name
+	}
 	d := chartengine.Dir{
 		Root:       p.rev.Dir,
-		Path:       src.Path,
+		Path:       dir,
 		ValueFiles: src.Chart.ValueFiles,
 		Values:     src.Chart.Values,
 		Set:        src.Chart.Set,

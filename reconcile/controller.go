@@ -42,6 +42,9 @@ type Options struct {
 	Backend charts.Backend
 	// Fetcher provides revisions. Required.
 	Fetcher Fetcher
+	// Charts fetches charts from chart repositories (source.chart.repoURL).
+	// Nil: such applications fail their fetch step, naming the cause.
+	Charts ChartFetcher
 	// Render makes a manifest. Default compose.Render.
 	Render Renderer
 	// Logger receives structured logs. Default slog.Default().

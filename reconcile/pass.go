@@ -136,6 +136,9 @@ var errGated = errors.New("gated")
 
 // fetch resolves the application's revision to a commit and its tree.
 func (c *Controller) fetch(ctx context.Context, p *pass) error {
+	if p.app.Source.FromRepository() {
+		return c.fetchChart(ctx, p)
+	}
 	revision := p.app.Source.Revision
 	if p.request != nil && p.request.Revision != "" {
 		revision = p.request.Revision
@@ -510,7 +513,7 @@ func splitOwner(owner string) (controller, app string, ok bool) {
 }
 
 func shortCommit(c string) string {
-	if len(c) > 12 {
+	if len(c) > 12 && !isChartRevision(c) {
 		return c[:12]
 	}
 	return c

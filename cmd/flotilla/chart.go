@@ -15,7 +15,7 @@ func newChartCmd() *cobra.Command {
 		Use:   "chart",
 		Short: "Check and package charts, offline",
 	}
-	cmd.AddCommand(newChartLintCmd(), newChartPackageCmd())
+	cmd.AddCommand(newChartLintCmd(), newChartPackageCmd(), newChartIndexCmd())
 	return cmd
 }
 

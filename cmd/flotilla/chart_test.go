@@ -123,3 +123,48 @@ func copyChart(t *testing.T) string {
 	}
 	return dir
 }
+
+func TestChartIndexListsThePackagesTheSameWayEveryTime(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if code := runChartPackage(chartPackageOptions{Dir: copyChart(t), Destination: dir}, &out, &errb); code != exitOK {
+		t.Fatalf("package: exit %d: %s", code, errb.String())
+	}
+	sum := strings.TrimPrefix(strings.Split(strings.TrimSpace(out.String()), "\n")[1], "sha256:")
+	var first []byte
+	for range 2 {
+		out.Reset()
+		if code := runChartIndex(chartIndexOptions{Dir: dir, URL: "https://charts.example.com/stable"}, &out, &errb); code != exitOK {
+			t.Fatalf("index: exit %d: %s", code, errb.String())
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "index.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first != nil && !bytes.Equal(first, b) {
+			t.Fatal("two indexes of the same packages differ")
+		}
+		first = b
+	}
+	for _, want := range []string{"name: shop", "version: 0.1.0", "digest: " + sum, "https://charts.example.com/stable/shop-0.1.0.tgz", "created: \"2000-01-01T00:00:00Z\""} {
+		if !strings.Contains(string(first), want) {
+			t.Errorf("index lacks %q:\n%s", want, first)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "broken-1.0.0.tgz"), []byte("not gzip"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errb.Reset()
+	if code := runChartIndex(chartIndexOptions{Dir: dir}, &out, &errb); code != exitFailed || !strings.Contains(errb.String(), "broken-1.0.0.tgz") {
+		t.Fatalf("broken archive: exit %d: %s", code, errb.String())
+	}
+}
+
+func TestAChartRepositoryRevisionIsShownWhole(t *testing.T) {
+	if got := shortSHA("greeter@1.0.3-rc.1"); got != "greeter@1.0.3-rc.1" {
+		t.Errorf("shortSHA of a chart version: %q", got)
+	}
+	if got := shortSHA("0123456789abcdef0123456789abcdef01234567"); got != "01234567" {
+		t.Errorf("shortSHA of a commit: %q", got)
+	}
+}

@@ -152,9 +152,11 @@ func newTable(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 }
 
-// shortSHA abbreviates a commit to the width people read.
+// shortSHA abbreviates a commit to the width people read. A chart
+// repository's revision ("name@version") is shown whole: its end is what
+// tells two apart.
 func shortSHA(commit string) string {
-	if len(commit) > 8 {
+	if len(commit) > 8 && !strings.Contains(commit, "@") {
 		return commit[:8]
 	}
 	if commit == "" {

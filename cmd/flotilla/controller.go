@@ -18,6 +18,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
+	"github.com/flotilla-gitops/flotilla/chartrepo"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/internal/apiwire"
@@ -80,7 +81,8 @@ func newControllerCmd() *cobra.Command {
 each on its own interval, until interrupted.
 
 The swarm is reached through the usual Docker environment (DOCKER_HOST, ...).
-The data directory only caches git checkouts: the swarm holds the record of
+The data directory only caches git checkouts and charts fetched from chart
+repositories (by digest): the swarm holds the record of
 what was deployed, so a controller restarted with an empty data directory
 redeploys nothing.`,
 		Args: cobra.NoArgs,
@@ -104,7 +106,7 @@ redeploys nothing.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.config, "config", "c", "", "applications file (required)")
-	f.StringVar(&o.dataDir, "data", defaultDataDir(), "directory for the git cache")
+	f.StringVar(&o.dataDir, "data", defaultDataDir(), "directory for the git and chart caches")
 	f.StringVar(&o.controllerID, "controller-id", "flotilla", "this controller's id in owner stamps; controllers with different ids never touch each other's stacks")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -203,11 +205,16 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	be = be.WithSelf(self)
 	fetcher := source.New(source.Options{CacheDir: filepath.Join(o.dataDir, "git"), Logger: logger,
 		RemoteTimeout: o.gitTimeout, FetchTimeout: o.gitFetchTimeout})
+	chartRepos, err := chartrepo.New(chartrepo.Options{CacheDir: filepath.Join(o.dataDir, "charts")})
+	if err != nil {
+		return err
+	}
 	broker := events.NewBroker(events.BrokerOptions{})
 	ctl, err := reconcile.New(reconcile.Options{
 		ControllerID:     o.controllerID,
 		Backend:          be,
 		Fetcher:          fetcher,
+		Charts:           chartRepos,
 		Logger:           logger,
 		PruneOrphans:     o.prune,
 		ForbiddenSecrets: self.Forbidden(),
