@@ -167,3 +167,25 @@ func TestAudit_keepsTheLatestEntriesOldestFirst(t *testing.T) {
 		t.Fatalf("%d audit log lines, want 3:\n%s", n, buf.String())
 	}
 }
+
+// FuzzParseTokens: any input is either a list of valid entries or an error
+// that never repeats a sha256 value; it never panics.
+func FuzzParseTokens(f *testing.F) {
+	f.Add([]byte("tokens:\n  - {name: ci, sha256: " + Digest("x") + "}\n"))
+	f.Add([]byte("tokens: [{name: admin, sha256: zz}]\n"))
+	f.Add([]byte("tokens: &a [*a]\n"))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		list, err := ParseTokens("t.yaml", data)
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		for _, e := range list {
+			if !tokenNameRE.MatchString(e.Name) || contains(ReservedNames, e.Name) || seen[e.Name] || len(e.SHA256) != 64 {
+				t.Fatalf("accepted a bad entry %+v", e)
+			}
+			seen[e.Name] = true
+		}
+	})
+}
