@@ -189,3 +189,30 @@ func FuzzParseTokens(f *testing.F) {
 		}
 	})
 }
+
+func TestTokenFile_rewriteWithinOneModificationTimeTickIsSeen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	// Same length, so size and (restored) mtime cannot tell them apart.
+	before := "tokens:\n  - {name: ci-aaa, sha256: " + Digest("tok-a") + "}\n"
+	after := "tokens:\n  - {name: ci-bbb, sha256: " + Digest("tok-b") + "}\n"
+	if err := os.WriteFile(path, []byte(before), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tf, err := OpenTokenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(path)
+	if err := os.WriteFile(path, []byte(after), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tf.Match("tok-a"); ok {
+		t.Fatal("the token rewritten away in the same tick still matched")
+	}
+	if name, ok := tf.Match("tok-b"); !ok || name != "ci-bbb" {
+		t.Fatalf("Match(tok-b) = %q %v", name, ok)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -137,11 +138,18 @@ type TokenFile struct {
 	// OnLoad is called after each successful (re)load with the count.
 	OnLoad func(n int)
 
-	mu      sync.Mutex
-	info    fs.FileInfo
-	entries []digestEntry
-	failed  bool
+	mu       sync.Mutex
+	info     fs.FileInfo
+	data     []byte    // what was loaded
+	loadedAt time.Time // when
+	entries  []digestEntry
+	failed   bool
 }
+
+// racyWindow: a file modified this close to (or after) its load may have
+// changed again within the same modification-time tick, which a stat cannot
+// see, so its content is compared too, as git does for its index.
+const racyWindow = 2 * time.Second
 
 // OpenTokenFile reads the tokens file at path; an unusable file at start is
 // an error, so the controller refuses to start on it.
@@ -175,7 +183,7 @@ func (t *TokenFile) load() error {
 		b, _ := hex.DecodeString(e.SHA256)
 		copy(entries[i].digest[:], b)
 	}
-	t.info, t.entries, t.failed = info, entries, false
+	t.info, t.data, t.loadedAt, t.entries, t.failed = info, data, time.Now(), entries, false
 	if t.OnLoad != nil {
 		t.OnLoad(len(entries))
 	}
@@ -189,7 +197,14 @@ func (t *TokenFile) changed() bool {
 		return true
 	}
 	old := t.info
-	return old == nil || !os.SameFile(old, info) || !info.ModTime().Equal(old.ModTime()) || info.Size() != old.Size()
+	if old == nil || !os.SameFile(old, info) || !info.ModTime().Equal(old.ModTime()) || info.Size() != old.Size() {
+		return true
+	}
+	if info.ModTime().After(t.loadedAt.Add(-racyWindow)) {
+		data, err := os.ReadFile(t.path)
+		return err != nil || !bytes.Equal(data, t.data)
+	}
+	return false
 }
 
 // refresh reloads the file when it changed; on failure it empties the set.
