@@ -12,7 +12,8 @@
 // Handlers return errors; one writer turns them into a JSON Error, sanitised
 // and logged once. Every request passes through the same middleware (recover,
 // access log, authentication), and the event stream flushes through all of
-// it, which the tests check.
+// it, which the tests check. Each route then asks package access whether the
+// caller may do what it does, and every write is audited.
 package api
 
 import (
