@@ -12,7 +12,8 @@
 // Handlers return errors; one writer turns them into a JSON Error, sanitised
 // and logged once. Every request passes through the same middleware (recover,
 // access log, authentication), and the event stream flushes through all of
-// it, which the tests check.
+// it, which the tests check. Each route then asks package access whether the
+// caller may do what it does, and every write is audited.
 package api
 
 import (
@@ -21,6 +22,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/metrics"
 )
@@ -61,6 +63,15 @@ type Options struct {
 	NoAuth bool
 	// PublicMetrics serves /metrics without a token.
 	PublicMetrics bool
+	// TokenFile holds the tokens of the tokens file, which reach
+	// applications only through the role bindings of Policy. Nil: none.
+	TokenFile *access.TokenFile
+	// Policy decides every request (see package access). Nil: no projects,
+	// so only the global tokens reach anything.
+	Policy *access.Policy
+	// Audit records every write; nil keeps an audit of
+	// access.DefaultAuditSize entries logging to Logger.
+	Audit *access.Audit
 
 	// Webhooks configure POST /api/v1/webhooks/{provider}: the secrets
 	// that enable each provider, the body limit and the replay cache.
@@ -107,25 +118,41 @@ func New(opts Options) http.Handler {
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = DefaultReadyTimeout
 	}
+	if opts.Policy == nil {
+		opts.Policy = access.NewPolicy(nil)
+	}
+	if opts.Audit == nil {
+		opts.Audit = access.NewAudit(0, opts.Logger)
+	}
 	s := &server{opts: opts, ctl: opts.Controller, log: opts.Logger.With("component", "api"), now: time.Now}
 
+	// Every route says what it does (see authorize): on one application
+	// (app), on all of them with the answer filtered to what the caller may
+	// read (filtered), or on the controller as a whole (global).
 	mux := http.NewServeMux()
-	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
-		mux.Handle(pattern, s.handler(h))
+	handle := func(pattern string, a authz, h func(http.ResponseWriter, *http.Request) error) {
+		mux.Handle(pattern, s.audited(pattern, s.handler(s.authorize(a, h))))
 	}
-	handle("GET /api/v1/applications", s.listApplications)
-	handle("GET /api/v1/applications/{name}", s.getApplication)
-	handle("GET /api/v1/applications/{name}/history", s.getHistory)
-	handle("GET /api/v1/applications/{name}/diff", s.getDiff)
-	handle("POST /api/v1/applications/{name}/sync", s.postSync)
-	handle("POST /api/v1/applications/{name}/rollback", s.postRollback)
-	handle("POST /api/v1/applications/{name}/refresh", s.postRefresh)
-	handle("GET /api/v1/events", s.streamEvents)
-	handle("GET /healthz", s.healthz)
-	handle("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", opts.Metrics.Handler())
+	handle("GET /api/v1/applications", filtered, s.listApplications)
+	handle("GET /api/v1/applications/{name}", app(access.Read), s.getApplication)
+	handle("GET /api/v1/applications/{name}/history", app(access.Read), s.getHistory)
+	handle("GET /api/v1/applications/{name}/diff", app(access.Read), s.getDiff)
+	handle("POST /api/v1/applications/{name}/sync", app(access.Operate), s.postSync)
+	handle("POST /api/v1/applications/{name}/rollback", app(access.Operate), s.postRollback)
+	handle("POST /api/v1/applications/{name}/refresh", app(access.Operate), s.postRefresh)
+	handle("GET /api/v1/events", filtered, s.streamEvents)
+	handle("GET /api/v1/audit", global(access.Administer), s.getAudit)
+	handle("GET /healthz", open, s.healthz)
+	handle("GET /readyz", open, s.readyz)
+	// Metrics label series with every application's name, so a project
+	// role is not enough to read them.
+	metricsHandler := opts.Metrics.Handler()
+	handle("GET /metrics", global(access.Read), func(w http.ResponseWriter, r *http.Request) error {
+		metricsHandler.ServeHTTP(w, r)
+		return nil
+	})
 	// Anything else under the API answers in the API's own error shape.
-	handle("/api/", func(_ http.ResponseWriter, r *http.Request) error {
+	handle("/api/", filtered, func(_ http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusNotFound, CodeNotFound, "no route for %s %s; see /api/v1/applications", r.Method, r.URL.Path)
 	})
 

@@ -15,11 +15,13 @@ import (
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
-func (s *server) listApplications(w http.ResponseWriter, _ *http.Request) error {
+func (s *server) listApplications(w http.ResponseWriter, r *http.Request) error {
 	statuses := s.ctl.Statuses()
-	list := ApplicationList{Items: make([]ApplicationSummary, len(statuses))}
-	for i, st := range statuses {
-		list.Items[i] = summarize(st)
+	list := ApplicationList{Items: make([]ApplicationSummary, 0, len(statuses))}
+	for _, st := range statuses {
+		if s.canRead(r, st.Name) {
+			list.Items = append(list.Items, summarize(st))
+		}
 	}
 	writeJSON(w, http.StatusOK, list)
 	return nil
@@ -43,7 +45,7 @@ func (s *server) lookup(r *http.Request) (application.Status, error) {
 	name := r.PathValue("name")
 	st, ok := s.ctl.Status(name)
 	if !ok {
-		return st, errorf(http.StatusNotFound, CodeNotFound, "no application %q; `flotilla app list` shows the known ones", name)
+		return st, noApplication(name)
 	}
 	return st, nil
 }
@@ -96,6 +98,11 @@ func (s *server) postSync(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
+	noteAudit(r, "prune", body.Prune)
+	noteAudit(r, "dry_run", body.DryRun)
+	if body.Revision != "" {
+		noteAudit(r, "revision", body.Revision)
+	}
 	wait, timeout, err := s.waitParams(r)
 	if err != nil {
 		return err
@@ -119,6 +126,7 @@ func (s *server) postRollback(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
+	noteAudit(r, "revision", body.Revision)
 	if body.Revision < 1 {
 		return errorf(http.StatusBadRequest, CodeBadRequest, "rollback needs a revision number of 1 or more; `flotilla app history %s` lists them", st.Name)
 	}

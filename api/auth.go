@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+
+	"github.com/flotilla-gitops/flotilla/access"
 )
 
 // Role is what a token may do.
@@ -19,20 +21,10 @@ type Role string
 const (
 	// RoleAdmin may do everything, writes included.
 	RoleAdmin Role = "admin"
-	// RoleRead may read: every GET, the event stream and /metrics.
+	// RoleRead may read: every GET, the event stream and /metrics, but
+	// not the audit log.
 	RoleRead Role = "read"
 )
-
-// allows reports whether a holder of r may act with need.
-func (r Role) allows(need Role) bool {
-	switch r {
-	case RoleAdmin:
-		return true
-	case RoleRead:
-		return need == RoleRead
-	}
-	return false
-}
 
 // Token is one bearer token. Its String and log rendering never show Secret.
 type Token struct {
@@ -163,7 +155,8 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Principal is who made a request.
+// Principal is who made a request. Role is its global role, empty for a
+// token of the tokens file.
 type Principal struct {
 	Name string
 	Role Role
@@ -194,9 +187,10 @@ func bearer(r *http.Request) (string, bool) {
 	return tok, tok != ""
 }
 
-// authenticate resolves the request's principal and checks it may use the
-// route; the route's role is its method's (reads for GET and HEAD, admin
-// for everything else) unless open says it needs none.
+// authenticate resolves the request's principal: a global token (admin or
+// read) or, failing that, a token of the tokens file, which has roles only
+// through project bindings. What the principal may do is decided per route
+// (authorize), where the application the route names is known.
 func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.open(r) {
@@ -210,24 +204,41 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 				s.writeError(w, r, errorf(http.StatusUnauthorized, CodeUnauthorized, "missing bearer token"))
 				return
 			}
-			t, ok := s.opts.Tokens.match(tok)
+			p, ok = s.principal(tok)
 			if !ok {
 				s.writeError(w, r, errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid bearer token"))
 				return
 			}
-			p = Principal{Name: t.Name, Role: t.Role}
 		}
-		r = r.WithContext(withPrincipal(r.Context(), p))
-		need := RoleAdmin
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			need = RoleRead
-		}
-		if !p.Role.allows(need) {
-			s.writeError(w, r, errorf(http.StatusForbidden, CodeForbidden, "token %q has role %s; this request needs %s", p.Name, p.Role, need))
-			return
-		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), p)))
 	})
+}
+
+// principal finds the holder of tok. Both sets are always compared, so the
+// timing does not tell a global token from a tokens-file one.
+func (s *server) principal(tok string) (Principal, bool) {
+	t, global := s.opts.Tokens.match(tok)
+	name, named := s.opts.TokenFile.Match(tok)
+	switch {
+	case global:
+		return Principal{Name: t.Name, Role: t.Role}, true
+	case named:
+		return Principal{Name: name}, true
+	}
+	return Principal{}, false
+}
+
+// identity is p as the access package sees it: the admin token is a global
+// admin, the read token a global viewer, a tokens-file token neither.
+func (p Principal) identity() access.Identity {
+	id := access.Identity{Name: p.Name}
+	switch p.Role {
+	case RoleAdmin:
+		id.Global = access.Admin
+	case RoleRead:
+		id.Global = access.Viewer
+	}
+	return id
 }
 
 // open reports whether a route is served without a token.

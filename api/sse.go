@@ -57,6 +57,9 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			if !ok {
 				return nil
 			}
+			if !e.Type.Marker() && !s.canRead(r, e.App) {
+				continue
+			}
 			if err := writeEvent(w, e); err != nil {
 				return nil // the client went away
 			}

@@ -46,6 +46,10 @@ type File struct {
 	// Notifications are the sinks the controller reports events to. They
 	// belong to the controller, not to one application. Default: none.
 	Notifications []Notification `yaml:"notifications,omitempty"`
+	// Projects group applications for access control and limit the
+	// repositories and stacks their members use. Default: none, and only
+	// the controller's global tokens reach any application.
+	Projects []Project `yaml:"projects,omitempty"`
 
 	// meta remembers where each field was written so that Validate can
 	// point at lines; nil for a File built in code.

@@ -98,6 +98,7 @@ func validate(f *File) []*fault.Error {
 		}
 	}
 	c.notifications(f.Notifications, names)
+	c.projects(f)
 	return c.errs
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
@@ -46,6 +47,7 @@ type controllerOptions struct {
 	renderLimits   compose.Limits
 	listen         string
 	insecureNoAuth bool
+	tokensFile     string
 	publicMetrics  bool
 	tlsCert        string
 	tlsKey         string
@@ -115,6 +117,7 @@ redeploys nothing.`,
 	f.Int64Var(&o.renderLimits.MaxManifestBytes, "render-max-manifest-bytes", compose.DefaultMaxManifestBytes, "largest manifest a render may write (it is also a release record); -1 for no limit")
 	f.StringVar(&o.listen, "listen", ":8080", "address of the HTTP API, events, webhooks and /metrics; empty disables it")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve the API without tokens; refused unless --listen is a loopback address")
+	f.StringVar(&o.tokensFile, "tokens-file", "", "YAML file of named token digests ({name, sha256}) that reach applications through the projects' role bindings; re-read when it changes, so a removed token is refused on its next request")
 	f.BoolVar(&o.publicMetrics, "public-metrics", false, "serve /metrics without a token")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate file for the API (with --tls-key)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "TLS private key file for the API (with --tls-cert)")
@@ -176,6 +179,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		}
 	}
 	var tokens api.Tokens
+	var tokenFile *access.TokenFile
 	var webhooks api.WebhookSecrets
 	if !o.once && o.listen != "" {
 		if tokens, err = api.TokensFromEnv(); err != nil {
@@ -189,6 +193,9 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		}
 		if (o.tlsCert == "") != (o.tlsKey == "") {
 			return usageError{errors.New("--tls-cert and --tls-key go together")}
+		}
+		if tokenFile, err = openTokenFile(o.tokensFile, logger); err != nil {
+			return usageError{err}
 		}
 	}
 	m := metrics.New()
@@ -256,7 +263,8 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	r := &runner{opts: o, ctl: ctl, notifier: notifier, broker: broker,
+	policy := access.NewPolicy(file.Projects)
+	r := &runner{opts: o, ctl: ctl, policy: policy, notifier: notifier, broker: broker,
 		log: logger.With("component", "controller"), apiLog: logger.With("component", "api")}
 	if o.listen != "" {
 		r.handler = func(stopping <-chan struct{}) http.Handler {
@@ -267,6 +275,8 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 				Tokens:        tokens,
 				NoAuth:        o.insecureNoAuth && !tokens.Has(api.RoleAdmin),
 				PublicMetrics: o.publicMetrics,
+				TokenFile:     tokenFile,
+				Policy:        policy,
 				Webhooks:      api.WebhookOptions{Secrets: webhooks},
 				UI:            uiHandler(o.ui),
 				Logger:        logger,
@@ -284,6 +294,25 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		}
 	}
 	return r.run(ctx)
+}
+
+// openTokenFile reads --tokens-file, if given, and logs its later reloads
+// and the failures that leave it refusing every token.
+func openTokenFile(path string, logger *slog.Logger) (*access.TokenFile, error) {
+	if path == "" {
+		return nil, nil
+	}
+	tf, err := access.OpenTokenFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--tokens-file: %w", err)
+	}
+	log := logger.With("component", "api", "file", path)
+	tf.OnLoad = func(n int) { log.Info("tokens file reloaded", "tokens", n) }
+	tf.OnError = func(err error) {
+		log.Error("tokens file is unusable; every token of it is refused until it is fixed", "error", err)
+	}
+	log.Info("tokens file loaded")
+	return tf, nil
 }
 
 // uiHandler is the web UI, or nil when --ui=false.

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/reconcile"
 )
@@ -20,8 +21,8 @@ const reloadInterval = 5 * time.Second
 // (checked every few seconds, and at once on SIGHUP) and hands the new set
 // to the controller. A file that no longer validates is reported and the
 // previous set kept: a typo never stops or removes a running application.
-// Notification sinks are read at start only.
-func watchApplications(ctx context.Context, path string, ctl *reconcile.Controller, logger *slog.Logger) {
+// Notification sinks are read at start only; projects go to policy.
+func watchApplications(ctx context.Context, path string, ctl *reconcile.Controller, policy *access.Policy, logger *slog.Logger) {
 	log := logger.With("component", "controller", "file", path)
 	last, _ := os.ReadFile(path)
 	hup := make(chan os.Signal, 1)
@@ -45,7 +46,7 @@ func watchApplications(ctx context.Context, path string, ctl *reconcile.Controll
 			continue
 		}
 		last = data
-		reloadApplications(path, data, ctl, log)
+		reloadApplications(path, data, ctl, policy, log)
 	}
 }
 
@@ -55,13 +56,17 @@ type applicationSetter interface {
 }
 
 // reloadApplications parses data as the applications file at path and, only
-// if all of it is valid, replaces the controller's set with it. It reports
-// whether the set was replaced.
-func reloadApplications(path string, data []byte, ctl applicationSetter, log *slog.Logger) bool {
+// if all of it is valid, replaces the controller's set and the policy's
+// projects (when policy is not nil) with it. It reports whether the set was
+// replaced.
+func reloadApplications(path string, data []byte, ctl applicationSetter, policy *access.Policy, log *slog.Logger) bool {
 	file, err := application.Parse(path, data)
 	if err != nil {
 		log.Error("applications file is invalid; keeping the applications loaded before", "error", err)
 		return false
+	}
+	if policy != nil {
+		policy.SetProjects(file.Projects)
 	}
 	ctl.SetApplications(file.Applications)
 	log.Info("applications file reloaded", "applications", len(file.Applications))

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts/chartstest"
 	"github.com/flotilla-gitops/flotilla/reconcile"
@@ -64,7 +66,7 @@ func FuzzReloadApplications(f *testing.F) {
 			t.Fatal(err)
 		}
 		before := names(ctl.Applications())
-		replaced := reloadApplications("apps.yaml", data, ctl, log)
+		replaced := reloadApplications("apps.yaml", data, ctl, nil, log)
 		after := names(ctl.Applications())
 		file, perr := application.Parse("apps.yaml", data)
 		switch {
@@ -76,4 +78,29 @@ func FuzzReloadApplications(f *testing.F) {
 			t.Fatalf("loaded %v, the file declares %v", after, names(file.Applications))
 		}
 	})
+}
+
+func TestReloadApplications_newProjectsReachThePolicy(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	first, err := application.Parse("apps.yaml", []byte(reloadBase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := reconcile.New(reconcile.Options{Backend: chartstest.NewMinimal(), Fetcher: noFetch{}, Logger: log}, first.Applications)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := access.NewPolicy(nil)
+	ci := access.Identity{Name: "ci-shop"}
+	if policy.Decide(ci, access.Operate, "shop") != access.NotFound {
+		t.Fatal("a binding before any project")
+	}
+	data := "apiVersion: flotilla/v1\nprojects:\n  - {name: shop, applications: [shop], roles: [{role: operator, tokens: [ci-shop]}]}\n" +
+		strings.TrimPrefix(reloadBase, "apiVersion: flotilla/v1\n")
+	if !reloadApplications("apps.yaml", []byte(data), ctl, policy, log) {
+		t.Fatal("the reload was refused")
+	}
+	if d := policy.Decide(ci, access.Operate, "shop"); d != access.Allow {
+		t.Fatalf("after the reload: %s, want allow", d)
+	}
 }

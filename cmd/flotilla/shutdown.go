@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/notify"
@@ -48,6 +49,7 @@ func (o *controllerOptions) validate() error {
 type runner struct {
 	opts     *controllerOptions
 	ctl      *reconcile.Controller
+	policy   *access.Policy // the applications file's projects
 	notifier *notify.Dispatcher
 	broker   *events.Broker
 	log      *slog.Logger
@@ -104,7 +106,7 @@ func (r *runner) run(ctx context.Context) error {
 		defer close(notified)
 		r.notifier.Run(notifyCtx, r.broker)
 	}()
-	go watchApplications(work, o.config, r.ctl, r.log)
+	go watchApplications(work, o.config, r.ctl, r.policy, r.log)
 	ran := make(chan error, 1)
 	go func() { ran <- r.ctl.Run(work) }()
 

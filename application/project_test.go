@@ -1,0 +1,95 @@
+package application
+
+import (
+	"strings"
+	"testing"
+)
+
+const projectsBase = `apiVersion: flotilla/v1
+projects:
+  - name: shop
+    applications: ["shop-*"]
+    sourceRepos: ["https://git.example.com/shop/*"]
+    stacks: ["shop-*"]
+    roles:
+      - {role: operator, tokens: [ci-shop]}
+      - {role: viewer, tokens: [dashboard]}
+applications:
+`
+
+func TestParse_projectMemberWithinLimitsIsAccepted(t *testing.T) {
+	f, err := Parse("apps.yaml", []byte(projectsBase+`  - name: shop-web
+    source: {repoURL: "https://git.example.com/shop/web.git"}
+  - name: other
+    source: {repoURL: "https://elsewhere.example.com/x.git"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ProjectOf(f.Projects, "shop-web"); p == nil || p.Name != "shop" {
+		t.Fatalf("ProjectOf(shop-web) = %v, want shop", p)
+	}
+	if p := ProjectOf(f.Projects, "other"); p != nil {
+		t.Fatalf("ProjectOf(other) = %v, want none", p.Name)
+	}
+	if got := f.Projects[0].Roles[0]; got.Role != "operator" || got.Tokens[0] != "ci-shop" {
+		t.Fatalf("binding = %+v", got)
+	}
+}
+
+func TestParse_applicationFromARepoOutsideItsProjectIsRefused(t *testing.T) {
+	_, err := Parse("apps.yaml", []byte(projectsBase+`  - name: shop-web
+    source: {repoURL: "https://git.example.com/billing/web.git"}
+`))
+	checkProblems(t, err, []want{{line: 12, app: "shop-web", field: "applications[0].source.repoURL", kind: ErrInvalid, msg: `outside project "shop"`}})
+}
+
+func TestParse_applicationOnAStackOutsideItsProjectIsRefused(t *testing.T) {
+	_, err := Parse("apps.yaml", []byte(projectsBase+`  - name: shop-web
+    stack: billing
+    source: {repoURL: "https://git.example.com/shop/web.git"}
+`))
+	checkProblems(t, err, []want{{line: 12, app: "shop-web", field: "applications[0].stack", kind: ErrInvalid, msg: `stack "billing" is outside project "shop"`}})
+}
+
+func TestParse_refusedRepoIsNotQuotedInTheMessage(t *testing.T) {
+	_, err := Parse("apps.yaml", []byte(projectsBase+`  - name: shop-web
+    source: {repoURL: "https://git.example.com/billing/private-name.git"}
+`))
+	if err == nil || strings.Contains(err.Error(), "private-name") {
+		t.Fatalf("err = %v, want a refusal that does not quote the URL", err)
+	}
+}
+
+func TestParse_projectProblemsNameFileLineAndField(t *testing.T) {
+	_, err := Parse("apps.yaml", []byte(`apiVersion: flotilla/v1
+projects:
+  - name: shop
+    applications: ["shop-["]
+    roles:
+      - {role: owner, tokens: []}
+  - name: shop
+    applications: ["*"]
+    colour: blue
+applications: []
+`))
+	checkProblems(t, err, []want{
+		{line: 4, field: "projects[0].applications[0]", kind: ErrInvalid, msg: "not a valid glob"},
+		{line: 6, field: "projects[0].roles[0].role", kind: ErrInvalid, msg: `"owner" is not a role`},
+		{line: 6, field: "projects[0].roles[0].tokens", kind: ErrRequired},
+		{line: 7, field: "projects[1].name", kind: ErrDuplicate},
+		{line: 9, field: "projects[1].colour", kind: ErrUnknownField},
+	})
+}
+
+func TestParse_applicationInTwoProjectsIsRefused(t *testing.T) {
+	_, err := Parse("apps.yaml", []byte(`apiVersion: flotilla/v1
+projects:
+  - {name: a, applications: ["web-*"]}
+  - {name: b, applications: ["*-prod"]}
+applications:
+  - name: web-prod
+    source: {repoURL: "https://h/x.git"}
+`))
+	checkProblems(t, err, []want{{line: 6, app: "web-prod", field: "applications[0].name", kind: ErrInvalid, msg: "one project only"}})
+}
