@@ -233,7 +233,7 @@ func TestBrowser_aReadOnlyTokensSyncShowsTheAPIs403Message(t *testing.T) {
 	waitJS(t, ctx, "shop's detail", `document.querySelector('#detail h2')?.textContent.includes('shop')`)
 
 	run(t, ctx, chromedp.Click(`//div[@class="actions"]/button[text()="Sync"]`))
-	waitJS(t, ctx, "the 403 message", `document.getElementById('op-result')?.textContent.includes('has role read; this request needs admin')`)
+	waitJS(t, ctx, "the 403 message", `document.getElementById('op-result')?.textContent.includes('this request needs operator')`)
 	if !evalBool(t, ctx, `[...document.querySelectorAll('.actions button')].every(b => b.disabled)`) {
 		t.Error("Sync and Refresh stay enabled after a 403")
 	}
