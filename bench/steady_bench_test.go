@@ -14,6 +14,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
+	"github.com/flotilla-gitops/flotilla/metrics"
 	"github.com/flotilla-gitops/flotilla/reconcile"
 	"github.com/flotilla-gitops/flotilla/source"
 )
@@ -32,7 +33,7 @@ func BenchmarkSteadyStatePass100Apps(b *testing.B) { benchSteady(b, 100) }
 
 func benchSteady(b *testing.B, apps int) {
 	ctx := context.Background()
-	ctl, be := steadyFixture(b, apps, 5)
+	ctl, be, _ := steadyFixture(b, apps, 5)
 	var last backend.Stats
 	b.ResetTimer()
 	for b.Loop() {
@@ -46,11 +47,13 @@ func benchSteady(b *testing.B, apps int) {
 
 // steadyFixture deploys apps applications of services services each, with
 // no replicas and self-heal on, through a controller on the real backend,
-// and returns both once the first batch has deployed them all.
-func steadyFixture(tb testing.TB, apps, services int) (*reconcile.Controller, *backend.Backend) {
+// and returns both, with the metrics the backend counts its requests into,
+// once the first batch has deployed them all.
+func steadyFixture(tb testing.TB, apps, services int) (*reconcile.Controller, *backend.Backend, *metrics.Metrics) {
 	tb.Helper()
 	ctx := context.Background()
-	be, err := backend.New(ctx, backend.Options{Logger: quiet})
+	m := metrics.New()
+	be, err := backend.New(ctx, backend.Options{Logger: quiet, OnRequest: m.DockerRequests(metrics.LocalSwarm)})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -84,7 +87,7 @@ func steadyFixture(tb testing.TB, apps, services int) (*reconcile.Controller, *b
 			tb.Fatalf("%s: %v", r.App, r.Err)
 		}
 	}
-	return ctl, be
+	return ctl, be, m
 }
 
 // steadyBatch runs one batch, fails unless every pass of it was steady and

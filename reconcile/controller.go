@@ -637,9 +637,20 @@ func (c *Controller) publish(p *pass) {
 // next pass, never hidden by memory. When that check cannot be made the copy
 // is returned as it is; apply never writes on it unchecked.
 func (c *Controller) latestRelease(ctx context.Context, stack string) (*charts.Release, error) {
+	return c.latestReleaseIn(ctx, nil, stack)
+}
+
+// latestReleaseIn is latestRelease within a batch: the check of the kept
+// copy is the batch's one check of every application's (snapshot.isHead)
+// when it vouches for it, which is at most as old as the batch; apply checks
+// again on its own before it writes.
+func (c *Controller) latestReleaseIn(ctx context.Context, snap *snapshot, stack string) (*charts.Release, error) {
 	c.relMu.Lock()
 	known := c.releases[stack]
 	c.relMu.Unlock()
+	if snap.isHead(ctx, c, stack, known) {
+		return known, nil
+	}
 	r, err := capability.LatestRelease(ctx, c.opts.Backend, stack, known)
 	if err != nil && known != nil {
 		// The pass may still plan from the record last read, so that it
