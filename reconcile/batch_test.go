@@ -179,3 +179,24 @@ func TestARecordWrittenBehindTheControllersBackIsNoticedByTheBatchCheck(t *testi
 		t.Errorf("%d batch checks and %d history reads, want one check and app02's history read", heads, reads)
 	}
 }
+
+// Losing a batched read costs requests, not answers, and the status says so.
+func TestABackendWithoutBatchedReadsSaysSoAndOneWithThemDoesNot(t *testing.T) {
+	lacks := []string{
+		"batched live drift reads unavailable: backend lacks LiveServicesBatch",
+		"batched release record checks unavailable: backend lacks ReleaseHeads",
+	}
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	without := mustReconcile(t, newTestController(t, newLiveDriftFake(), f, testApp("shop", true)), "shop")
+	_, c := batchOf(t, 1)
+	with := mustReconcile(t, c, "app00")
+	for _, want := range lacks {
+		if !slices.Contains(without.Status.Unavailable, want) {
+			t.Errorf("without batched reads, status does not say %q: %v", want, without.Status.Unavailable)
+		}
+		if slices.Contains(with.Status.Unavailable, want) {
+			t.Errorf("with batched reads, status says %q", want)
+		}
+	}
+}

@@ -281,7 +281,11 @@ func (c *Controller) unavailable() []string {
 	if ok {
 		_, named := capability.As[capability.NetworkNamer](b)
 		check(named, "network attachment drift", "NetworkNamer")
+		_, batched := capability.As[capability.LiveServicesBatch](b)
+		check(batched, "batched live drift reads", "LiveServicesBatch")
 	}
+	_, ok = capability.As[capability.ReleaseHeads](b)
+	check(ok, "batched release record checks", "ReleaseHeads")
 	_, ok = capability.As[capability.OutOfBand](b)
 	check(ok, "out-of-band change reports", "OutOfBand")
 	_, ok = capability.As[capability.StackServicesReader](b)
