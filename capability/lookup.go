@@ -101,6 +101,18 @@ func LatestRelease(ctx context.Context, b charts.Backend, release string, known 
 	return &rs[0], nil
 }
 
+// ReadStacksLive reads several stacks as ReadStacks does. If b implements
+// LiveStacksReader the same look also returns every listed service's spec,
+// by stack and scoped name (live is non-nil when err is nil); otherwise live
+// is nil and the stacks are read through ReadStacks.
+func ReadStacksLive(ctx context.Context, b charts.Backend, stacks []string) (states map[string][]charts.ServiceState, live map[string]map[string]swarm.Service, err error) {
+	if r, ok := As[LiveStacksReader](b); ok {
+		return r.ReadLiveStacks(ctx, stacks)
+	}
+	states, err = ReadStacks(ctx, b, stacks)
+	return states, nil, err
+}
+
 // ReadLiveServices reads the live services of several stacks at once. If b
 // implements LiveServicesBatch it takes one look at the swarm and batched is
 // true; otherwise nothing is read, batched is false, and the caller reads

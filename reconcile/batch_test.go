@@ -200,3 +200,58 @@ func TestABackendWithoutBatchedReadsSaysSoAndOneWithThemDoesNot(t *testing.T) {
 		}
 	}
 }
+
+// sharedFake is batchFake whose batch read of health also returns the specs.
+type sharedFake struct {
+	*batchFake
+	shared int
+}
+
+var _ capability.LiveStacksReader = (*sharedFake)(nil)
+
+func (f *sharedFake) ReadLiveStacks(ctx context.Context, stacks []string) (map[string][]charts.ServiceState, map[string]map[string]swarm.Service, error) {
+	f.cmu.Lock()
+	f.shared++
+	f.cmu.Unlock()
+	states := map[string][]charts.ServiceState{}
+	live := map[string]map[string]swarm.Service{}
+	for _, s := range stacks {
+		states[s] = f.StackServices(ctx, s)
+		m, err := f.liveDriftFake.LiveServices(ctx, s)
+		if err != nil {
+			return nil, nil, err
+		}
+		live[s] = m
+	}
+	return states, live, nil
+}
+
+// With a backend whose health read carries the specs, a steady batch lists
+// its services once, for health and live drift together, and still sees
+// drift.
+func TestABatchWhoseHealthReadCarriesSpecsAnswersLiveDriftFromIt(t *testing.T) {
+	b := &sharedFake{batchFake: &batchFake{liveDriftFake: newLiveDriftFake()}}
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	c := newTestController(t, b, f, testApp("app00", true), testApp("app01", true))
+	for _, r := range c.RunOnce(context.Background()) {
+		if r.Err != nil {
+			t.Fatalf("%s: %v", r.App, r.Err)
+		}
+	}
+	b.edit("app01_web", setEnv("foreign"))
+	b.reset()
+	b.cmu.Lock()
+	b.shared = 0
+	b.cmu.Unlock()
+	for _, r := range c.RunOnce(context.Background()) {
+		drifted := slices.ContainsFunc(r.Status.Drift, func(d application.Drift) bool { return d.Service == "web" })
+		if r.Err != nil || drifted != (r.App == "app01") {
+			t.Errorf("%s: %v, drift %v", r.App, r.Err, r.Status.Drift)
+		}
+	}
+	batches, own, _, _, _ := b.reset()
+	if b.shared != 1 || batches != 0 || own != 0 {
+		t.Errorf("%d shared reads, %d batch reads of live services, %d of one stack; want one shared read and nothing else", b.shared, batches, own)
+	}
+}

@@ -283,6 +283,8 @@ func (c *Controller) unavailable() []string {
 		check(named, "network attachment drift", "NetworkNamer")
 		_, batched := capability.As[capability.LiveServicesBatch](b)
 		check(batched, "batched live drift reads", "LiveServicesBatch")
+		_, shared := capability.As[capability.LiveStacksReader](b)
+		check(shared, "one service listing for health and drift", "LiveStacksReader")
 	}
 	_, ok = capability.As[capability.ReleaseHeads](b)
 	check(ok, "batched release record checks", "ReleaseHeads")

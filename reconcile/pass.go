@@ -106,6 +106,19 @@ type snapshot struct {
 	current  map[string]bool            // nil: check each record on its own
 }
 
+// newSnapshot takes a batch's one look at the swarm for stacks
+// (capability.ReadStacksLive). When that look carried the services' specs
+// too, the batch's live drift is answered from it and the services are not
+// listed again.
+func newSnapshot(ctx context.Context, b charts.Backend, stacks []string) *snapshot {
+	states, live, err := capability.ReadStacksLive(ctx, b, stacks)
+	s := &snapshot{stacks: states, err: err}
+	if err == nil && live != nil {
+		s.liveOnce.Do(func() { s.live = live })
+	}
+	return s
+}
+
 // liveServices answers stack's live services from one listing of every
 // stack of the batch, made on first use, when the backend can batch it
 // (capability.ReadLiveServices). ok is false when it cannot, when the batch
