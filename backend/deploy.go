@@ -237,10 +237,12 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 }
 
 // apiVersion is the engine API version the client speaks with the daemon,
-// negotiated first if no request has been sent yet: before that the client
+// negotiated first if no ping has been answered yet: before that the client
 // reports its own newest version, which would keep fields the daemon drops.
 func (b *Backend) apiVersion(ctx context.Context) string {
-	b.api.NegotiateAPIVersion(ctx)
+	if !b.counter.negotiated.Load() {
+		b.api.NegotiateAPIVersion(ctx)
+	}
 	return b.api.ClientVersion()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/api/types/volume"
@@ -44,6 +45,38 @@ func (b *Backend) LiveServices(ctx context.Context, stack string) (map[string]sw
 	out := make(map[string]swarm.Service, len(list))
 	for _, s := range list {
 		out[s.Spec.Name] = s
+	}
+	return out, nil
+}
+
+var _ capability.LiveServicesBatch = (*Backend)(nil)
+
+// LiveServicesOf returns the services of several stacks, by stack and then
+// by scoped name, from one service listing; every requested stack is in the
+// map, with an empty map when it has none.
+func (b *Backend) LiveServicesOf(ctx context.Context, stacks []string) (map[string]map[string]swarm.Service, error) {
+	out := make(map[string]map[string]swarm.Service, len(stacks))
+	if len(stacks) == 0 {
+		return out, nil
+	}
+	for _, st := range stacks {
+		out[st] = map[string]swarm.Service{}
+	}
+	// One stack is filtered by the daemon; several are listed as every
+	// stack's services and picked here, since label filters only combine
+	// as "and".
+	f := filters.NewArgs(filters.Arg("label", LabelNamespace))
+	if len(stacks) == 1 {
+		f = namespace(stacks[0])
+	}
+	list, err := b.api.ServiceList(ctx, swarm.ServiceListOptions{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("live services of %d stacks: %w", len(stacks), err)
+	}
+	for _, s := range list {
+		if m, ok := out[s.Spec.Labels[LabelNamespace]]; ok {
+			m[s.Spec.Name] = s
+		}
 	}
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 
+	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 )
 
@@ -46,9 +47,20 @@ func (b *Backend) ReadStackServices(ctx context.Context, stack string) ([]charts
 // requested stack is in the map (empty when it has no services), or the
 // error says none could be read.
 func (b *Backend) ReadStacks(ctx context.Context, stacks []string) (map[string][]charts.ServiceState, error) {
+	states, _, err := b.ReadLiveStacks(ctx, stacks)
+	return states, err
+}
+
+var _ capability.LiveStacksReader = (*Backend)(nil)
+
+// ReadLiveStacks is ReadStacks that also returns the services it listed,
+// by stack and scoped name, specs and all: the same listing answers live
+// drift, so a batch lists its services once.
+func (b *Backend) ReadLiveStacks(ctx context.Context, stacks []string) (map[string][]charts.ServiceState, map[string]map[string]swarm.Service, error) {
 	out := make(map[string][]charts.ServiceState, len(stacks))
+	live := make(map[string]map[string]swarm.Service, len(stacks))
 	if len(stacks) == 0 {
-		return out, nil
+		return out, live, nil
 	}
 	f := filters.NewArgs()
 	if len(stacks) == 1 {
@@ -58,7 +70,7 @@ func (b *Backend) ReadStacks(ctx context.Context, stacks []string) (map[string][
 	}
 	services, err := b.api.ServiceList(ctx, swarm.ServiceListOptions{Filters: f, Status: true})
 	if err != nil {
-		return nil, fmt.Errorf("read stacks: list services: %w", err)
+		return nil, nil, fmt.Errorf("read stacks: list services: %w", err)
 	}
 	want := setOf(stacks)
 	services = slices.DeleteFunc(services, func(s swarm.Service) bool {
@@ -67,14 +79,14 @@ func (b *Backend) ReadStacks(ctx context.Context, stacks []string) (map[string][
 
 	tasks, err := b.tasksOf(ctx, services)
 	if err != nil {
-		return nil, fmt.Errorf("read stacks: %w", err)
+		return nil, nil, fmt.Errorf("read stacks: %w", err)
 	}
 	var eligible *uint64
 	for _, s := range services {
 		if (s.Spec.Mode.Global != nil || s.Spec.Mode.GlobalJob != nil) && s.ServiceStatus == nil {
 			n, err := b.readyNodes(ctx)
 			if err != nil {
-				return nil, fmt.Errorf("read stacks: %w", err)
+				return nil, nil, fmt.Errorf("read stacks: %w", err)
 			}
 			eligible = &n
 			break
@@ -83,15 +95,17 @@ func (b *Backend) ReadStacks(ctx context.Context, stacks []string) (map[string][
 
 	for _, st := range stacks {
 		out[st] = []charts.ServiceState{}
+		live[st] = map[string]swarm.Service{}
 	}
 	for _, s := range services {
 		st := s.Spec.Labels[LabelNamespace]
 		out[st] = append(out[st], project(st, s, tasks[s.ID], eligible))
+		live[st][s.Spec.Name] = s
 	}
 	for _, states := range out {
 		slices.SortFunc(states, func(a, b charts.ServiceState) int { return cmp.Compare(a.Name, b.Name) })
 	}
-	return out, nil
+	return out, live, nil
 }
 
 // tasksOf lists the tasks of services in one request, grouped by service id.

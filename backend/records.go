@@ -221,43 +221,84 @@ func decodeRecord(c swarm.Config) (charts.Release, error) {
 var (
 	_ capability.ReleaseLister = (*Backend)(nil)
 	_ capability.ReleaseHead   = (*Backend)(nil)
+	_ capability.ReleaseHeads  = (*Backend)(nil)
 )
 
 // IsLatestRelease reports whether r is still the newest record of its
-// release: the config of r's revision exists with the version r was read
-// at, and none of a later revision is listed. One listing filtered by the
-// names of revision r and r+1 answers that and carries at most those
-// records' data, where reading the history carries all of it.
+// release; see AreLatestReleases.
+func (b *Backend) IsLatestRelease(ctx context.Context, r charts.Release) (bool, error) {
+	current, err := b.AreLatestReleases(ctx, []charts.Release{r})
+	if err != nil {
+		return false, err
+	}
+	return current[r.Name], nil
+}
+
+// AreLatestReleases reports, by release name, whether each kept record is
+// still the newest of its release: the config of its revision exists with
+// the version it was read at, and none of a later revision is listed. One
+// listing filtered by the names of revisions r and r+1 of every record
+// answers that and carries at most those records' data, where reading the
+// histories carries all of it.
 //
 // A newer record always implies one numbered r+1 was written, and records
 // are pruned oldest first, so while r's own config stands a record r+1
 // cannot have come and gone. The name filter may match by prefix (revision
-// 1 also matches 10 to 19); any match of a later revision answers false,
-// which is right either way.
-func (b *Backend) IsLatestRelease(ctx context.Context, r charts.Release) (bool, error) {
-	if r.Version == 0 || r.Revision < 1 {
-		return false, nil
+// 1 also matches 10 to 19, and one release's names may prefix another's);
+// each match is judged by its release label, and any match of a later
+// revision answers false, which is right either way.
+func (b *Backend) AreLatestReleases(ctx context.Context, kept []charts.Release) (map[string]bool, error) {
+	out := make(map[string]bool, len(kept))
+	f := filters.NewArgs(filters.Arg("label", LabelRecord+"="+recordKind))
+	asked := 0
+	for _, r := range kept {
+		out[r.Name] = false
+		if r.Version == 0 || r.Revision < 1 {
+			continue
+		}
+		asked++
+		f.Add("name", recordName(r.Name, r.Revision))
+		f.Add("name", recordName(r.Name, r.Revision+1))
 	}
-	f := filters.NewArgs(
-		filters.Arg("label", LabelRecord+"="+recordKind),
-		filters.Arg("label", LabelRelease+"="+r.Name),
-		filters.Arg("name", recordName(r.Name, r.Revision)),
-		filters.Arg("name", recordName(r.Name, r.Revision+1)),
-	)
+	if asked == 0 {
+		return out, nil
+	}
+	if len(kept) == 1 {
+		f.Add("label", LabelRelease+"="+kept[0].Name)
+	}
 	list, err := b.api.ConfigList(ctx, swarm.ConfigListOptions{Filters: f})
 	if err != nil {
-		return false, fmt.Errorf("check newest release record of %s: %w", r.Name, err)
+		if len(kept) == 1 {
+			return nil, fmt.Errorf("check newest release record of %s: %w", kept[0].Name, err)
+		}
+		return nil, fmt.Errorf("check newest release records of %d releases: %w", len(kept), err)
 	}
-	same := false
+	byRelease := make(map[string][]swarm.Config, len(kept))
 	for _, c := range list {
+		rel := c.Spec.Labels[LabelRelease]
+		byRelease[rel] = append(byRelease[rel], c)
+	}
+	for _, r := range kept {
+		if r.Version == 0 || r.Revision < 1 {
+			continue
+		}
+		out[r.Name] = isHead(r, byRelease[r.Name])
+	}
+	return out, nil
+}
+
+// isHead judges one kept record against the listed records of its release.
+func isHead(r charts.Release, listed []swarm.Config) bool {
+	same := false
+	for _, c := range listed {
 		switch rev := revisionOf(c); {
 		case rev > r.Revision:
-			return false, nil
+			return false
 		case rev == r.Revision && c.Spec.Name == recordName(r.Name, r.Revision):
 			same = c.Version.Index == r.Version
 		}
 	}
-	return same, nil
+	return same
 }
 
 // ReleaseOwners maps every release with records on the swarm to the owner

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -56,6 +57,10 @@ type counter struct {
 	mu        sync.Mutex
 	stats     Stats
 	onRequest func(op string)
+	// negotiated is set once the daemon has answered a ping with its API
+	// version, which is when the client settles on the version it speaks;
+	// asking again would cost a request per conversion and change nothing.
+	negotiated atomic.Bool
 }
 
 func newCounter() *counter {
@@ -98,8 +103,13 @@ type countingTransport struct {
 
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	write := req.Method != http.MethodGet && req.Method != http.MethodHead
-	t.c.request(operation(req.Method, req.URL.Path), write)
-	return t.next.RoundTrip(req)
+	op := operation(req.Method, req.URL.Path)
+	t.c.request(op, write)
+	resp, err := t.next.RoundTrip(req)
+	if op == "ping" && err == nil && resp.Header.Get("API-Version") != "" {
+		t.c.negotiated.Store(true)
+	}
+	return resp, err
 }
 
 // deadlineTransport gives every request to the daemon a deadline, from the

@@ -60,6 +60,32 @@ type LiveDrift interface {
 	LiveServices(ctx context.Context, stack string) (map[string]swarm.Service, error)
 }
 
+// LiveServicesBatch reads the live services of several stacks from one
+// listing of the swarm. Live drift reads each application's stack, so
+// without it a batch of applications lists the swarm's services once per
+// application; with it, once per batch. The contract is StacksReader's: a
+// nil error means every requested stack is in the map (with an empty map
+// when it has no services), a non-nil one that none could be read. Without
+// it each stack is read through LiveDrift.LiveServices; the answer is the
+// same.
+//
+// This one is Flotilla's own addition to the seed's set.
+type LiveServicesBatch interface {
+	LiveServicesOf(ctx context.Context, stacks []string) (map[string]map[string]swarm.Service, error)
+}
+
+// LiveStacksReader is StacksReader and LiveServicesBatch from one look at
+// the swarm. The service listing behind a batch's health already carries
+// every service's spec, so keeping it answers the batch's live drift without
+// listing the services a second time. The contract is StacksReader's, for
+// both maps. Without it a batch lists the services again for live drift,
+// through LiveServicesBatch or stack by stack.
+//
+// This one is Flotilla's own addition to the seed's set.
+type LiveStacksReader interface {
+	ReadLiveStacks(ctx context.Context, stacks []string) (map[string][]charts.ServiceState, map[string]map[string]swarm.Service, error)
+}
+
 // NetworkNamer maps network ids to names across the whole swarm. Live specs
 // name their attachments by id, so without it network attachments are the one
 // field drift cannot compare; everything else still is. It is not scoped to a
@@ -143,6 +169,19 @@ type ReleaseLister interface {
 // This one is Flotilla's own addition to the seed's set.
 type ReleaseHead interface {
 	IsLatestRelease(ctx context.Context, r charts.Release) (bool, error)
+}
+
+// ReleaseHeads is ReleaseHead for many releases from one listing: it tells
+// which of the records a caller kept (one per release) are still the newest
+// of their releases, by release name, and every record asked about is in the
+// answer. A controller checking each application's record on its own sends
+// one listing per application per batch; with it, one per batch. Without it
+// each record is checked through ReleaseHead on its own; the answer is the
+// same.
+//
+// This one is Flotilla's own addition to the seed's set.
+type ReleaseHeads interface {
+	AreLatestReleases(ctx context.Context, kept []charts.Release) (map[string]bool, error)
 }
 
 // OwnerStamps reads the owner stamp ("<controller-id>/<application>") each

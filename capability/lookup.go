@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/docker/docker/api/types/swarm"
+
 	"github.com/flotilla-gitops/flotilla/charts"
 )
 
@@ -97,4 +99,45 @@ func LatestRelease(ctx context.Context, b charts.Backend, release string, known 
 		return nil, err
 	}
 	return &rs[0], nil
+}
+
+// ReadStacksLive reads several stacks as ReadStacks does. If b implements
+// LiveStacksReader the same look also returns every listed service's spec,
+// by stack and scoped name (live is non-nil when err is nil); otherwise live
+// is nil and the stacks are read through ReadStacks.
+func ReadStacksLive(ctx context.Context, b charts.Backend, stacks []string) (states map[string][]charts.ServiceState, live map[string]map[string]swarm.Service, err error) {
+	if r, ok := As[LiveStacksReader](b); ok {
+		return r.ReadLiveStacks(ctx, stacks)
+	}
+	states, err = ReadStacks(ctx, b, stacks)
+	return states, nil, err
+}
+
+// ReadLiveServices reads the live services of several stacks at once. If b
+// implements LiveServicesBatch it takes one look at the swarm and batched is
+// true; otherwise nothing is read, batched is false, and the caller reads
+// each stack it needs through LiveDrift.LiveServices, which is the same
+// answer at one request per stack, with each stack's failure its own.
+func ReadLiveServices(ctx context.Context, b charts.Backend, stacks []string) (live map[string]map[string]swarm.Service, batched bool, err error) {
+	lb, ok := As[LiveServicesBatch](b)
+	if !ok {
+		return nil, false, nil
+	}
+	live, err = lb.LiveServicesOf(ctx, stacks)
+	return live, true, err
+}
+
+// CheckLatestReleases says, by release name, which of the kept records (one
+// per release) are still the newest of their releases. If b implements
+// ReleaseHeads one listing answers for all of them and batched is true;
+// otherwise nothing is read, batched is false, and the caller checks each
+// record on its own through LatestRelease, which is the same answer at one
+// read per release.
+func CheckLatestReleases(ctx context.Context, b charts.Backend, kept []charts.Release) (current map[string]bool, batched bool, err error) {
+	h, ok := As[ReleaseHeads](b)
+	if !ok {
+		return nil, false, nil
+	}
+	current, err = h.AreLatestReleases(ctx, kept)
+	return current, true, err
 }

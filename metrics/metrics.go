@@ -104,8 +104,8 @@ func New() *Metrics {
 		}, []string{"repo"}),
 		dockerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flotilla_docker_requests_total",
-			Help: "Docker API requests by operation.",
-		}, []string{"operation"}),
+			Help: "Docker API requests by swarm and operation, version pings included.",
+		}, []string{"swarm", "op"}),
 		swarmWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flotilla_swarm_writes_total",
 			Help: "Objects created or updated in the swarm, by kind. Zero growth in steady state.",
@@ -206,14 +206,28 @@ func (m *Metrics) ObserveGitFetch(repoURL string, d time.Duration, err error) {
 	}
 }
 
-// DockerRequest counts one Docker API request. operation is a fixed name
-// chosen by the caller ("service_list", "service_update", ...), never a path
-// with ids in it.
-func (m *Metrics) DockerRequest(operation string) {
+// LocalSwarm is the swarm label of the one swarm a controller talks to
+// through its own Docker client.
+const LocalSwarm = "local"
+
+// DockerRequest counts one Docker API request sent to swarm. op is a fixed
+// name chosen by the caller ("service.list", "service.update", ...), never a
+// path with ids in it.
+func (m *Metrics) DockerRequest(swarm, op string) {
 	if m == nil {
 		return
 	}
-	m.dockerRequests.WithLabelValues(operation).Inc()
+	m.dockerRequests.WithLabelValues(swarm, op).Inc()
+}
+
+// DockerRequests returns a counter of the requests sent to one swarm, in
+// the shape backend.Options.OnRequest takes, so the backend's own count of
+// every request is the figure /metrics shows.
+func (m *Metrics) DockerRequests(swarm string) func(op string) {
+	if m == nil {
+		return func(string) {}
+	}
+	return func(op string) { m.DockerRequest(swarm, op) }
 }
 
 // SwarmWrites counts n writes of one kind of object.

@@ -65,7 +65,9 @@ func TestMetrics_scrapeParsesAndMoves(t *testing.T) {
 	m.SetStatus(application.Status{Name: "shop", Sync: application.OutOfSync, Health: application.Progressing})
 	m.ObserveReconcile("shop", Succeeded, 1500*time.Millisecond)
 	m.ObserveGitFetch("https://user:s3cret@git.example.com/team/shop.git?token=abc", time.Second, errors.New("boom"))
-	m.DockerRequest("service_list")
+	m.DockerRequest(LocalSwarm, "service.list")
+	m.DockerRequests("other")("service.list")
+	m.DockerRequests("other")("service.list")
 	m.SwarmWrites(WriteService, 2)
 	m.SetDriftFields("shop", 3)
 	m.WebhookDelivery("github", WebhookAccepted)
@@ -90,8 +92,11 @@ func TestMetrics_scrapeParsesAndMoves(t *testing.T) {
 	if v := value(t, f, "flotilla_git_fetch_errors_total", repo); v != 1 {
 		t.Errorf("fetch errors = %v", v)
 	}
-	if v := value(t, f, "flotilla_docker_requests_total", map[string]string{"operation": "service_list"}); v != 1 {
+	if v := value(t, f, "flotilla_docker_requests_total", map[string]string{"swarm": "local", "op": "service.list"}); v != 1 {
 		t.Errorf("docker requests = %v", v)
+	}
+	if v := value(t, f, "flotilla_docker_requests_total", map[string]string{"swarm": "other", "op": "service.list"}); v != 2 {
+		t.Errorf("docker requests of swarm other = %v, want 2 (each swarm its own series)", v)
 	}
 	if v := value(t, f, "flotilla_swarm_writes_total", map[string]string{"kind": "service"}); v != 2 {
 		t.Errorf("swarm writes = %v", v)
@@ -175,7 +180,8 @@ func TestMetrics_nilRecordsNothing(t *testing.T) {
 	m.SetStatus(application.Status{Name: "x"})
 	m.ObserveReconcile("x", Failed, time.Second)
 	m.ObserveGitFetch("https://h/p", time.Second, nil)
-	m.DockerRequest("op")
+	m.DockerRequest(LocalSwarm, "op")
+	m.DockerRequests(LocalSwarm)("op")
 	m.SwarmWrites(WriteConfig, 1)
 	m.SetDriftFields("x", 1)
 	m.WebhookDelivery("generic", WebhookRejected)

@@ -101,7 +101,7 @@ func (c *Controller) lastResolved(ctx context.Context, p *pass) *source.Revision
 // next number every time would make a chart that prints its revision
 // differ on every pass, and redeploy forever.
 func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Identities) error {
-	latest, err := c.latestRelease(ctx, p.app.Stack)
+	latest, err := c.latestReleaseIn(ctx, p.snapshot, p.app.Stack)
 	if err != nil {
 		return transient("render", err)
 	}

@@ -284,7 +284,13 @@ func (c *Controller) unavailable() []string {
 	if ok {
 		_, named := capability.As[capability.NetworkNamer](b)
 		check(named, "network attachment drift", "NetworkNamer")
+		_, batched := capability.As[capability.LiveServicesBatch](b)
+		check(batched, "batched live drift reads", "LiveServicesBatch")
+		_, shared := capability.As[capability.LiveStacksReader](b)
+		check(shared, "one service listing for health and drift", "LiveStacksReader")
 	}
+	_, ok = capability.As[capability.ReleaseHeads](b)
+	check(ok, "batched release record checks", "ReleaseHeads")
 	_, ok = capability.As[capability.OutOfBand](b)
 	check(ok, "out-of-band change reports", "OutOfBand")
 	_, ok = capability.As[capability.StackServicesReader](b)
@@ -640,9 +646,20 @@ func (c *Controller) publish(p *pass) {
 // next pass, never hidden by memory. When that check cannot be made the copy
 // is returned as it is; apply never writes on it unchecked.
 func (c *Controller) latestRelease(ctx context.Context, stack string) (*charts.Release, error) {
+	return c.latestReleaseIn(ctx, nil, stack)
+}
+
+// latestReleaseIn is latestRelease within a batch: the check of the kept
+// copy is the batch's one check of every application's (snapshot.isHead)
+// when it vouches for it, which is at most as old as the batch; apply checks
+// again on its own before it writes.
+func (c *Controller) latestReleaseIn(ctx context.Context, snap *snapshot, stack string) (*charts.Release, error) {
 	c.relMu.Lock()
 	known := c.releases[stack]
 	c.relMu.Unlock()
+	if snap.isHead(ctx, c, stack, known) {
+		return known, nil
+	}
 	r, err := capability.LatestRelease(ctx, c.opts.Backend, stack, known)
 	if err != nil && known != nil {
 		// The pass may still plan from the record last read, so that it

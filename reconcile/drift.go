@@ -271,8 +271,8 @@ func (c *comparison) unseal(sealed map[string]string) error {
 // readComparison reads what the pass's manifest converts to against today's
 // swarm and what the swarm holds. If the backend implements LiveDrift both
 // halves are read (ok is true); otherwise there is nothing to compare.
-// Network names come from the batch's snapshot when there is one, so one
-// listing serves every application of the batch.
+// Live services and network names come from the batch's snapshot when there
+// is one, so one listing of each serves every application of the batch.
 func readComparison(ctx context.Context, p *pass) (comparison, bool, error) {
 	ld, ok := capability.As[capability.LiveDrift](p.backend)
 	if !ok {
@@ -294,9 +294,11 @@ func readComparison(ctx context.Context, p *pass) (comparison, bool, error) {
 			return comparison{}, false, fmt.Errorf("convert for drift: %w", err)
 		}
 	}
-	live, err := ld.LiveServices(ctx, p.app.Stack)
-	if err != nil {
-		return comparison{}, false, fmt.Errorf("read live services: %w", err)
+	live, ok := p.snapshot.liveServices(ctx, p.backend, p.app.Stack)
+	if !ok {
+		if live, err = ld.LiveServices(ctx, p.app.Stack); err != nil {
+			return comparison{}, false, fmt.Errorf("read live services: %w", err)
+		}
 	}
 	snap := p.snapshot
 	if snap == nil {

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/capability"
@@ -90,6 +93,86 @@ type snapshot struct {
 	netOnce  sync.Once
 	netNames map[string]string
 	netErr   error
+
+	// Live services and the release-head check of every stack in the batch,
+	// each read on first use, when the backend can answer for all of them
+	// at once; a batch then reads each a constant number of times however
+	// many applications it has.
+	liveOnce sync.Once
+	live     map[string]map[string]swarm.Service // nil: read each stack on its own
+
+	headOnce sync.Once
+	heads    map[string]*charts.Release // the kept record each answer is about
+	current  map[string]bool            // nil: check each record on its own
+}
+
+// newSnapshot takes a batch's one look at the swarm for stacks
+// (capability.ReadStacksLive). When that look carried the services' specs
+// too, the batch's live drift is answered from it and the services are not
+// listed again.
+func newSnapshot(ctx context.Context, b charts.Backend, stacks []string) *snapshot {
+	states, live, err := capability.ReadStacksLive(ctx, b, stacks)
+	s := &snapshot{stacks: states, err: err}
+	if err == nil && live != nil {
+		s.liveOnce.Do(func() { s.live = live })
+	}
+	return s
+}
+
+// liveServices answers stack's live services from one listing of every
+// stack of the batch, made on first use, when the backend can batch it
+// (capability.ReadLiveServices). ok is false when it cannot, when the batch
+// read failed or when stack is not in the batch: the caller then reads the
+// stack on its own, so a failed batch read costs no pass its own answer.
+func (s *snapshot) liveServices(ctx context.Context, b charts.Backend, stack string) (map[string]swarm.Service, bool) {
+	if s == nil || s.err != nil {
+		return nil, false
+	}
+	if _, in := s.stacks[stack]; !in {
+		return nil, false
+	}
+	s.liveOnce.Do(func() {
+		live, batched, err := capability.ReadLiveServices(ctx, b, slices.Sorted(maps.Keys(s.stacks)))
+		if batched && err == nil {
+			s.live = live
+		}
+	})
+	m, ok := s.live[stack]
+	return m, ok
+}
+
+// isHead reports whether known, the record c keeps for stack, was found to
+// be the newest of its release by one check of every record kept for the
+// batch's stacks, made on first use (capability.CheckLatestReleases). false
+// means not known to be: the caller checks on its own. A record c replaced
+// since is never vouched for, since the answer was about another one.
+func (s *snapshot) isHead(ctx context.Context, c *Controller, stack string, known *charts.Release) bool {
+	if s == nil || known == nil {
+		return false
+	}
+	if _, in := s.stacks[stack]; !in {
+		return false
+	}
+	s.headOnce.Do(func() {
+		heads := map[string]*charts.Release{}
+		var kept []charts.Release
+		c.relMu.Lock()
+		for st := range s.stacks {
+			if r := c.releases[st]; r != nil && r.Name == st {
+				heads[st] = r
+				kept = append(kept, *r)
+			}
+		}
+		c.relMu.Unlock()
+		if len(kept) == 0 {
+			return
+		}
+		current, batched, err := capability.CheckLatestReleases(ctx, c.opts.Backend, kept)
+		if batched && err == nil {
+			s.heads, s.current = heads, current
+		}
+	})
+	return s.heads[stack] == known && s.current[stack]
 }
 
 // networkNames lists the swarm's networks once per snapshot. If the backend
@@ -235,7 +318,7 @@ func (c *Controller) renderAt(ctx context.Context, p *pass, rev *source.Revision
 
 // plan compares the manifest with the newest release record.
 func (c *Controller) plan(ctx context.Context, p *pass) error {
-	latest, err := c.latestRelease(ctx, p.app.Stack)
+	latest, err := c.latestReleaseIn(ctx, p.snapshot, p.app.Stack)
 	if err != nil {
 		return transient("plan", err)
 	}

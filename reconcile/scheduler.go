@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/application"
-	"github.com/flotilla-gitops/flotilla/capability"
 )
 
 // Run drives every application until ctx ends, then waits for passes in
@@ -192,11 +191,11 @@ func (c *Controller) readBatch(ctx context.Context, stacks []string) *snapshot {
 	stacks = slices.Compact(stacks)
 	rctx, cancel := context.WithTimeout(ctx, c.opts.SwarmReadTimeout)
 	defer cancel()
-	read, err := capability.ReadStacks(rctx, c.opts.Backend, stacks)
-	if err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-		err = fmt.Errorf("no answer within %s: %w", c.opts.SwarmReadTimeout, err)
+	snap := newSnapshot(rctx, c.opts.Backend, stacks)
+	if snap.err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		snap.err = fmt.Errorf("no answer within %s: %w", c.opts.SwarmReadTimeout, snap.err)
 	}
-	return &snapshot{stacks: read, err: err}
+	return snap
 }
 
 // runPass runs one pass for a and schedules the next.

@@ -78,6 +78,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) charts.Backend, opts Option
 		{"RecordReleaseRoundTrip", s.testRecordReleaseRoundTrip},
 		{"ReleasesUnknown", s.testReleasesUnknown},
 		{"ReleaseHeadAgreesWithReleases", s.testReleaseHeadAgreesWithReleases},
+		{"ReleaseHeadsAgreeWithReleases", s.testReleaseHeadsAgreeWithReleases},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -139,3 +139,31 @@ func (s *suite) testReleaseHeadAgreesWithReleases(t *testing.T, b charts.Backend
 		t.Fatal("a record without the version it was read at is confirmed")
 	}
 }
+
+// A backend that implements capability.ReleaseHeads answers for several
+// releases at once what checking each on its own answers: the newest record
+// of each is confirmed, an older one of the same release is not, and every
+// record asked about is in the answer.
+func (s *suite) testReleaseHeadsAgreeWithReleases(t *testing.T, b charts.Backend) {
+	h, ok := capability.As[capability.ReleaseHeads](b)
+	if !ok {
+		t.Log("backend lacks ReleaseHeads: each record is checked on its own, nothing to check")
+		return
+	}
+	ctx := context.Background()
+	one, two := s.stack(t), s.stack(t)
+	record(t, b, charts.Release{Name: one, Revision: 1, Owner: "ctl/one"}, 0)
+	record(t, b, charts.Release{Name: two, Revision: 1, Owner: "ctl/two"}, 0)
+	old := releases(t, b, one)[0]
+	record(t, b, charts.Release{Name: one, Revision: 2, Owner: "ctl/one"}, 0)
+	got, err := h.AreLatestReleases(ctx, []charts.Release{old, releases(t, b, two)[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[one] || !got[two] {
+		t.Fatalf("heads %v: want %s's revision 1 not confirmed and %s's confirmed", got, one, two)
+	}
+	if got, err := h.AreLatestReleases(ctx, []charts.Release{releases(t, b, one)[0]}); err != nil || !got[one] {
+		t.Fatalf("the newest record of %s: %v, %v", one, got, err)
+	}
+}

@@ -199,7 +199,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		}
 	}
 	m := metrics.New()
-	be, err := backend.New(ctx, backend.Options{Logger: logger, OnRequest: m.DockerRequest, RequestTimeout: o.dockerTimeout})
+	be, err := backend.New(ctx, backend.Options{Logger: logger, OnRequest: m.DockerRequests(metrics.LocalSwarm), RequestTimeout: o.dockerTimeout})
 	if err != nil {
 		return fmt.Errorf("connect to the swarm: %w", err)
 	}
