@@ -96,17 +96,17 @@ func TestParse_chartRepositoryProblems(t *testing.T) {
 		text  string
 		wants []want
 	}{
-		"unknown key":          {repoChartApp + "        tokenFile: /x\n", []want{{line: 9, field: f + ".chart.tokenFile", kind: ErrUnknownField}}},
-		"git repoURL too":      {repoChartApp + "      repoURL: https://git.example.com/x.git\n", []want{{line: 9, field: f + ".repoURL", kind: ErrInvalid, msg: "takes no git repoURL"}}},
-		"git path too":         {repoChartApp + "      path: charts/redis\n", []want{{line: 9, field: f + ".path", kind: ErrInvalid, msg: "takes no git path"}}},
-		"compose too":          {repoChartApp + "      compose: {files: [a.yml]}\n", []want{{line: 5, field: f + ".chart", kind: ErrInvalid, msg: "exclude each other"}}},
-		"plain http":           {strings.Replace(repoChartApp, "https://", "http://", 1), []want{{line: 6, field: f + ".chart.repoURL", kind: ErrInvalid, msg: "insecure: true"}}},
-		"credentials in URL":   {strings.Replace(repoChartApp, "https://", "https://u:p@", 1), []want{{line: 6, field: f + ".chart.repoURL", kind: ErrInvalid, msg: "credentials"}}},
-		"bad constraint":       {strings.Replace(repoChartApp, `"~7.2"`, `"~x.y"`, 1), []want{{line: 8, field: f + ".chart.version", kind: ErrInvalid, msg: "SemVer constraint"}}},
-		"no name":              {strings.Replace(repoChartApp, "        name: redis\n", "", 1), []want{{line: 5, field: f + ".chart.name", kind: ErrRequired}}},
-		"token and password":   {repoChartApp + "        credentials: {tokenFile: /t, usernameFile: /u, passwordFile: /p}\n", []want{{line: 9, field: f + ".chart.credentials", kind: ErrInvalid, msg: "not both"}}},
-		"relative token file":  {repoChartApp + "        credentials: {tokenFile: t}\n", []want{{line: 9, field: f + ".chart.credentials.tokenFile", kind: ErrInvalid, msg: "absolute"}}},
-		"password over http":   {strings.Replace(repoChartApp, "https://", "http://", 1) + "        insecure: true\n        credentials: {tokenFile: /t}\n", []want{{line: 10, field: f + ".chart.credentials", kind: ErrInvalid, msg: "plain http"}}},
+		"unknown key":         {repoChartApp + "        tokenFile: /x\n", []want{{line: 9, field: f + ".chart.tokenFile", kind: ErrUnknownField}}},
+		"git repoURL too":     {repoChartApp + "      repoURL: https://git.example.com/x.git\n", []want{{line: 9, field: f + ".repoURL", kind: ErrInvalid, msg: "takes no git repoURL"}}},
+		"git path too":        {repoChartApp + "      path: charts/redis\n", []want{{line: 9, field: f + ".path", kind: ErrInvalid, msg: "takes no git path"}}},
+		"compose too":         {repoChartApp + "      compose: {files: [a.yml]}\n", []want{{line: 5, field: f + ".chart", kind: ErrInvalid, msg: "exclude each other"}}},
+		"plain http":          {strings.Replace(repoChartApp, "https://", "http://", 1), []want{{line: 6, field: f + ".chart.repoURL", kind: ErrInvalid, msg: "insecure: true"}}},
+		"credentials in URL":  {strings.Replace(repoChartApp, "https://", "https://u:p@", 1), []want{{line: 6, field: f + ".chart.repoURL", kind: ErrInvalid, msg: "credentials"}}},
+		"bad constraint":      {strings.Replace(repoChartApp, `"~7.2"`, `"~x.y"`, 1), []want{{line: 8, field: f + ".chart.version", kind: ErrInvalid, msg: "SemVer constraint"}}},
+		"no name":             {strings.Replace(repoChartApp, "        name: redis\n", "", 1), []want{{line: 5, field: f + ".chart.name", kind: ErrRequired}}},
+		"token and password":  {repoChartApp + "        credentials: {tokenFile: /t, usernameFile: /u, passwordFile: /p}\n", []want{{line: 9, field: f + ".chart.credentials", kind: ErrInvalid, msg: "not both"}}},
+		"relative token file": {repoChartApp + "        credentials: {tokenFile: t}\n", []want{{line: 9, field: f + ".chart.credentials.tokenFile", kind: ErrInvalid, msg: "absolute"}}},
+		"password over http":  {strings.Replace(repoChartApp, "https://", "http://", 1) + "        insecure: true\n        credentials: {tokenFile: /t}\n", []want{{line: 10, field: f + ".chart.credentials", kind: ErrInvalid, msg: "plain http"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Parse("apps.yaml", []byte(c.text))
