@@ -109,8 +109,8 @@ type Client struct {
 	o Options
 
 	mu      sync.Mutex
-	backoff map[string]*backoff // by sanitised repository URL
-	unpack  sync.Mutex          // serialises writes into the cache
+	backoff map[string]*source.FailureWindow // by sanitised repository URL
+	unpack  sync.Mutex                       // serialises writes into the cache
 }
 
 // New returns a Client with o's defaults applied; it creates the cache
@@ -143,7 +143,7 @@ func New(o Options) (*Client, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Client{o: o, backoff: map[string]*backoff{}}, nil
+	return &Client{o: o, backoff: map[string]*source.FailureWindow{}}, nil
 }
 
 // noDowngrade refuses a redirect from HTTPS to plain HTTP, which would
@@ -403,7 +403,7 @@ func (c *Client) blocked(repo string) (time.Time, error, bool) {
 	if b == nil {
 		return time.Time{}, nil, false
 	}
-	return b.blocked(c.o.Now())
+	return b.Blocked(c.o.Now())
 }
 
 // failed opens or widens repo's back-off window when err is an outage,
@@ -416,10 +416,10 @@ func (c *Client) failed(repo string, err error) error {
 	defer c.mu.Unlock()
 	b := c.backoff[repo]
 	if b == nil {
-		b = &backoff{min: c.o.BackoffMin, max: c.o.BackoffMax}
+		b = source.NewFailureWindow(c.o.BackoffMin, c.o.BackoffMax)
 		c.backoff[repo] = b
 	}
-	b.fail(c.o.Now(), err)
+	b.Fail(c.o.Now(), err)
 	return err
 }
 
@@ -428,28 +428,4 @@ func (c *Client) ok(repo string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.backoff, repo)
-}
-
-// backoff is one repository's consecutive failures.
-type backoff struct {
-	min, max time.Duration
-	failures int
-	until    time.Time
-	err      error
-}
-
-func (b *backoff) blocked(now time.Time) (time.Time, error, bool) {
-	if b.failures == 0 || !now.Before(b.until) {
-		return time.Time{}, nil, false
-	}
-	return b.until, b.err, true
-}
-
-func (b *backoff) fail(now time.Time, err error) {
-	b.failures++
-	d := b.min
-	for i := 1; i < b.failures && d < b.max; i++ {
-		d *= 2
-	}
-	b.until, b.err = now.Add(min(d, b.max)), err
 }

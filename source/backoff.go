@@ -2,28 +2,35 @@ package source
 
 import "time"
 
-// backoff remembers consecutive failures of one repository URL so that a
-// broken or unreachable remote is not hammered by every application that
-// uses it. The zero value has never failed.
-type backoff struct {
+// FailureWindow remembers consecutive failures of one remote so that a
+// broken or unreachable one is not hammered by every application that uses
+// it: git repositories here, chart repositories in package chartrepo.
+// Build it with NewFailureWindow; it is not safe for concurrent use.
+type FailureWindow struct {
 	min, max time.Duration
 	failures int
 	until    time.Time
 	err      error
 }
 
-// blocked reports whether now is inside the window opened by the last
+// NewFailureWindow returns a window that opens for min after the first
+// failure and doubles with each further one, up to max.
+func NewFailureWindow(min, max time.Duration) *FailureWindow {
+	return &FailureWindow{min: min, max: max}
+}
+
+// Blocked reports whether now is inside the window opened by the last
 // failure, and that failure's error.
-func (b *backoff) blocked(now time.Time) (time.Time, error, bool) {
+func (b *FailureWindow) Blocked(now time.Time) (time.Time, error, bool) {
 	if b.failures == 0 || !now.Before(b.until) {
 		return time.Time{}, nil, false
 	}
 	return b.until, b.err, true
 }
 
-// fail records a failure and opens a window twice as long as the previous
+// Fail records a failure and opens a window twice as long as the previous
 // one, from min up to max.
-func (b *backoff) fail(now time.Time, err error) time.Time {
+func (b *FailureWindow) Fail(now time.Time, err error) time.Time {
 	b.failures++
 	d := b.min
 	for i := 1; i < b.failures && d < b.max; i++ {
@@ -35,8 +42,8 @@ func (b *backoff) fail(now time.Time, err error) time.Time {
 	return b.until
 }
 
-// reset forgets all failures after a successful contact.
-func (b *backoff) reset() {
+// Reset forgets all failures after a successful contact.
+func (b *FailureWindow) Reset() {
 	b.failures = 0
 	b.until = time.Time{}
 	b.err = nil

@@ -6,26 +6,26 @@ import (
 	"time"
 )
 
-func TestBackoff_doublesUpToMaxAndResets(t *testing.T) {
-	b := backoff{min: 10 * time.Second, max: 35 * time.Second}
+func TestFailureWindow_doublesUpToMaxAndResets(t *testing.T) {
+	b := NewFailureWindow(10*time.Second, 35*time.Second)
 	now := time.Unix(0, 0)
 	boom := errors.New("boom")
 	for _, want := range []time.Duration{10 * time.Second, 20 * time.Second, 35 * time.Second, 35 * time.Second} {
-		if got := b.fail(now, boom).Sub(now); got != want {
+		if got := b.Fail(now, boom).Sub(now); got != want {
 			t.Errorf("window %v, want %v", got, want)
 		}
 	}
-	if _, err, ok := b.blocked(now.Add(34 * time.Second)); !ok || err != boom {
+	if _, err, ok := b.Blocked(now.Add(34 * time.Second)); !ok || err != boom {
 		t.Error("not blocked inside the window")
 	}
-	if _, _, ok := b.blocked(now.Add(35 * time.Second)); ok {
+	if _, _, ok := b.Blocked(now.Add(35 * time.Second)); ok {
 		t.Error("blocked after the window")
 	}
-	b.reset()
-	if _, _, ok := b.blocked(now); ok {
+	b.Reset()
+	if _, _, ok := b.Blocked(now); ok {
 		t.Error("blocked after reset")
 	}
-	if got := b.fail(now, boom).Sub(now); got != 10*time.Second {
+	if got := b.Fail(now, boom).Sub(now); got != 10*time.Second {
 		t.Errorf("window after reset %v, want min", got)
 	}
 }

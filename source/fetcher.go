@@ -179,7 +179,7 @@ type repoCache struct {
 	repo *git.Repository // opened lazily, guarded by sem
 
 	mu      sync.Mutex // guards the fields below; never held during I/O
-	backoff backoff
+	backoff *FailureWindow
 	last    map[string]string // revision → commit
 	// leases counts, per commit, the Revisions not yet released; a leased
 	// tree is never pruned, so a render cannot lose its files to a fetch
@@ -210,7 +210,7 @@ func (f *Fetcher) cache(loc location) *repoCache {
 			loc:     loc,
 			root:    filepath.Join(f.cacheDir, loc.dir),
 			sem:     make(chan struct{}, 1),
-			backoff: backoff{min: f.backoff.Min, max: f.backoff.Max},
+			backoff: NewFailureWindow(f.backoff.Min, f.backoff.Max),
 			last:    make(map[string]string),
 			leases:  make(map[string]int),
 		}
@@ -309,7 +309,7 @@ func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision string
 
 	now := f.now()
 	r.mu.Lock()
-	until, last, blocked := r.backoff.blocked(now)
+	until, last, blocked := r.backoff.Blocked(now)
 	r.mu.Unlock()
 	if blocked {
 		return nil, fmt.Errorf("backing off until %s: %w", until.UTC().Format(time.RFC3339), last)
@@ -394,7 +394,7 @@ func (f *Fetcher) failed(ctx context.Context, r *repoCache, log *slog.Logger, er
 	}
 	err = Sanitize(err)
 	r.mu.Lock()
-	until := r.backoff.fail(f.now(), err)
+	until := r.backoff.Fail(f.now(), err)
 	r.mu.Unlock()
 	log.Warn("repository unreachable, backing off", "error", err.Error(), "until", until)
 	return err
@@ -402,7 +402,7 @@ func (f *Fetcher) failed(ctx context.Context, r *repoCache, log *slog.Logger, er
 
 func (r *repoCache) succeeded() {
 	r.mu.Lock()
-	r.backoff.reset()
+	r.backoff.Reset()
 	r.mu.Unlock()
 }
 
