@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -71,22 +70,10 @@ func runChartIndex(o chartIndexOptions, stdout, stderr io.Writer) int {
 	}
 	out := filepath.Join(o.Dir, "index.yaml")
 	// Renamed into place, so a server never serves half an index.
-	tmp, err := os.CreateTemp(o.Dir, ".index-*.yaml")
-	if err != nil {
-		fmt.Fprintln(stderr, "flotilla chart index:", err)
-		return exitFailed
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), out)
-	}
+	err = replaceFile(out, ".index-*.yaml", func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
 	if err != nil {
 		fmt.Fprintln(stderr, "flotilla chart index:", err)
 		return exitFailed

@@ -58,15 +58,30 @@ func runChartPackage(o chartPackageOptions, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	out := filepath.Join(o.Destination, chartengine.ArchiveName(c.Meta))
-	// Written beside its final name and renamed, so a failed write never
-	// leaves a truncated archive under the name a repository would serve.
-	tmp, err := os.CreateTemp(o.Destination, ".chart-*.tgz")
+	var sum string
+	err = replaceFile(out, ".chart-*.tgz", func(w io.Writer) (err error) {
+		sum, err = c.Package(w)
+		return err
+	})
 	if err != nil {
 		fmt.Fprintln(stderr, "flotilla chart package:", err)
 		return exitFailed
 	}
+	fmt.Fprintf(stdout, "%s\nsha256:%s\n", out, sum)
+	return exitOK
+}
+
+// replaceFile writes path through write into a temporary file beside it
+// (named by pattern, as os.CreateTemp takes it), made world-readable, and
+// renames it into place: a failed or interrupted write never leaves a
+// truncated file under the name a repository would serve.
+func replaceFile(path, pattern string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), pattern)
+	if err != nil {
+		return err
+	}
 	defer os.Remove(tmp.Name())
-	sum, err := c.Package(tmp)
+	err = write(tmp)
 	if err == nil {
 		err = tmp.Chmod(0o644)
 	}
@@ -74,12 +89,7 @@ func runChartPackage(o chartPackageOptions, stdout, stderr io.Writer) int {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), out)
+		err = os.Rename(tmp.Name(), path)
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "flotilla chart package:", err)
-		return exitFailed
-	}
-	fmt.Fprintf(stdout, "%s\nsha256:%s\n", out, sum)
-	return exitOK
+	return err
 }
