@@ -114,3 +114,52 @@ func TestParse_chartRepositoryProblems(t *testing.T) {
 		})
 	}
 }
+
+func TestParse_chartValuesFromASecondGitRepository(t *testing.T) {
+	f, err := Parse("apps.yaml", []byte(repoChartApp+`      values:
+        repoURL: https://git.example.com/ops/values.git
+        files: [redis/prod.yaml, common.yaml]
+        credentials: {passwordFile: /run/secrets/values-token}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &ValuesSource{RepoURL: "https://git.example.com/ops/values.git", Revision: DefaultRevision,
+		Files: []string{"redis/prod.yaml", "common.yaml"}, Credentials: &Credentials{PasswordFile: "/run/secrets/values-token"}}
+	if got := f.Applications[0].Source.Values; !reflect.DeepEqual(got, want) {
+		t.Fatalf("values:\n got %#v\nwant %#v", got, want)
+	}
+}
+
+func TestParse_chartValuesRepositoryProblems(t *testing.T) {
+	const f = "applications[0].source.values"
+	vals := func(body string) string {
+		return chartApp + "      values:\n        repoURL: https://git.example.com/ops/values.git\n" + body
+	}
+	const compose = `apiVersion: flotilla/v1
+applications:
+  - name: shop-eu
+    source:
+      repoURL: https://git.example.com/ops/deploy.git
+      values: {repoURL: https://git.example.com/ops/values.git, files: [a.yaml]}
+`
+	for name, c := range map[string]struct {
+		text  string
+		wants []want
+	}{
+		"no chart":               {compose, []want{{line: 6, field: f, kind: ErrInvalid, msg: "need a chart"}}},
+		"no files":               {vals(""), []want{{line: 8, field: f + ".files", kind: ErrRequired, msg: "at least one"}}},
+		"unknown key":            {vals("        files: [a.yaml]\n        valueFiles: [b.yaml]\n"), []want{{line: 11, field: f + ".valueFiles", kind: ErrUnknownField}}},
+		"file leaves the repo":   {vals("        files: [../a.yaml]\n"), []want{{line: 10, field: f + ".files[0]", kind: ErrInvalid, msg: "leaves the repository"}}},
+		"absolute file":          {vals("        files: [/etc/a.yaml]\n"), []want{{line: 10, field: f + ".files[0]", kind: ErrInvalid, msg: "relative"}}},
+		"credentials in the URL": {strings.Replace(vals("        files: [a.yaml]\n"), "https://git.example.com/ops/values", "https://u:pw@git.example.com/ops/values", 1), []want{{line: 9, field: f + ".repoURL", kind: ErrInvalid, msg: "password"}}},
+		"ssh key over https":     {vals("        files: [a.yaml]\n        credentials: {sshKeyFile: /k, knownHostsFile: /h}\n"), []want{{line: 11, field: f + ".credentials.sshKeyFile", kind: ErrInvalid, msg: "https"}}},
+		"bad revision":           {vals("        files: [a.yaml]\n        revision: -x\n"), []want{{line: 11, field: f + ".revision", kind: ErrInvalid}}},
+		"relative credentials":   {vals("        files: [a.yaml]\n        credentials: {passwordFile: token}\n"), []want{{line: 11, field: f + ".credentials.passwordFile", kind: ErrInvalid, msg: "absolute"}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse("apps.yaml", []byte(c.text))
+			checkProblems(t, err, c.wants)
+		})
+	}
+}

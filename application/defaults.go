@@ -31,6 +31,9 @@ func Defaults(f *File) {
 		if a.Source.Revision == "" {
 			a.Source.Revision = DefaultRevision
 		}
+		if v := a.Source.Values; v != nil && v.Revision == "" {
+			v.Revision = DefaultRevision
+		}
 		if a.Source.Path == "" {
 			a.Source.Path = DefaultPath
 		} else {

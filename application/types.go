@@ -141,8 +141,27 @@ type Source struct {
 	// options counts as present. Default: absent, Path is a compose
 	// project.
 	Chart *Chart `yaml:"chart,omitempty"`
+	// Values, only with Chart, takes value files from a second git
+	// repository, so one chart can serve many stacks whose values live
+	// elsewhere. Default: none.
+	Values *ValuesSource `yaml:"values,omitempty"`
 	// Credentials names files holding git credentials; never the secrets
 	// themselves. Default: none (anonymous access).
+	Credentials *Credentials `yaml:"credentials,omitempty"`
+}
+
+// ValuesSource is a git repository holding a chart's value files. They
+// are laid over Chart.ValueFiles and under Chart.Values and Chart.Set; a
+// commit there is a change of the application like a commit of the chart.
+type ValuesSource struct {
+	// RepoURL takes the same forms as Source.RepoURL. Required.
+	RepoURL string `yaml:"repoURL"`
+	// Revision is a branch, tag or full commit SHA. Default "HEAD".
+	Revision string `yaml:"revision,omitempty"`
+	// Files are relative to the repository's root, never leaving it, and
+	// merged in order; they may be SOPS-encrypted. At least one required.
+	Files []string `yaml:"files"`
+	// Credentials are as Source.Credentials. Default: none.
 	Credentials *Credentials `yaml:"credentials,omitempty"`
 }
 

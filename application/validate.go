@@ -137,6 +137,9 @@ func (c *checker) application(a *Application, p string) {
 	if s.Credentials != nil {
 		c.credentials(app, p+".source.credentials", s.Credentials, tr)
 	}
+	if s.Values != nil {
+		c.valuesSource(app, p+".source", s)
+	}
 
 	sp := &a.SyncPolicy
 	if sp.Interval.Duration < MinInterval {
@@ -235,6 +238,33 @@ func (c *checker) chartRepository(app, p string, s *Source) {
 		case err == nil && u.Scheme == "http":
 			c.report(app, cp, ErrInvalid, "refusing to send credentials over plain http; use https")
 		}
+	}
+}
+
+// valuesSource checks value files from a second git repository: a chart
+// is what they are for, and the repository and its files follow the rules
+// of a git source.
+func (c *checker) valuesSource(app, p string, s *Source) {
+	v := s.Values
+	vp := p + ".values"
+	if s.Chart == nil {
+		c.report(app, vp, ErrInvalid, "values from a git repository need a chart (source.chart); a compose application takes none")
+	}
+	tr := c.repoURL(app, vp+".repoURL", v.RepoURL)
+	switch {
+	case v.Revision == "":
+		c.report(app, vp+".revision", ErrRequired, "required: a branch, tag or commit SHA")
+	case strings.HasPrefix(v.Revision, "-") || strings.IndexFunc(v.Revision, badRevisionRune) >= 0:
+		c.report(app, vp+".revision", ErrInvalid, "%q is not a branch, tag or commit SHA", v.Revision)
+	}
+	if len(v.Files) == 0 {
+		c.report(app, vp+".files", ErrRequired, "required: at least one value file, relative to the values repository's root")
+	}
+	for j, name := range v.Files {
+		c.relPath(app, fmt.Sprintf("%s.files[%d]", vp, j), name, "")
+	}
+	if v.Credentials != nil {
+		c.credentials(app, vp+".credentials", v.Credentials, tr)
 	}
 }
 
