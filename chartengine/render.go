@@ -33,6 +33,9 @@ type Dir struct {
 	// ValueFiles are relative to Path and merged in order over values.yaml.
 	// They may lie elsewhere in the repository, never outside it.
 	ValueFiles []string
+	// ExtraValueFiles come from other roots (a second repository's
+	// checkout) and are merged in order after ValueFiles.
+	ExtraValueFiles []ValueFile
 	// Values are laid over the value files.
 	Values map[string]any
 	// Set are dotted keys ("image.tag") laid over everything else.
@@ -46,6 +49,17 @@ type Dir struct {
 	SealKey []byte
 	// Limits bound what the compose render of the output reads and writes.
 	Limits compose.Limits
+}
+
+// ValueFile is a value file outside the chart's checkout.
+type ValueFile struct {
+	// Root is the checkout the file is contained in.
+	Root string
+	// File is relative to Root and never leaves it.
+	File string
+	// Origin names the checkout in messages, such as the repository's URL
+	// with its credentials removed.
+	Origin string
 }
 
 // Release is what a template sees as .Release.
@@ -118,9 +132,19 @@ func (c *Chart) Render(d Dir, rel Release) (_ *Rendered, err error) {
 // were decrypted, which no message may quote.
 func (c *Chart) mergedValues(d Dir) (vals map[string]any, secrets []string, err error) {
 	vals = copyValues(c.Values)
+	type valueFile struct{ root, file, shown string }
+	files := make([]valueFile, 0, len(d.ValueFiles)+len(d.ExtraValueFiles))
 	for _, name := range d.ValueFiles {
 		file := path.Join(c.Path, filepath.ToSlash(name))
-		data, decrypted, err := readRepoFile(d.Root, file, d.Decrypt)
+		files = append(files, valueFile{d.Root, file, file})
+	}
+	for _, x := range d.ExtraValueFiles {
+		file := path.Clean(filepath.ToSlash(x.File))
+		files = append(files, valueFile{x.Root, file, x.Origin + ": " + file})
+	}
+	for _, vf := range files {
+		file := vf.shown
+		data, decrypted, err := readRepoFile(vf.root, vf.file, d.Decrypt)
 		if err != nil {
 			return nil, nil, &fault.Error{File: file, Err: err}
 		}
