@@ -189,4 +189,7 @@ type ChartRef struct {
 	Version      string `json:"version"`
 	AppVersion   string `json:"appVersion,omitempty"`
 	ValuesDigest string `json:"valuesDigest"`
+	// ValuesCommit is the commit of the git repository the chart's value
+	// files came from (source.values); "" without one.
+	ValuesCommit string `json:"valuesCommit,omitempty"`
 }

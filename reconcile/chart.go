@@ -121,6 +121,12 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 		SealKey:    ids.SealKey(),
 		Limits:     c.opts.RenderLimits,
 	}
+	if v := src.Values; v != nil && p.values != nil {
+		origin := "values repository " + source.SanitizeString(v.RepoURL)
+		for _, f := range v.Files {
+			d.ExtraValueFiles = append(d.ExtraValueFiles, chartengine.ValueFile{Root: p.values.Dir, File: f, Origin: origin})
+		}
+	}
 	chart, err := chartengine.Load(d.Root, d.Path)
 	if err != nil {
 		return stalled("render", err)
@@ -145,6 +151,32 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 	}
 	p.rendered, p.declared = r.Rendered, declared
 	p.chart = &charts.ChartRef{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion, ValuesDigest: r.ValuesDigest}
+	if p.values != nil {
+		p.chart.ValuesCommit = p.values.Commit
+	}
+	return nil
+}
+
+// fetchValues fetches the git repository of source.values, through the
+// same Fetcher as the chart, so its deadlines, backoff and lease hold; the
+// pass releases it with p.rev. A rollback redeploys a record and needs no
+// values, so it does not fetch them.
+func (c *Controller) fetchValues(ctx context.Context, p *pass) error {
+	v := p.app.Source.Values
+	if v == nil || p.app.Source.Chart == nil || p.request != nil && p.request.Rollback > 0 {
+		return nil
+	}
+	began := c.now()
+	rev, err := c.opts.Fetcher.Fetch(ctx, source.Request{RepoURL: v.RepoURL, Revision: v.Revision, Credentials: v.Credentials})
+	c.opts.Metrics.ObserveGitFetch(v.RepoURL, c.now().Sub(began), err)
+	if err != nil {
+		err = fmt.Errorf("values repository: %w", err)
+		if errors.Is(err, source.ErrRevisionNotFound) {
+			return stalled("fetch", err)
+		}
+		return transient("fetch", err)
+	}
+	p.values = rev
 	return nil
 }
 

@@ -565,7 +565,7 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 	}
 	// The fetch step leases the checkout; no other fetch prunes it until
 	// the pass is over.
-	defer func() { p.rev.Release() }()
+	defer func() { p.rev.Release(); p.values.Release() }()
 	p.status.Name, p.status.Stack = app.Name, app.Stack
 	p.status.Unavailable = c.unavailable()
 	p.status.OutOfBand = nil

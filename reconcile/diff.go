@@ -66,7 +66,7 @@ func (c *Controller) Diff(ctx context.Context, name string) (Diff, error) {
 
 	p := &pass{app: app, owner: c.opts.ControllerID + "/" + app.Name, log: c.log.With("app", app.Name)}
 	p.backend = c.opts.Backend
-	defer func() { p.rev.Release() }()
+	defer func() { p.rev.Release(); p.values.Release() }()
 	for _, s := range []step{{"fetch", (*Controller).fetch}, {"render", (*Controller).render}, {"plan", (*Controller).plan}} {
 		if err := s.run(c, ctx, p); err != nil {
 			return Diff{}, err

@@ -48,6 +48,7 @@ type pass struct {
 	snapshot *snapshot
 
 	rev      *source.Revision
+	values   *source.Revision // the values repository's, see fetchValues
 	rendered *compose.Rendered
 	chart    *charts.ChartRef // set when rendered from a chart, see chart.go
 	declared *compose.Stack
@@ -219,6 +220,13 @@ var errGated = errors.New("gated")
 
 // fetch resolves the application's revision to a commit and its tree.
 func (c *Controller) fetch(ctx context.Context, p *pass) error {
+	if err := c.fetchSource(ctx, p); err != nil {
+		return err
+	}
+	return c.fetchValues(ctx, p)
+}
+
+func (c *Controller) fetchSource(ctx context.Context, p *pass) error {
 	if p.app.Source.FromRepository() {
 		return c.fetchChart(ctx, p)
 	}
