@@ -121,6 +121,11 @@ func (c *checker) projects(f *File) {
 			c.report(a.Name, p+".source.repoURL", ErrInvalid, "the repository is outside project %q (sourceRepos %q); the application is not deployed",
 				pr.Name, pr.SourceRepos)
 		}
+		// Values decide what runs as much as the chart does.
+		if v := a.Source.Values; v != nil && len(pr.SourceRepos) > 0 && !matchAny(pr.SourceRepos, v.RepoURL) {
+			c.report(a.Name, p+".source.values.repoURL", ErrInvalid, "the values repository is outside project %q (sourceRepos %q); the application is not deployed",
+				pr.Name, pr.SourceRepos)
+		}
 		if len(pr.Stacks) > 0 && !matchAny(pr.Stacks, a.Stack) {
 			field := p + ".stack"
 			if !c.m.written(field) {

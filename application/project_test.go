@@ -93,3 +93,13 @@ applications:
 `))
 	checkProblems(t, err, []want{{line: 6, app: "web-prod", field: "applications[0].name", kind: ErrInvalid, msg: "one project only"}})
 }
+
+func TestParse_valuesRepositoryOutsideTheProjectIsRefused(t *testing.T) {
+	_, err := Parse("apps.yaml", []byte(projectsBase+`  - name: shop-web
+    source:
+      repoURL: "https://git.example.com/shop/web.git"
+      chart: {}
+      values: {repoURL: "https://git.example.com/billing/values.git", files: [a.yaml]}
+`))
+	checkProblems(t, err, []want{{line: 15, app: "shop-web", field: "applications[0].source.values.repoURL", kind: ErrInvalid, msg: `values repository is outside project "shop"`}})
+}
