@@ -185,5 +185,9 @@ func chartLabel(r *charts.ChartRef) string {
 	if r == nil {
 		return ""
 	}
-	return r.Name + " " + r.Version + ", values " + r.ValuesDigest
+	l := r.Name + " " + r.Version + ", values " + r.ValuesDigest
+	if r.ValuesCommit != "" {
+		l += " from commit " + shortCommit(r.ValuesCommit)
+	}
+	return l
 }

@@ -49,6 +49,9 @@ func TestCommitInTheValuesRepositoryUpdatesTheStackOnTheNextPass(t *testing.T) {
 	if !strings.Contains(rs[0].Manifest, "from-values-1") || rs[0].Chart.ValuesCommit != v1 {
 		t.Fatalf("revision 1: values commit %q, manifest:\n%s", rs[0].Chart.ValuesCommit, rs[0].Manifest)
 	}
+	if want := " from commit " + shortCommit(v1); !strings.HasSuffix(res.Status.Chart, want) {
+		t.Fatalf("status chart %q does not end with %q", res.Status.Chart, want)
+	}
 	writes := b.Writes()
 	if res = mustReconcile(t, c, "shop"); res.Err != nil || res.Action != charts.Unchanged || b.Writes() != writes {
 		t.Fatalf("unchanged pass: %+v, %d writes", res, b.Writes()-writes)

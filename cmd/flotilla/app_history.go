@@ -61,7 +61,8 @@ func runAppHistory(ctx context.Context, c *client.Client, o appHistoryOptions, w
 }
 
 // chartCell shows a revision's chart as NAME-VERSION and the start of its
-// values digest, or "-" for a compose revision.
+// values digest (and the values repository's commit, if any), or "-" for
+// a compose revision.
 func chartCell(c *charts.ChartRef) string {
 	if c == nil {
 		return "-"
@@ -69,6 +70,9 @@ func chartCell(c *charts.ChartRef) string {
 	d := strings.TrimPrefix(c.ValuesDigest, "sha256:")
 	if len(d) > 12 {
 		d = d[:12]
+	}
+	if c.ValuesCommit != "" {
+		d += " from " + shortSHA(c.ValuesCommit)
 	}
 	return c.Name + "-" + c.Version + " (values " + d + ")"
 }

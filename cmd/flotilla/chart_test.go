@@ -105,6 +105,10 @@ func TestHistoryAndGetShowTheChartOfARevision(t *testing.T) {
 	if got != "shop-0.1.0 (values 0123456789ab)" || chartCell(nil) != "-" {
 		t.Fatalf("history cell %q", got)
 	}
+	got = chartCell(&charts.ChartRef{Name: "shop", Version: "0.1.0", ValuesDigest: "sha256:0123456789abcdef0123", ValuesCommit: "97fb0e242a6c38addba0cdd5bee8e532554712fb"})
+	if got != "shop-0.1.0 (values 0123456789ab from 97fb0e24)" {
+		t.Fatalf("history cell with a values repository %q", got)
+	}
 	var out bytes.Buffer
 	if err := printStatus(&out, application.Status{Name: "shop", Chart: "shop 0.1.0, values sha256:0123"}, time.Now()); err != nil {
 		t.Fatal(err)
