@@ -273,6 +273,23 @@ func NewWebhookTarget(app application.Application) WebhookTarget {
 	return t
 }
 
+// ValuesWebhookTarget describes the git repository of app's chart values
+// (source.values), if it names one: a push touching one of its files
+// refreshes app, as a push to the chart's own repository does.
+func ValuesWebhookTarget(app application.Application) (WebhookTarget, bool) {
+	v := app.Source.Values
+	if v == nil || len(v.Files) == 0 {
+		return WebhookTarget{}, false
+	}
+	t := WebhookTarget{App: app.Name, RepoURL: v.RepoURL, Revision: v.Revision, Path: cleanRepoPath(v.Files[0])}
+	for _, f := range v.Files[1:] {
+		if p := cleanRepoPath(f); p != t.Path && !slices.Contains(t.ExtraPaths, p) {
+			t.ExtraPaths = append(t.ExtraPaths, p)
+		}
+	}
+	return t, true
+}
+
 // webhookTargets lists the applications' sources if the controller
 // implements WebhookTargets, and otherwise returns an error wrapping
 // errors.ErrUnsupported: refreshing everything instead would break the

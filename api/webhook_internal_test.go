@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/flotilla-gitops/flotilla/application"
 )
 
 func TestReplayCache_claim(t *testing.T) {
@@ -161,4 +163,28 @@ func FuzzWebhookPayload(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestPushTouchingAValuesFileRefreshesTheChartApplication(t *testing.T) {
+	app := application.Application{Name: "shop-eu", Source: application.Source{
+		RepoURL: "https://github.com/acme/deploy", Revision: "main", Path: "charts/shop", Chart: &application.Chart{},
+		Values: &application.ValuesSource{RepoURL: "https://github.com/acme/values", Revision: "main", Files: []string{"eu/shop.yaml", "common.yaml"}},
+	}}
+	vt, ok := ValuesWebhookTarget(app)
+	if !ok {
+		t.Fatal("no target for the values repository")
+	}
+	targets := []WebhookTarget{NewWebhookTarget(app), vt}
+	push := func(files ...string) pushEvent {
+		return pushEvent{repos: []string{"https://github.com/acme/values"}, refs: []string{"refs/heads/main"}, files: files, complete: true}
+	}
+	if apps, why := push("common.yaml").match(targets); !slices.Equal(apps, []string{"shop-eu"}) {
+		t.Fatalf("push of a values file: %v (%s)", apps, why)
+	}
+	if apps, _ := push("us/shop.yaml").match(targets); len(apps) != 0 {
+		t.Fatalf("push of another file refreshed %v", apps)
+	}
+	if _, ok := ValuesWebhookTarget(application.Application{Name: "plain"}); ok {
+		t.Fatal("a target for an application without source.values")
+	}
 }

@@ -35,6 +35,9 @@ func (a Controller) WebhookTargets() []api.WebhookTarget {
 	out := make([]api.WebhookTarget, 0, len(apps))
 	for _, app := range apps {
 		out = append(out, api.NewWebhookTarget(app))
+		if t, ok := api.ValuesWebhookTarget(app); ok {
+			out = append(out, t)
+		}
 	}
 	return out
 }
