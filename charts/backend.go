@@ -168,6 +168,9 @@ type Release struct {
 	// record while git still points there, and moves on at the next
 	// commit (or an explicit sync).
 	PinnedCommit string `json:"pinnedCommit,omitempty"`
+	// PinnedValuesCommit is, likewise, the commit of the chart's values
+	// repository when the rollback was made; a commit there moves on too.
+	PinnedValuesCommit string `json:"pinnedValuesCommit,omitempty"`
 	// Author and Message describe the source commit when known.
 	Author  string `json:"author,omitempty"`
 	Message string `json:"message,omitempty"`

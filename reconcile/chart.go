@@ -160,15 +160,20 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 // fetchValues fetches the git repository of source.values, through the
 // same Fetcher as the chart, so its deadlines, backoff and lease hold; the
 // pass releases it with p.rev. A rollback redeploys a record and needs no
-// values, so it does not fetch them.
+// values: it fetches them only to learn the commit its pin holds at, and
+// goes ahead without it when the repository cannot be reached.
 func (c *Controller) fetchValues(ctx context.Context, p *pass) error {
 	v := p.app.Source.Values
-	if v == nil || p.app.Source.Chart == nil || p.request != nil && p.request.Rollback > 0 {
+	if v == nil || p.app.Source.Chart == nil {
 		return nil
 	}
 	began := c.now()
 	rev, err := c.opts.Fetcher.Fetch(ctx, source.Request{RepoURL: v.RepoURL, Revision: v.Revision, Credentials: v.Credentials})
 	c.opts.Metrics.ObserveGitFetch(v.RepoURL, c.now().Sub(began), err)
+	if err != nil && p.request != nil && p.request.Rollback > 0 {
+		p.log.Warn("values repository unavailable; the rollback's pin holds until the chart's revision changes", "error", err)
+		return nil
+	}
 	if err != nil {
 		err = fmt.Errorf("values repository: %w", err)
 		if errors.Is(err, source.ErrRevisionNotFound) {

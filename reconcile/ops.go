@@ -180,7 +180,8 @@ func (c *Controller) renderRecordCommit(ctx context.Context, p *pass, rec *chart
 // git points where it pointed when the rollback was made.
 func pinned(latest *charts.Release, p *pass) bool {
 	return latest != nil && latest.PinnedCommit != "" && p.rev != nil &&
-		latest.PinnedCommit == p.rev.Commit
+		latest.PinnedCommit == p.rev.Commit &&
+		(latest.PinnedValuesCommit == "" || p.values == nil || latest.PinnedValuesCommit == p.values.Commit)
 }
 
 func pinMessage(r *charts.Release) string {

@@ -448,6 +448,9 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 			rec.Trigger = fmt.Sprintf("rollback to revision %d", p.request.Rollback)
 			rec.Commit, rec.Author, rec.Message = p.rollbackOf.Commit, p.rollbackOf.Author, p.rollbackOf.Message
 			rec.PinnedCommit = p.rev.Commit
+			if p.values != nil {
+				rec.PinnedValuesCommit = p.values.Commit
+			}
 		}
 		if p.request.By != "" {
 			rec.Trigger += " by " + p.request.By
