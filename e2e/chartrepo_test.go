@@ -1,19 +1,17 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/application"
-	"github.com/flotilla-gitops/flotilla/chartengine"
 	"github.com/flotilla-gitops/flotilla/chartrepo"
+	"github.com/flotilla-gitops/flotilla/chartrepo/chartrepotest"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/reconcile"
 	"github.com/flotilla-gitops/flotilla/source"
@@ -46,8 +44,7 @@ func newChartServer(t *testing.T) *chartServer {
 // its chart version, and rebuilds the index.
 func (s *chartServer) publish(version string) {
 	s.t.Helper()
-	root := s.t.TempDir()
-	for name, text := range map[string]string{
+	chartrepotest.Publish(s.t, s.dir, "greeter", map[string]string{
 		"greeter/Chart.yaml":  "apiVersion: v2\nname: greeter\nversion: " + version + "\nappVersion: \"1\"\n",
 		"greeter/values.yaml": "replicas: 1\n",
 		"greeter/templates/web.yaml": `services:
@@ -60,33 +57,7 @@ func (s *chartServer) publish(version string) {
     deploy:
       replicas: {{ .Values.replicas }}
 `,
-	} {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			s.t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			s.t.Fatal(err)
-		}
-	}
-	c, err := chartengine.Load(root, "greeter")
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := c.Package(&buf); err != nil {
-		s.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(s.dir, chartengine.ArchiveName(c.Meta)), buf.Bytes(), 0o644); err != nil {
-		s.t.Fatal(err)
-	}
-	ix, err := chartrepo.BuildIndex(s.dir, "", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(s.dir, "index.yaml"), ix, 0o644); err != nil {
-		s.t.Fatal(err)
-	}
+	})
 }
 
 func TestChartFromARepositoryFollowsItsConstraintAndRollsBackWithTheRepositoryStopped(t *testing.T) {

@@ -1,19 +1,16 @@
 package reconcile
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/application"
-	"github.com/flotilla-gitops/flotilla/chartengine"
 	"github.com/flotilla-gitops/flotilla/chartrepo"
+	"github.com/flotilla-gitops/flotilla/chartrepo/chartrepotest"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/charts/chartstest"
 )
@@ -35,40 +32,12 @@ func newServedCharts(t *testing.T) *servedCharts {
 
 func (s *servedCharts) publish(version string) {
 	s.t.Helper()
-	root := s.t.TempDir()
-	files := map[string]string{
+	chartrepotest.Publish(s.t, s.dir, "web", map[string]string{
 		"web/Chart.yaml":          "apiVersion: v2\nname: web\nversion: " + version + "\n",
 		"web/values.yaml":         "tag: \"" + version + "\"\n",
 		"web/templates/web.yaml":  "services:\n  web:\n    image: example/web:{{ .Values.tag }}\n",
 		"web/templates/_none.tpl": "",
-	}
-	for name, text := range files {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			s.t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			s.t.Fatal(err)
-		}
-	}
-	c, err := chartengine.Load(root, "web")
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := c.Package(&buf); err != nil {
-		s.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(s.dir, chartengine.ArchiveName(c.Meta)), buf.Bytes(), 0o644); err != nil {
-		s.t.Fatal(err)
-	}
-	ix, err := chartrepo.BuildIndex(s.dir, "", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(s.dir, "index.yaml"), ix, 0o644); err != nil {
-		s.t.Fatal(err)
-	}
+	})
 }
 
 func TestAChartFromARepositoryFollowsItsConstraintAndRollsBackWithoutIt(t *testing.T) {
