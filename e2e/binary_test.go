@@ -158,23 +158,9 @@ applications:
 
 	addr := freeAddr(t)
 	const token = "e2e-admin-token-0123456789"
-	ctx, cancel := context.WithCancel(context.Background())
-	ctl := exec.CommandContext(ctx, bin, "controller", "--config", appsFile, "--data", filepath.Join(dir, "data"),
-		"--controller-id", "e2ebin", "--listen", addr, "--log-level", "warn")
 	const hookSecret = "e2e-webhook-secret"
-	ctl.Env = append(os.Environ(), "FLOTILLA_ADMIN_TOKEN="+token, "FLOTILLA_WEBHOOK_SECRET="+hookSecret)
-	var logs bytes.Buffer
-	ctl.Stdout, ctl.Stderr = &logs, &logs
-	if err := ctl.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = ctl.Wait()
-		if t.Failed() {
-			t.Logf("controller log:\n%s", logs.String())
-		}
-	})
+	startController(t, appsFile, "e2ebin", []string{"FLOTILLA_ADMIN_TOKEN=" + token, "FLOTILLA_WEBHOOK_SECRET=" + hookSecret},
+		"--listen", addr, "--log-level", "warn")
 	server := "http://" + addr
 	c := cli{t: t, bin: bin, server: server, env: []string{"FLOTILLA_SERVER=" + server, "FLOTILLA_TOKEN=" + token}}
 

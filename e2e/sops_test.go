@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -233,24 +232,6 @@ func (o *outputs) add(what, body string) {
 	o.bodies[what] = append(o.bodies[what], body)
 }
 
-// streamBuffer is an SSE stream read into memory until the test ends.
-type streamBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *streamBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *streamBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
-
 func TestSopsDecryptedValuesReachNoOutputAndARollbackRedeploysThemExactly(t *testing.T) {
 	t.Parallel()
 	bin := flotillaBinary(t)
@@ -304,22 +285,12 @@ applications:
 
 	addr := freeAddr(t)
 	const adminToken, readToken = "e2e-seal-admin-0123456789", "e2e-seal-read-0123456789"
+	ctl := startController(t, appsFile, "e2eseal", []string{"FLOTILLA_ADMIN_TOKEN=" + adminToken, "FLOTILLA_READ_TOKEN=" + readToken},
+		"--listen", addr, "--log-format", "json")
+	logs := ctl.logs
+	// The event streams below last as long as the test.
 	ctx, cancel := context.WithCancel(context.Background())
-	ctl := exec.CommandContext(ctx, bin, "controller", "--config", appsFile, "--data", filepath.Join(dir, "data"),
-		"--controller-id", "e2eseal", "--listen", addr, "--log-level", "debug", "--log-format", "json")
-	ctl.Env = append(os.Environ(), "FLOTILLA_ADMIN_TOKEN="+adminToken, "FLOTILLA_READ_TOKEN="+readToken)
-	var logs streamBuffer
-	ctl.Stdout, ctl.Stderr = &logs, &logs
-	if err := ctl.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = ctl.Wait()
-		if t.Failed() {
-			t.Logf("controller log:\n%s", logs.String())
-		}
-	})
+	t.Cleanup(cancel)
 	server := "http://" + addr
 	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
 		resp, err := http.Get(server + "/readyz")
@@ -331,9 +302,9 @@ applications:
 	})
 
 	// The event stream, as each role sees it, for the whole test.
-	streams := map[string]*streamBuffer{}
+	streams := map[string]*lockedBuffer{}
 	for role, token := range map[string]string{"admin": adminToken, "read": readToken} {
-		s := &streamBuffer{}
+		s := &lockedBuffer{}
 		streams[role] = s
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, server+"/api/v1/events", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
