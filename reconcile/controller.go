@@ -184,6 +184,8 @@ type appState struct {
 	rolledBackManifest string
 	// drift is what the drift comparison remembers between passes.
 	drift driftMemory
+	// degraded watches the newest sync for an automatic rollback.
+	degraded degradedWatch
 
 	// refreshed is set by Refresh while a pass runs: another pass is due
 	// as soon as this one ends.
