@@ -10,12 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/events"
-	"github.com/flotilla-gitops/flotilla/health"
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
@@ -107,11 +105,11 @@ func (c *Controller) runHooks(ctx context.Context, p *pass, phase compose.HookPh
 	for _, name := range names {
 		s, exists := live[name]
 		if exists && s.Labels[LabelHookTarget] == target {
-			switch r := health.Service(s, c.now(), health.Options{}); r.Health {
-			case application.Healthy:
+			switch r := judgeHook(s); r.outcome {
+			case hookSucceeded:
 				p.log.Info("hook already succeeded for this revision; not run again", "service", name, "hook", phase)
 				continue
-			case application.Degraded:
+			case hookFailed:
 				if p.request == nil {
 					return c.hookFailed(ctx, p, step, phase, name, s, r)
 				}
@@ -172,7 +170,7 @@ func (c *Controller) startHook(ctx context.Context, p *pass, phase compose.HookP
 // completed; the first that fails, or the deadline, fails the sync.
 func (c *Controller) waitHooks(ctx context.Context, p *pass, step string, phase compose.HookPhase, names []string, target string, deadline time.Time) error {
 	left := slices.Clone(names)
-	last := map[string]health.Result{}
+	last := map[string]hookResult{}
 	for len(left) > 0 {
 		states, _, err := capability.ReadStack(ctx, p.backend, p.app.Stack)
 		if err == nil {
@@ -180,14 +178,14 @@ func (c *Controller) waitHooks(ctx context.Context, p *pass, step string, phase 
 				if !slices.Contains(left, s.Name) || s.Labels[LabelHookTarget] != target {
 					continue
 				}
-				r := health.Service(s, c.now(), health.Options{})
+				r := judgeHook(s)
 				last[s.Name] = r
-				switch r.Health {
-				case application.Healthy:
+				switch r.outcome {
+				case hookSucceeded:
 					left = slices.DeleteFunc(left, func(n string) bool { return n == s.Name })
 					p.log.Info("hook succeeded", "service", s.Name, "hook", phase)
 					c.emit(p, events.HookRan, s.Name, fmt.Sprintf("%s hook succeeded", phase), map[string]any{"hook": string(phase), "outcome": "succeeded"})
-				case application.Degraded:
+				case hookFailed:
 					return c.hookFailed(ctx, p, step, phase, s.Name, s, r)
 				}
 			}
@@ -198,7 +196,7 @@ func (c *Controller) waitHooks(ctx context.Context, p *pass, step string, phase 
 		if !c.now().Before(deadline) {
 			msg := "its job was not found"
 			if r, ok := last[left[0]]; ok {
-				msg = r.Message
+				msg = r.message
 			}
 			return stalled(step, fmt.Errorf("%s hook %s did not complete within %s: %s; nothing after it was written", phase, left[0], syncTimeout(p.app), msg))
 		}
@@ -213,10 +211,10 @@ func (c *Controller) waitHooks(ctx context.Context, p *pass, step string, phase 
 
 // hookFailed reports a failed hook with its last log lines, and removes its
 // job when its policy says HookFailed.
-func (c *Controller) hookFailed(ctx context.Context, p *pass, step string, phase compose.HookPhase, name string, s charts.ServiceState, r health.Result) error {
+func (c *Controller) hookFailed(ctx context.Context, p *pass, step string, phase compose.HookPhase, name string, s charts.ServiceState, r hookResult) error {
 	lines, lerr := capability.LogTail(ctx, p.backend, s.ID, hookLogLines)
 	lines = redactLines(p, lines)
-	msg := fmt.Sprintf("%s hook %s failed: %s; nothing after it was written", phase, name, r.Message)
+	msg := fmt.Sprintf("%s hook %s failed: %s; nothing after it was written", phase, name, r.message)
 	switch {
 	case lerr != nil:
 		msg += fmt.Sprintf("; its logs could not be read: %v", source.Sanitize(lerr))
@@ -301,7 +299,7 @@ func (c *Controller) cleanHooks(ctx context.Context, p *pass) error {
 		if !slices.Contains(succeeded, s.Name) || s.Labels[LabelHookTarget] != target {
 			continue
 		}
-		if health.Service(s, c.now(), health.Options{}).Health != application.Healthy {
+		if judgeHook(s).outcome != hookSucceeded {
 			continue
 		}
 		if err := rm.RemoveService(ctx, s.ID); err != nil {
@@ -311,4 +309,49 @@ func (c *Controller) cleanHooks(ctx context.Context, p *pass) error {
 		p.log.Info("removed succeeded hook job (deletePolicy HookSucceeded)", "service", s.Name)
 	}
 	return nil
+}
+
+// The outcomes of a hook job.
+const (
+	hookRunning   = "running"
+	hookSucceeded = "succeeded"
+	hookFailed    = "failed"
+)
+
+type hookResult struct {
+	outcome string
+	message string
+}
+
+// judgeHook reads a hook job's outcome from its tasks. It is not the health
+// rollup: that forgets a failure after a while (a service's past failures
+// stop counting against it), while a hook that failed has failed for good.
+// A job with every completion done succeeded; one whose task failed with no
+// other task still on its way failed (hooks run with restart condition none
+// unless they ask for retries, see compose.Subset).
+func judgeHook(s charts.ServiceState) hookResult {
+	if s.Desired > 0 && s.Completed >= s.Desired {
+		return hookResult{hookSucceeded, fmt.Sprintf("%d/%d completed", s.Completed, s.Desired)}
+	}
+	var failed *charts.TaskState
+	active := false
+	for i, t := range s.Tasks {
+		switch t.State {
+		case "failed", "rejected", "orphaned":
+			if failed == nil || t.Timestamp.After(failed.Timestamp) {
+				failed = &s.Tasks[i]
+			}
+		case "complete", "shutdown", "remove":
+		default:
+			active = true
+		}
+	}
+	if failed != nil && !active {
+		why := failed.Err
+		if why == "" {
+			why = failed.Message
+		}
+		return hookResult{hookFailed, fmt.Sprintf("task %s: %s", failed.State, why)}
+	}
+	return hookResult{hookRunning, fmt.Sprintf("%d/%d completed", s.Completed, s.Desired)}
 }
