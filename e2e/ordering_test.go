@@ -51,18 +51,26 @@ func orderedHarness(t *testing.T, timeout time.Duration) *harness {
 // first.
 func tasksOf(t *testing.T, stack, service string) []swarm.Task {
 	t.Helper()
+	tasks, err := tryTasksOf(t, stack, service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tasks
+}
+
+func tryTasksOf(t *testing.T, stack, service string) ([]swarm.Task, error) {
 	tasks, err := swarmtest.Client(t).TaskList(context.Background(), swarm.TaskListOptions{
 		Filters: filters.NewArgs(filters.Arg("service", stack+"_"+service)),
 	})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	for i := 1; i < len(tasks); i++ {
 		for j := i; j > 0 && tasks[j].CreatedAt.After(tasks[j-1].CreatedAt); j-- {
 			tasks[j], tasks[j-1] = tasks[j-1], tasks[j]
 		}
 	}
-	return tasks
+	return tasks, nil
 }
 
 // runningSince is when the service's oldest task still running reached
@@ -250,12 +258,16 @@ func TestAControllerKilledWhileAHookRunsDoesNotRunItAgainAndFinishesTheSync(t *t
 	c := startController(t, apps, stack, nil, "--listen", "")
 	var job swarm.Task
 	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
-		tasks := tasksOf(t, stack, "migrate")
-		if len(tasks) == 0 || tasks[0].Status.State != swarm.TaskStateRunning {
-			return false, "no running migrate task"
+		tasks, err := tryTasksOf(t, stack, "migrate")
+		if err != nil || len(tasks) == 0 || tasks[0].Status.State != swarm.TaskStateRunning {
+			return false, fmt.Sprint("no running migrate task: ", err)
 		}
 		job = tasks[0]
 		return true, ""
+	})
+	// However the test ends, the job is let go so its stack can be removed.
+	t.Cleanup(func() {
+		_ = swarmtest.Client(t).ContainerKill(context.Background(), job.Status.ContainerStatus.ContainerID, "TERM")
 	})
 	c.stop(syscall.SIGKILL, 10*time.Second)
 	if _, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_api", swarm.ServiceInspectOptions{}); err == nil {
@@ -263,8 +275,7 @@ func TestAControllerKilledWhileAHookRunsDoesNotRunItAgainAndFinishesTheSync(t *t
 	}
 
 	c2 := startController(t, apps, stack, nil, "--listen", "")
-	c2.waitLog("pass", 60*time.Second)
-	time.Sleep(2 * time.Second) // the restarted pass is waiting on the job now
+	c2.waitLog("hook is still running for this revision; waiting for it", 60*time.Second)
 	if err := swarmtest.Client(t).ContainerKill(context.Background(), job.Status.ContainerStatus.ContainerID, "TERM"); err != nil {
 		t.Fatal(err)
 	}

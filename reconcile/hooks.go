@@ -114,6 +114,7 @@ func (c *Controller) runHooks(ctx context.Context, p *pass, phase compose.HookPh
 					return c.hookFailed(ctx, p, step, phase, name, s, r)
 				}
 			default:
+				p.log.Info("hook is still running for this revision; waiting for it, not starting it again", "service", name, "hook", phase)
 				waiting = append(waiting, name)
 				continue
 			}
