@@ -361,3 +361,18 @@ func keys[V any](m map[string]V) []string {
 	}
 	return out
 }
+
+func TestAHookJobIsRefusedByTheGuardsLikeAnyOtherService(t *testing.T) {
+	t.Parallel()
+	h := orderedHarness(t, 30*time.Second)
+	withSocket := strings.Replace(migrations, "    deploy: {mode: replicated-job}\n    x-flotilla: {hook: PreSync}\n",
+		"    volumes: [\"/var/run/docker.sock:/var/run/docker.sock\"]\n    deploy: {mode: replicated-job}\n    x-flotilla: {hook: PreSync}\n", 1)
+	h.repo.Commit("socket", map[string]string{"deploy/docker-compose.yml": withSocket, "deploy/.env": "# none\n"})
+	res := h.reconcile(h.controller(false))
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "PreSync hook migrate") || !strings.Contains(res.Err.Error(), "docker.sock") {
+		t.Fatalf("sync error %v, want the hook refused for binding the docker socket", res.Err)
+	}
+	if svcs := h.services(); len(svcs) != 0 {
+		t.Errorf("services written after the hook was refused: %v", keys(svcs))
+	}
+}
