@@ -204,3 +204,21 @@ func keysOf[V any](m map[string]V) func(func(string) bool) {
 }
 
 func specEqual(a, b any) bool { return reflect.DeepEqual(a, b) }
+
+func TestTheOrderingExampleRendersWithItsWavesAndHooks(t *testing.T) {
+	r, err := Render("ordered", Dir{Root: "../examples/ordering/repo", Files: []string{"docker-compose.yml"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ord, err := ReadOrdering(r.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nums, waves := ord.Waves([]string{"api", "db", "migrate", "smoke", "web"})
+	if !slices.Equal(nums, []int{0, 1, 2}) || !slices.Equal(waves[0], []string{"db"}) || !slices.Equal(waves[1], []string{"api"}) {
+		t.Errorf("waves %v %v", nums, waves)
+	}
+	if !slices.Equal(ord.Hooks(PreSync), []string{"migrate"}) || ord.Of("smoke") != (Order{Hook: PostSync, DeletePolicy: HookSucceeded}) {
+		t.Errorf("hooks %+v", ord)
+	}
+}

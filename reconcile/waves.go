@@ -168,17 +168,7 @@ func (c *Controller) applyWaves(ctx context.Context, p *pass) error {
 		if res.Writes == 0 && allHealthy(before, wave) {
 			continue
 		}
-		if err := c.waitHealthy(ctx, p, wave, deadline, func(service string) string {
-			rest := strings.Join(intStrings(nums[i+1:]), ", ")
-			msg := fmt.Sprintf("wave %d", nums[i])
-			if service != "" {
-				msg += ", service " + service
-			}
-			if rest != "" {
-				return msg + "; wave(s) " + rest + " not written"
-			}
-			return msg
-		}); err != nil {
+		if err := c.waitHealthy(ctx, p, wave, deadline, nums[i], nums[i+1:]); err != nil {
 			p.deployed = &total
 			return err
 		}
@@ -203,7 +193,18 @@ func deployError(step string, err error) error {
 // Healthy, and fails with what names the first one that is not when the
 // deadline passes or Swarm rolls one back. The pass's health is judged from
 // the last read, so a failed wave leaves an honest status.
-func (c *Controller) waitHealthy(ctx context.Context, p *pass, services []string, deadline time.Time, what func(service string) string) error {
+func (c *Controller) waitHealthy(ctx context.Context, p *pass, services []string, deadline time.Time, wave int, later []int) error {
+	what := func(service string) string {
+		msg := fmt.Sprintf("wave %d", wave)
+		if service != "" {
+			msg += ", service " + service
+		}
+		return msg
+	}
+	notWritten := ""
+	if len(later) > 0 {
+		notWritten = "; wave(s) " + strings.Join(intStrings(later), ", ") + " not written"
+	}
 	want := make([]expected, 0, len(services))
 	all := declaredOf(p)
 	for _, e := range all {
@@ -223,7 +224,7 @@ func (c *Controller) waitHealthy(ctx context.Context, p *pass, services []string
 			}
 			if rb := rolledBackServices(onlyThese(states, services)); len(rb) > 0 {
 				c.judgeAfterWave(p, lastRead)
-				return stalled("waves", fmt.Errorf("%s: Swarm rolled back %s: %s", what(rb[0]), strings.Join(rb, ", "), last[rb[0]].Message))
+				return stalled("waves", fmt.Errorf("%s: Swarm rolled back %s: %s%s", what(rb[0]), strings.Join(rb, ", "), last[rb[0]].Message, notWritten))
 			}
 		}
 		if !c.now().Before(deadline) {
@@ -235,7 +236,7 @@ func (c *Controller) waitHealthy(ctx context.Context, p *pass, services []string
 			if lastRead != nil {
 				c.judgeAfterWave(p, lastRead)
 			}
-			return stalled("waves", fmt.Errorf("%s is not Healthy within %s: %s", what(bad), syncTimeout(p.app), msg))
+			return stalled("waves", fmt.Errorf("%s is not Healthy within %s: %s%s", what(bad), syncTimeout(p.app), msg, notWritten))
 		}
 		select {
 		case <-ctx.Done():
