@@ -2,10 +2,12 @@ package reconcile
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -35,12 +37,49 @@ type ordered struct {
 	names    []string
 }
 
+// orderings keeps the order of recent manifests: a steady-state pass asks
+// for it (health, drift) and must not parse its manifest again every time.
+var orderings = struct {
+	sync.Mutex
+	m map[[32]byte]*ordered // by the manifest's digest
+}{m: map[[32]byte]*ordered{}}
+
+// maxOrderings bounds that memory; it starts over when full.
+const maxOrderings = 256
+
 // ordering returns the order of the pass's manifest.
 func (p *pass) ordering() (*ordered, error) {
 	m := p.rendered.Manifest
 	if p.ord != nil && p.ord.manifest == m {
 		return p.ord, nil
 	}
+	if !strings.Contains(m, compose.Extension) {
+		p.ord = &ordered{manifest: m, order: compose.Ordering{}, services: m}
+		return p.ord, nil
+	}
+	key := sha256.Sum256([]byte(m))
+	orderings.Lock()
+	o, ok := orderings.m[key]
+	orderings.Unlock()
+	if ok {
+		p.ord = o
+		return o, nil
+	}
+	o, err := readOrdered(m)
+	if err != nil {
+		return nil, err
+	}
+	orderings.Lock()
+	if len(orderings.m) >= maxOrderings {
+		clear(orderings.m)
+	}
+	orderings.m[key] = o
+	orderings.Unlock()
+	p.ord = o
+	return o, nil
+}
+
+func readOrdered(m string) (*ordered, error) {
 	ord, err := compose.ReadOrdering(m)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", compose.Extension, err)
@@ -58,7 +97,6 @@ func (p *pass) ordering() (*ordered, error) {
 			}
 		}
 	}
-	p.ord = o
 	return o, nil
 }
 
