@@ -376,3 +376,46 @@ func TestAHookJobIsRefusedByTheGuardsLikeAnyOtherService(t *testing.T) {
 		t.Errorf("services written after the hook was refused: %v", keys(svcs))
 	}
 }
+
+const deletePolicies = `version: "3.8"
+services:
+  api:
+    image: flotilla-test/app:1
+    stop_grace_period: 1s
+  smoke:
+    image: flotilla-test/app:1
+    command: ["exit", "0"]
+    deploy: {mode: replicated-job}
+    x-flotilla: {hook: PostSync, deletePolicy: HookSucceeded}
+`
+
+func TestHookJobsAreRemovedAsTheirDeletePolicySays(t *testing.T) {
+	t.Parallel()
+	h := orderedHarness(t, 60*time.Second)
+	h.repo.Commit("v1", map[string]string{"deploy/docker-compose.yml": deletePolicies, "deploy/.env": "# none\n"})
+	ctl := h.controller(false)
+	res := h.reconcile(ctl)
+	if res.Err != nil || res.Revision != 1 {
+		t.Fatalf("sync: %v, revision %d", res.Err, res.Revision)
+	}
+	if _, ok := h.services()["smoke"]; ok {
+		t.Error("the HookSucceeded job is still there after its sync was recorded")
+	}
+	if res = h.reconcile(ctl); res.Err != nil || res.Deployed != nil {
+		t.Fatalf("unchanged pass: %v, %+v", res.Err, res.Deployed)
+	}
+	if _, ok := h.services()["smoke"]; ok {
+		t.Error("an unchanged pass ran the removed hook again")
+	}
+
+	failing := strings.Replace(deletePolicies, `command: ["exit", "0"]`, `command: ["exit", "4"]`, 1)
+	failing = strings.Replace(failing, "hook: PostSync, deletePolicy: HookSucceeded", "hook: PreSync, deletePolicy: HookFailed", 1)
+	h.repo.Commit("v2", map[string]string{"deploy/docker-compose.yml": failing, "deploy/.env": "# none\n"})
+	res = h.reconcile(ctl)
+	if res.Err == nil || !strings.Contains(res.Status.LastError, "non-zero exit (4)") || !strings.Contains(res.Status.LastError, `app: args ["exit" "4"]`) {
+		t.Fatalf("sync of a failing hook: %v", res.Status.LastError)
+	}
+	if _, ok := h.services()["smoke"]; ok {
+		t.Error("the HookFailed job is still there after it failed")
+	}
+}
