@@ -299,6 +299,8 @@ func (c *Controller) unavailable() []string {
 	check(ok, "trusted health reads", "StackServicesReader")
 	_, ok = capability.As[capability.StacksReader](b)
 	check(ok, "batched swarm reads", "StacksReader")
+	_, ok = capability.As[capability.ServiceLogs](b)
+	check(ok, "hook logs", "ServiceLogs")
 	return out
 }
 

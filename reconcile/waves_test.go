@@ -266,6 +266,9 @@ func TestAFailedPreSyncHookLeavesTheServicesUntouchedAndSaysWhy(t *testing.T) {
 	if !strings.Contains(res.Status.LastError, "PreSync hook migrate failed") {
 		t.Errorf("status error %q", res.Status.LastError)
 	}
+	if !slices.Contains(res.Status.Unavailable, "hook logs unavailable: backend lacks ServiceLogs") {
+		t.Errorf("status does not list the lost hook logs: %v", res.Status.Unavailable)
+	}
 	// The same revision fails again without running the hook again.
 	b.resetLog()
 	if res := mustReconcile(t, c, "shop"); res.Err == nil || len(b.deploys()) != 0 {
