@@ -38,6 +38,9 @@ func (b *orderBackend) DeployStack(ctx context.Context, req charts.DeployRequest
 	res, err := b.MinimalBackend.DeployStack(ctx, req)
 	b.mu.Lock()
 	b.log = append(b.log, "deploy "+strings.Join(names, ","))
+	for _, h := range req.Heal {
+		delete(b.failed, strings.TrimPrefix(h, req.Stack+"_")) // a rewritten job runs again
+	}
 	b.mu.Unlock()
 	return res, err
 }
@@ -273,6 +276,15 @@ func TestAFailedPreSyncHookLeavesTheServicesUntouchedAndSaysWhy(t *testing.T) {
 	b.resetLog()
 	if res := mustReconcile(t, c, "shop"); res.Err == nil || len(b.deploys()) != 0 {
 		t.Errorf("retry: %v, deploys %v", res.Err, b.deploys())
+	}
+	// An explicit sync runs it anew, and this time it succeeds.
+	b.resetLog()
+	res, err := c.SyncNow(context.Background(), "shop", "alice")
+	if err != nil || res.Err != nil {
+		t.Fatalf("explicit sync: %v %v", err, res.Err)
+	}
+	if got := b.deploys(); !slices.Equal(got, []string{"migrate", "api", "notify"}) {
+		t.Errorf("explicit sync deploys %v, want the hook run again, then the services", got)
 	}
 }
 
