@@ -419,3 +419,61 @@ func TestHookJobsAreRemovedAsTheirDeletePolicySays(t *testing.T) {
 		t.Error("the HookFailed job is still there after it failed")
 	}
 }
+
+// slowWaves has a wave-0 service whose first healthcheck passes only after
+// about fifteen seconds, so a controller can be killed while it waits.
+const slowWaves = `version: "3.8"
+services:
+  db:
+    image: flotilla-test/app:1
+    stop_grace_period: 1s
+    healthcheck:
+      test: ["CMD", "/app", "healthcheck"]
+      interval: 15s
+      timeout: 2s
+    x-flotilla: {wave: 0}
+  api:
+    image: flotilla-test/app:1
+    stop_grace_period: 1s
+    x-flotilla: {wave: 1}
+`
+
+func TestAControllerKilledWhileAWaveWaitsResumesWithoutRewritingIt(t *testing.T) {
+	t.Parallel()
+	stack := swarmtest.Name(t, "wavekill")
+	swarmtest.Cleanup(t, stack)
+	repo := gittest.New(t)
+	repo.Commit("initial", map[string]string{"deploy/docker-compose.yml": slowWaves})
+	apps := shutdownApps(t, stack, repo.Dir, "      wait: {timeout: 3m}\n")
+	c := startController(t, apps, stack, nil, "--listen", "")
+	c.waitLog("wave applied", 60*time.Second)
+	c.stop(syscall.SIGKILL, 10*time.Second)
+	api := swarmtest.Client(t)
+	db, _, err := api.ServiceInspectWithRaw(context.Background(), stack+"_db", swarm.ServiceInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := api.ServiceInspectWithRaw(context.Background(), stack+"_api", swarm.ServiceInspectOptions{}); err == nil {
+		t.Fatal("wave 1 was written before wave 0 was Healthy")
+	}
+
+	c2 := startController(t, apps, stack, nil, "--listen", "")
+	c2.waitLog("deployed revision", 120*time.Second)
+	after, _, err := api.ServiceInspectWithRaw(context.Background(), stack+"_db", swarm.ServiceInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ID != db.ID || after.Meta.UpdatedAt != db.Meta.UpdatedAt || after.Spec.Labels["io.flotilla.revision"] != "1" {
+		t.Errorf("db was rewritten after the restart: updated %s, was %s", after.UpdatedAt, db.UpdatedAt)
+	}
+	if tasks := tasksOf(t, stack, "db"); len(tasks) != 1 {
+		t.Errorf("db has %d tasks, want the one that was starting when the controller was killed", len(tasks))
+	}
+	apiSvc, _, err := api.ServiceInspectWithRaw(context.Background(), stack+"_api", swarm.ServiceInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if healthy := runningSince(t, stack, "db"); apiSvc.CreatedAt.Before(healthy) {
+		t.Errorf("api created at %s, before db ran (%s)", apiSvc.CreatedAt, healthy)
+	}
+}
