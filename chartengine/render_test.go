@@ -317,14 +317,6 @@ func TestChartYAMLIsValidatedStrictly(t *testing.T) {
 	}
 }
 
-func TestChartWithDependenciesIsRefusedAsNotSupported(t *testing.T) {
-	root := copyExample(t, map[string]string{"chart/Chart.yaml": "apiVersion: v2\nname: shop\nversion: 0.1.0\ndependencies:\n  - name: redis\n    version: ~7.2\n    repository: https://charts.example.com\n"})
-	err := mustFail(render(t, root, Dir{}))
-	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "subcharts") {
-		t.Fatal(err)
-	}
-}
-
 func TestHelperFileWithOutputIsRefused(t *testing.T) {
 	root := copyExample(t, map[string]string{"chart/templates/_extra.tpl": "services: {}\n"})
 	wantFault(t, mustFail(render(t, root, Dir{})), "chart/templates/_extra.tpl", "only define")
@@ -355,7 +347,7 @@ x-dollar: "$HOME"
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, _, err := c.execute(copyValues(c.Values), Release{Name: "shop", Revision: 4})
+	doc, _, err := newRenderSet([]*unit{{chart: c, vals: copyValues(c.Values)}}).execute(Release{Name: "shop", Revision: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
