@@ -223,7 +223,7 @@ func TestBadSubchartsAreNamed(t *testing.T) {
 		{"file path leaving the repository", "  - name: cache\n    version: ~1.0\n    repository: file://../../elsewhere\n", "", nil,
 			"../elsewhere", []string{source.ErrOutsideRepository.Error()}},
 		{"template error in the subchart", "  - name: cache\n    version: ~1.0\n", "", map[string]string{
-			"shop/charts/cache/Chart.yaml":          "apiVersion: v2\nname: cache\nversion: 1.0.0\n",
+			"shop/charts/cache/Chart.yaml":         "apiVersion: v2\nname: cache\nversion: 1.0.0\n",
 			"shop/charts/cache/templates/bad.yaml": "services:\n\n  c: {{ .Values.x | nosuch }}\n"},
 			"shop/charts/cache/templates/bad.yaml", []string{"chart cache", `"nosuch" not defined`}},
 		{"schema violation in the subchart", "  - name: cache\n    version: ~1.0\n", "cache:\n  replicas: 9\n", cacheChart("shop/charts/cache", "1.0.0"),
@@ -231,7 +231,7 @@ func TestBadSubchartsAreNamed(t *testing.T) {
 		{"subchart values not a mapping", "  - name: cache\n    version: ~1.0\n", "cache: 3\n", cacheChart("shop/charts/cache", "1.0.0"),
 			"shop/values.yaml", []string{"value cache is a int;", "must be a mapping"}},
 		{"subchart file leaving it", "  - name: cache\n    version: ~1.0\n", "", map[string]string{
-			"shop/charts/cache/Chart.yaml":          "apiVersion: v2\nname: cache\nversion: 1.0.0\n",
+			"shop/charts/cache/Chart.yaml":         "apiVersion: v2\nname: cache\nversion: 1.0.0\n",
 			"shop/charts/cache/templates/bad.yaml": "configs:\n  c: {file: ../../files/x}\n"},
 			"shop/charts/cache/templates/bad.yaml", []string{"configs.c.file", "leaves the subchart"}},
 		{"unsupported repository", "  - name: cache\n    version: ~1.0\n    repository: oci://r.example.com/c\n", "", nil,
