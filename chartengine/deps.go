@@ -2,6 +2,7 @@ package chartengine
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -130,7 +131,15 @@ func (c *Chart) findDep(dep Dependency, constraint *semver.Constraints, archives
 		if d.Resolve == nil {
 			return nil, bad("not vendored in %s/, and this render has no chart repository client to fetch it from %s", ChartsDir, repo)
 		}
-		return d.Resolve(repo, dep.Name, dep.Version)
+		sub, err := d.Resolve(repo, dep.Name, dep.Version)
+		if err != nil {
+			var fe *fault.Error
+			if errors.As(err, &fe) {
+				return nil, err
+			}
+			return nil, &fault.Error{File: c.rel(ChartFile), Field: "dependencies", Err: fmt.Errorf("chart %s: dependency %s: %w", c.Meta.Name, dep.Name, err)}
+		}
+		return sub, nil
 	case repo == "":
 		return nil, bad("not found in %s/ and no repository is named", c.rel(ChartsDir))
 	}

@@ -120,6 +120,7 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 		Decrypt:    ids.Decrypt,
 		SealKey:    ids.SealKey(),
 		Limits:     c.opts.RenderLimits,
+		Resolve:    c.dependencyResolver(ctx, p),
 	}
 	if v := src.Values; v != nil && p.values != nil {
 		origin := "values repository " + source.SanitizeString(v.RepoURL)
@@ -137,12 +138,12 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 	}
 	r, err := chart.Render(d, rel)
 	if err != nil {
-		return stalled("render", err)
+		return chartRenderFailed(err)
 	}
 	if latest != nil && r.Manifest != latest.Manifest {
 		rel.Revision++
 		if r, err = chart.Render(d, rel); err != nil {
-			return stalled("render", err)
+			return chartRenderFailed(err)
 		}
 	}
 	declared, err := compose.Convert(ctx, r.Manifest, p.app.Stack, nil)
@@ -155,6 +156,39 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 		p.chart.ValuesCommit = p.values.Commit
 	}
 	return nil
+}
+
+// chartRenderFailed types a failed chart render: bad input waits for a
+// new revision, except a dependency's chart repository that could not be
+// reached, which is retried.
+func chartRenderFailed(err error) error {
+	if errors.Is(err, chartrepo.ErrUnreachable) {
+		return transient("render", err)
+	}
+	return stalled("render", err)
+}
+
+// dependencyResolver fetches a chart's dependencies from chart repositories
+// through the controller's chart repository client, with its cache,
+// digest checks and backoff. The application's chart credentials go only
+// to the application's own chart repository; insecure: true allows
+// plain-HTTP dependencies too.
+func (c *Controller) dependencyResolver(ctx context.Context, p *pass) chartengine.Resolver {
+	if c.opts.Charts == nil {
+		return nil
+	}
+	ch := p.app.Source.Chart
+	return func(repo, name, constraint string) (*chartengine.Chart, error) {
+		req := chartrepo.Request{RepoURL: repo, Name: name, Version: constraint, Insecure: ch.Insecure}
+		if cr := ch.Credentials; cr != nil && ch.RepoURL != "" && strings.TrimRight(ch.RepoURL, "/") == strings.TrimRight(repo, "/") {
+			req.Credentials = &chartrepo.Credentials{UsernameFile: cr.UsernameFile, PasswordFile: cr.PasswordFile, TokenFile: cr.TokenFile}
+		}
+		got, err := c.opts.Charts.Fetch(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return chartengine.LoadFetched(got.Root, got.Name, fmt.Sprintf("chart %s %s from %s", got.Name, got.Version, source.SanitizeString(repo)))
+	}
 }
 
 // fetchValues fetches the git repository of source.values, through the
