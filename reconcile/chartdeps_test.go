@@ -17,8 +17,8 @@ import (
 // "web" chart of a chart repository, configured under the key "web".
 func parentWithDependency(repoURL, constraint string) map[string]string {
 	return map[string]string{
-		"chart/Chart.yaml": "apiVersion: v2\nname: site\nversion: 1.0.0\ndependencies:\n  - name: web\n    version: \"" + constraint + "\"\n    repository: " + repoURL + "\n",
-		"chart/values.yaml": "web:\n  tag: from-parent\n",
+		"chart/Chart.yaml":            "apiVersion: v2\nname: site\nversion: 1.0.0\ndependencies:\n  - name: web\n    version: \"" + constraint + "\"\n    repository: " + repoURL + "\n",
+		"chart/values.yaml":           "web:\n  tag: from-parent\n",
 		"chart/templates/worker.yaml": "services:\n  worker:\n    image: example/worker:1\n",
 	}
 }
