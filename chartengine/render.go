@@ -141,16 +141,28 @@ func (c *Chart) mergedValues(d Dir) (vals map[string]any, secrets []string, err 
 	type valueFile struct{ root, file, shown string }
 	files := make([]valueFile, 0, len(d.ValueFiles)+len(d.ExtraValueFiles))
 	for _, name := range d.ValueFiles {
-		file := path.Join(c.Path, filepath.ToSlash(name))
-		files = append(files, valueFile{d.Root, file, file})
+		file, shown := path.Join(c.Path, filepath.ToSlash(name)), ""
+		if shown = file; d.Root == "" {
+			shown = c.rel(path.Clean(filepath.ToSlash(name)))
+		}
+		files = append(files, valueFile{d.Root, file, shown})
 	}
 	for _, x := range d.ExtraValueFiles {
 		file := path.Clean(filepath.ToSlash(x.File))
 		files = append(files, valueFile{x.Root, file, x.Origin + ": " + file})
 	}
-	for _, vf := range files {
+	for i, vf := range files {
 		file := vf.shown
-		data, decrypted, err := readRepoFile(vf.root, vf.file, d.Decrypt)
+		var (
+			data      []byte
+			decrypted bool
+			err       error
+		)
+		if i < len(d.ValueFiles) && vf.root == "" {
+			data, decrypted, err = c.readOwnFile(d.ValueFiles[i], d.Decrypt)
+		} else {
+			data, decrypted, err = readRepoFile(vf.root, vf.file, d.Decrypt)
+		}
 		if err != nil {
 			return nil, nil, &fault.Error{File: file, Err: err}
 		}
@@ -180,6 +192,28 @@ func normalizeMap(m map[string]any) map[string]any {
 		return map[string]any{}
 	}
 	return normalize(m).(map[string]any)
+}
+
+// readOwnFile reads a value file of a chart that is not on disk (a
+// package): a file inside the chart, since there is no repository around
+// it.
+func (c *Chart) readOwnFile(name string, decrypt compose.DecryptFunc) ([]byte, bool, error) {
+	rel := path.Clean(filepath.ToSlash(name))
+	if path.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, false, fmt.Errorf("%q: a value file of a packaged chart must be inside it", name)
+	}
+	data, ok := c.all[rel]
+	if !ok {
+		return nil, false, fmt.Errorf("read %s: %w", rel, os.ErrNotExist)
+	}
+	if decrypt == nil {
+		return data, false, nil
+	}
+	plain, err := decrypt(c.rel(rel), data)
+	if err != nil {
+		return nil, false, fmt.Errorf("decrypt %s: %w", rel, err)
+	}
+	return plain, !bytes.Equal(plain, data), nil
 }
 
 // readRepoFile reads one file of the repository, contained, and decrypts

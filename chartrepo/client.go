@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/Masterminds/semver/v3"
+
 	"github.com/flotilla-gitops/flotilla/chartengine"
 	"github.com/flotilla-gitops/flotilla/source"
 )
@@ -428,4 +430,40 @@ func (c *Client) ok(repo string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.backoff, repo)
+}
+
+// Cached returns the newest chart called name in the cache whose version
+// matches constraint, without asking any repository: what an offline
+// render can fall back on. The cache is keyed by digest, not repository,
+// so the chart may have come from any repository this cache served.
+func (c *Client) Cached(name, constraint string) (*Chart, error) {
+	cons, err := semver.NewConstraint(constraint)
+	if err != nil {
+		return nil, fmt.Errorf("%w: version %q is not a SemVer constraint: %w", ErrNoVersion, constraint, err)
+	}
+	dirs, err := os.ReadDir(c.o.CacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("chart cache: %w", err)
+	}
+	var best *Chart
+	var bestVer *semver.Version
+	for _, d := range dirs {
+		if !d.IsDir() || len(d.Name()) != sha256.Size*2 || !cached(filepath.Join(c.o.CacheDir, d.Name()), name) {
+			continue
+		}
+		root := filepath.Join(c.o.CacheDir, d.Name())
+		ch, err := chartengine.Load(root, name)
+		if err != nil {
+			continue
+		}
+		v, err := semver.NewVersion(ch.Meta.Version)
+		if err != nil || !cons.Check(v) || bestVer != nil && !v.GreaterThan(bestVer) {
+			continue
+		}
+		best, bestVer = &Chart{Name: name, Version: ch.Meta.Version, AppVersion: ch.Meta.AppVersion, Digest: "sha256:" + d.Name(), Root: root}, v
+	}
+	if best == nil {
+		return nil, fmt.Errorf("%w: the cache holds no version of %q matching %q", ErrNoVersion, name, constraint)
+	}
+	return best, nil
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/flotilla-gitops/flotilla/chartengine"
+	"github.com/flotilla-gitops/flotilla/chartrepo"
 	"github.com/flotilla-gitops/flotilla/compose"
 )
 
@@ -23,10 +26,27 @@ type chartFlags struct {
 	SetString []string
 	// Revision is what templates see as .Release.Revision. Default 1.
 	Revision int
+	// ExtraValues are value files on this machine, merged after
+	// ValueFiles as source.values files are.
+	ExtraValues []string
+	// Repo, Chart and Version name a chart in a chart repository instead
+	// of --path: the newest version matching the constraint Version.
+	Repo, Chart, Version string
+	// Insecure allows a plain-http Repo, and plain-http dependencies.
+	Insecure bool
+	// CacheDir holds charts fetched from repositories. Default: the
+	// user's cache directory, flotilla/charts.
+	CacheDir string
 }
 
 func (c *chartFlags) add(f *pflag.FlagSet) {
-	f.StringArrayVar(&c.ValueFiles, "values", nil, "chart values file relative to --path (repeatable, merged in order)")
+	f.StringArrayVar(&c.ValueFiles, "values", nil, "chart values file relative to the chart (repeatable, merged in order)")
+	f.StringArrayVar(&c.ExtraValues, "extra-values", nil, "values file on this machine, merged after --values as source.values files are (repeatable)")
+	f.StringVar(&c.Repo, "repo", "", "chart repository URL to render --chart from instead of --path")
+	f.StringVar(&c.Chart, "chart", "", "chart name in --repo")
+	f.StringVar(&c.Version, "version", "", "SemVer constraint for --chart (default: the newest version)")
+	f.BoolVar(&c.Insecure, "insecure", false, "allow plain-http chart repositories")
+	f.StringVar(&c.CacheDir, "chart-cache", "", "directory for charts fetched from repositories (default: the user cache directory)")
 	f.StringArrayVar(&c.Set, "set", nil, "chart value KEY=VALUE, KEY dotted (repeatable, highest precedence)")
 	f.StringArrayVar(&c.SetString, "set-string", nil, "like --set, but VALUE is always text (repeatable)")
 	f.IntVar(&c.Revision, "revision", 1, "release revision the chart's templates see")
@@ -38,31 +58,148 @@ func isChart(dir compose.Dir) bool {
 	return err == nil && st.Mode().IsRegular()
 }
 
+// isArchive reports whether p is a packaged chart file.
+func isArchive(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && (strings.HasSuffix(p, ".tgz") || strings.HasSuffix(p, ".tar.gz"))
+}
+
 // renderProject renders dir as a chart when it holds Chart.yaml and no
-// compose file was named, and as a compose project otherwise.
-func renderProject(stack string, dir compose.Dir, opts renderOptions) (*compose.Rendered, error) {
-	chartOpts := len(opts.ValueFiles) > 0 || len(opts.Set) > 0 || len(opts.SetString) > 0
-	if len(opts.Files) > 0 || !isChart(dir) {
-		if chartOpts {
-			return nil, usageError{errors.New("--values and --set need a chart: --path holds no Chart.yaml")}
+// compose file was named, a packaged chart when --path is a .tgz, a chart
+// from a repository with --repo, and as a compose project otherwise.
+//
+// It returns the stack it rendered for: a packaged or repository chart
+// without --stack is named for the chart.
+func renderProject(ctx context.Context, stack string, dir compose.Dir, opts renderOptions, stderr io.Writer) (*compose.Rendered, string, error) {
+	chartOpts := len(opts.ValueFiles) > 0 || len(opts.Set) > 0 || len(opts.SetString) > 0 || len(opts.ExtraValues) > 0
+	packaged := opts.Repo != "" || isArchive(opts.Path)
+	if packaged || len(opts.Files) == 0 && isChart(dir) {
+		if len(opts.Files) > 0 || len(dir.EnvFiles) > 0 {
+			return nil, "", usageError{errors.New("-f and --env-file are for compose projects; a chart takes --values and --set")}
 		}
-		return compose.Render(stack, dir)
+		return renderChartOf(ctx, stack, dir, opts, stderr)
 	}
-	if len(dir.EnvFiles) > 0 {
-		return nil, usageError{errors.New("--env-file is for compose projects; a chart takes --values and --set")}
+	if chartOpts || opts.Chart != "" || opts.Version != "" {
+		return nil, "", usageError{errors.New("--values, --set, --chart and --version need a chart: --path holds no Chart.yaml (and --repo is not given)")}
+	}
+	r, err := compose.Render(stack, dir)
+	return r, stack, err
+}
+
+// renderChartOf renders a chart directory, a package or a chart from a
+// repository, with the flags' values, as the controller renders a chart
+// application. Dependencies from chart repositories are fetched into the
+// chart cache; a chart from an unreachable repository is rendered from the
+// cache when it holds a matching version.
+func renderChartOf(ctx context.Context, stack string, dir compose.Dir, opts renderOptions, stderr io.Writer) (*compose.Rendered, string, error) {
+	if (opts.Chart != "" || opts.Version != "") && opts.Repo == "" {
+		return nil, "", usageError{errors.New("--chart and --version need --repo")}
+	}
+	if opts.Repo != "" && opts.Chart == "" {
+		return nil, "", usageError{errors.New("--repo needs --chart NAME")}
 	}
 	set, err := parseSetFlags(opts.Set, opts.SetString)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, "", usageError{err}
 	}
-	r, err := chartengine.Render(chartengine.Dir{
+	d := chartengine.Dir{
 		Root: dir.Root, Path: dir.Path, ValueFiles: opts.ValueFiles, Set: set, Decrypt: dir.Decrypt,
 		SealKey: dir.SealKey, Limits: dir.Limits,
-	}, chartengine.Release{Name: stack, Revision: opts.Revision})
+	}
+	for _, f := range opts.ExtraValues {
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			return nil, "", usageError{err}
+		}
+		d.ExtraValueFiles = append(d.ExtraValueFiles, chartengine.ValueFile{Root: filepath.Dir(abs), File: filepath.Base(abs), Origin: "--extra-values"})
+	}
+	var repos *chartrepo.Client
+	clientOf := func() (*chartrepo.Client, error) {
+		if repos != nil {
+			return repos, nil
+		}
+		cache := opts.CacheDir
+		if cache == "" {
+			uc, err := os.UserCacheDir()
+			if err != nil {
+				return nil, fmt.Errorf("chart cache: %w (name one with --chart-cache)", err)
+			}
+			cache = filepath.Join(uc, "flotilla", "charts")
+		}
+		repos, err = chartrepo.New(chartrepo.Options{CacheDir: cache})
+		return repos, err
+	}
+	d.Resolve = func(repo, name, constraint string) (*chartengine.Chart, error) {
+		cl, err := clientOf()
+		if err != nil {
+			return nil, err
+		}
+		got, err := fetchOrCached(ctx, cl, chartrepo.Request{RepoURL: repo, Name: name, Version: constraint, Insecure: opts.Insecure}, stderr)
+		if err != nil {
+			return nil, err
+		}
+		return chartengine.LoadFetched(got.Root, got.Name, fmt.Sprintf("chart %s %s from %s", got.Name, got.Version, repo))
+	}
+
+	var chart *chartengine.Chart
+	switch {
+	case opts.Repo != "":
+		cl, err := clientOf()
+		if err != nil {
+			return nil, "", err
+		}
+		version := opts.Version
+		if version == "" {
+			version = "*"
+		}
+		got, err := fetchOrCached(ctx, cl, chartrepo.Request{RepoURL: opts.Repo, Name: opts.Chart, Version: version, Insecure: opts.Insecure}, stderr)
+		if err != nil {
+			return nil, "", err
+		}
+		fmt.Fprintf(stderr, "note: chart %s %s (%s) from %s\n", got.Name, got.Version, got.Digest, opts.Repo)
+		d.Root, d.Path = got.Root, got.Name
+		chart, err = chartengine.Load(d.Root, d.Path)
+		if err != nil {
+			return nil, "", err
+		}
+	case isArchive(opts.Path):
+		f, err := os.Open(opts.Path)
+		if err != nil {
+			return nil, "", err
+		}
+		defer f.Close()
+		if chart, err = chartengine.LoadArchive(f, filepath.Base(opts.Path)); err != nil {
+			return nil, "", err
+		}
+		d.Root, d.Path = "", chart.Path
+	default:
+		if chart, err = chartengine.Load(d.Root, d.Path); err != nil {
+			return nil, "", err
+		}
+	}
+	if opts.stackDefaulted {
+		stack = chart.Meta.Name
+	}
+	r, err := chart.Render(d, chartengine.Release{Name: stack, Revision: opts.Revision})
 	if err != nil {
+		return nil, "", err
+	}
+	return r.Rendered, stack, nil
+}
+
+// fetchOrCached fetches a chart, and falls back on the cache when the
+// repository cannot be reached, saying so.
+func fetchOrCached(ctx context.Context, cl *chartrepo.Client, req chartrepo.Request, stderr io.Writer) (*chartrepo.Chart, error) {
+	got, err := cl.Fetch(ctx, req)
+	if err == nil || !errors.Is(err, chartrepo.ErrUnreachable) {
+		return got, err
+	}
+	cached, cerr := cl.Cached(req.Name, req.Version)
+	if cerr != nil {
 		return nil, err
 	}
-	return r.Rendered, nil
+	fmt.Fprintf(stderr, "note: %v; rendering %s %s (%s) from the chart cache\n", err, cached.Name, cached.Version, cached.Digest)
+	return cached, nil
 }
 
 // parseSetFlags reads KEY=VALUE pairs, --set-string after --set; a later
