@@ -159,3 +159,26 @@ func TestRollbackOfAChartRevisionNeedsNoChart(t *testing.T) {
 		t.Fatalf("revision 3 is not revision 1:\n%+v\n%+v", rs[0], rs[2])
 	}
 }
+
+func TestDiffOfAChartApplicationNamesTheChartAndValuesDigestOfBothSides(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, chartRepo("ignored"))
+	c := newTestController(t, b, f, chartApp("shop"))
+	if res := mustReconcile(t, c, "shop"); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	c2 := chartApp("shop")
+	c2.Source.Chart.Set["queue"] = "urgent"
+	c.SetApplications([]application.Application{c2})
+	d, err := c.Diff(context.Background(), "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Chart == nil || d.DeployedChart == nil || d.Chart.Name != "shop" || d.Chart.Version != "1.2.3" || d.DeployedChart.Version != "1.2.3" {
+		t.Fatalf("diff charts %+v %+v", d.Chart, d.DeployedChart)
+	}
+	if d.Chart.ValuesDigest == d.DeployedChart.ValuesDigest || !strings.HasPrefix(d.Chart.ValuesDigest, "sha256:") {
+		t.Fatalf("values digests %q and %q", d.Chart.ValuesDigest, d.DeployedChart.ValuesDigest)
+	}
+}

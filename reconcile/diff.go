@@ -19,7 +19,11 @@ type Diff struct {
 	// Revision is the commit the repository declares now; Deployed the one
 	// of the newest release record.
 	Revision, Deployed string
-	Action             charts.Action
+	// Chart and DeployedChart are the chart, version and values digest
+	// the repository declares now and the newest record was rendered
+	// from; nil for compose.
+	Chart, DeployedChart *charts.ChartRef
+	Action               charts.Action
 	Services           []ServiceDiff
 	// Manifest is a unified diff from the deployed manifest to the
 	// declared one, empty when they are equal.
@@ -72,10 +76,10 @@ func (c *Controller) Diff(ctx context.Context, name string) (Diff, error) {
 			return Diff{}, err
 		}
 	}
-	d := Diff{App: name, Revision: p.rev.Commit, Action: p.action, Unavailable: c.unavailable()}
+	d := Diff{App: name, Revision: p.rev.Commit, Chart: p.chart, Action: p.action, Unavailable: c.unavailable()}
 	old := ""
 	if p.latest != nil {
-		d.Deployed, old = p.latest.Commit, p.latest.Manifest
+		d.Deployed, d.DeployedChart, old = p.latest.Commit, p.latest.Chart, p.latest.Manifest
 	}
 	if old != p.rendered.Manifest {
 		text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
 )
@@ -170,5 +171,15 @@ func TestAChartRepositoryRevisionIsShownWhole(t *testing.T) {
 	}
 	if got := shortSHA("0123456789abcdef0123456789abcdef01234567"); got != "01234567" {
 		t.Errorf("shortSHA of a commit: %q", got)
+	}
+}
+
+func TestDiffShowsTheChartAndValuesDigestOfBothSides(t *testing.T) {
+	var out bytes.Buffer
+	printDiff(&out, api.Diff{App: "shop", Revision: "shop@0.2.0", Deployed: "shop@0.1.0",
+		Chart:         &charts.ChartRef{Name: "shop", Version: "0.2.0", ValuesDigest: "sha256:bbbbbbbbbbbbbbbb"},
+		DeployedChart: &charts.ChartRef{Name: "shop", Version: "0.1.0", ValuesDigest: "sha256:aaaaaaaaaaaaaaaa"}})
+	if !strings.Contains(out.String(), "chart: deployed shop-0.1.0 (values aaaaaaaaaaaa), repository at shop-0.2.0 (values bbbbbbbbbbbb)\n") {
+		t.Fatalf("diff output:\n%s", out.String())
 	}
 }
