@@ -24,7 +24,7 @@ type Diff struct {
 	// from; nil for compose.
 	Chart, DeployedChart *charts.ChartRef
 	Action               charts.Action
-	Services           []ServiceDiff
+	Services             []ServiceDiff
 	// Manifest is a unified diff from the deployed manifest to the
 	// declared one, empty when they are equal.
 	Manifest        string
