@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -124,9 +125,25 @@ func TestBrokenChartGivesItsErrorAndWritesNothing(t *testing.T) {
 			[]string{"deploy/templates/worker.yaml:3", "chart shop", "nosuchfunc"}},
 		{"schema violation", map[string]string{"deploy/values-prod.yaml": prodValues + "  replicas: 99\n"},
 			[]string{"deploy/values.schema.json", "worker.replicas", `"maximum"`}},
+		{"missing required value", map[string]string{"deploy/values-prod.yaml": "worker:\n  queue: null\n"},
+			[]string{"deploy/templates/worker.yaml:6", "worker.queue is required"}},
+		{"output not a compose document", map[string]string{"deploy/templates/worker.yaml": "- not\n- a mapping\n"},
+			[]string{"deploy/templates/worker.yaml", "the output is a list, not a compose mapping"}},
+		{"file escaping the chart", map[string]string{"deploy/templates/worker.yaml": "configs:\n  stolen:\n    file: ../values-prod.yaml\n"},
+			[]string{"deploy/templates/worker.yaml", "configs.stolen.file", "path leaves the repository checkout"}},
+		{"symlink in the chart", map[string]string{"deploy/files/link.conf": "symlink:../values-prod.yaml"},
+			[]string{"deploy/files/link.conf", "symlinks are not allowed in a chart"}},
 	} {
 		files := maps.Clone(good)
-		maps.Copy(files, b.edit)
+		for name, content := range b.edit {
+			if target, ok := strings.CutPrefix(content, "symlink:"); ok {
+				if err := os.Symlink(target, filepath.Join(h.repo.Dir, filepath.FromSlash(name))); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			files[name] = content
+		}
 		h.repo.Commit(b.name, files)
 		stats := h.backend.Stats()
 		res := h.reconcile(ctl)
