@@ -234,6 +234,20 @@ func (c *Chart) units(d Dir, vals map[string]any) ([]*unit, error) {
 	return out, nil
 }
 
+// valuesPath is where a unit's values sit in the top chart's values:
+// "charts/cache/charts/inner/" is cache.inner.
+func valuesPath(prefix string) string {
+	if prefix == "" {
+		return ""
+	}
+	parts := strings.Split(strings.Trim(prefix, "/"), "/")
+	var keys []string
+	for i := 1; i < len(parts); i += 2 { // charts/<key>/charts/<key>/...
+		keys = append(keys, parts[i])
+	}
+	return strings.Join(keys, ".")
+}
+
 // scopeValues is what subchart s sees as .Values.
 func scopeValues(s subchart, parent map[string]any) (map[string]any, error) {
 	sv := copyValues(s.chart.Values)

@@ -227,7 +227,7 @@ func TestBadSubchartsAreNamed(t *testing.T) {
 			"shop/charts/cache/templates/bad.yaml": "services:\n\n  c: {{ .Values.x | nosuch }}\n"},
 			"shop/charts/cache/templates/bad.yaml", []string{"chart cache", `"nosuch" not defined`}},
 		{"schema violation in the subchart", "  - name: cache\n    version: ~1.0\n", "cache:\n  replicas: 9\n", cacheChart("shop/charts/cache", "1.0.0"),
-			"shop/charts/cache/values.schema.json", []string{"value replicas breaks rule \"maximum\""}},
+			"shop/charts/cache/values.schema.json", []string{"value cache.replicas breaks rule \"maximum\""}},
 		{"subchart values not a mapping", "  - name: cache\n    version: ~1.0\n", "cache: 3\n", cacheChart("shop/charts/cache", "1.0.0"),
 			"shop/values.yaml", []string{"value cache is a int;", "must be a mapping"}},
 		{"subchart file leaving it", "  - name: cache\n    version: ~1.0\n", "", map[string]string{

@@ -110,7 +110,7 @@ func (c *Chart) Render(d Dir, rel Release) (_ *Rendered, err error) {
 		return nil, err
 	}
 	for _, u := range units {
-		if err := u.chart.validateValues(u.vals); err != nil {
+		if err := u.chart.validateValues(u.vals, valuesPath(u.prefix)); err != nil {
 			return nil, err
 		}
 	}
