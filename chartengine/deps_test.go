@@ -286,3 +286,35 @@ func TestLoadArchiveRefusesWhatCouldLeaveTheChart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestAPackageVendorsAFilePathDependency(t *testing.T) {
+	files := shopWith("  - name: cache\n    version: ~2.0\n    repository: file://../common/cache\n", "cache:\n  message: packaged\n", cacheChart("common/cache", "2.0.1"))
+	root := tree(t, files)
+	fromGit, err := renderShop(t, root, Dir{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(root, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if _, err := c.Package(&b); err != nil {
+		t.Fatal(err)
+	}
+	// The package alone, with no repository around it, renders the same.
+	pc, err := LoadArchive(bytes.NewReader(b.Bytes()), "shop-1.0.0.tgz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc.File("charts/cache/Chart.yaml") == nil {
+		t.Fatalf("package holds %v", pc.Files())
+	}
+	r, err := pc.Render(Dir{}, Release{Name: "shop", Revision: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Manifest != fromGit.Manifest || !strings.Contains(r.Manifest, "packaged") {
+		t.Fatalf("packaged render differs:\n%s\nvs\n%s", r.Manifest, fromGit.Manifest)
+	}
+}
