@@ -134,7 +134,7 @@ func renderChartOf(ctx context.Context, stack string, dir compose.Dir, opts rend
 		if err != nil {
 			return nil, err
 		}
-		got, err := fetchOrCached(ctx, cl, chartrepo.Request{RepoURL: repo, Name: name, Version: constraint, Insecure: opts.Insecure}, stderr)
+		got, _, err := fetchOrCached(ctx, cl, chartrepo.Request{RepoURL: repo, Name: name, Version: constraint, Insecure: opts.Insecure}, stderr)
 		if err != nil {
 			return nil, err
 		}
@@ -152,11 +152,13 @@ func renderChartOf(ctx context.Context, stack string, dir compose.Dir, opts rend
 		if version == "" {
 			version = "*"
 		}
-		got, err := fetchOrCached(ctx, cl, chartrepo.Request{RepoURL: opts.Repo, Name: opts.Chart, Version: version, Insecure: opts.Insecure}, stderr)
+		got, fromCache, err := fetchOrCached(ctx, cl, chartrepo.Request{RepoURL: opts.Repo, Name: opts.Chart, Version: version, Insecure: opts.Insecure}, stderr)
 		if err != nil {
 			return nil, "", err
 		}
-		fmt.Fprintf(stderr, "note: chart %s %s (%s) from %s\n", got.Name, got.Version, got.Digest, opts.Repo)
+		if !fromCache {
+			fmt.Fprintf(stderr, "note: chart %s %s (%s) from %s\n", got.Name, got.Version, got.Digest, opts.Repo)
+		}
 		d.Root, d.Path = got.Root, got.Name
 		chart, err = chartengine.Load(d.Root, d.Path)
 		if err != nil {
@@ -188,18 +190,18 @@ func renderChartOf(ctx context.Context, stack string, dir compose.Dir, opts rend
 }
 
 // fetchOrCached fetches a chart, and falls back on the cache when the
-// repository cannot be reached, saying so.
-func fetchOrCached(ctx context.Context, cl *chartrepo.Client, req chartrepo.Request, stderr io.Writer) (*chartrepo.Chart, error) {
+// repository cannot be reached, saying so; fromCache reports the fallback.
+func fetchOrCached(ctx context.Context, cl *chartrepo.Client, req chartrepo.Request, stderr io.Writer) (_ *chartrepo.Chart, fromCache bool, _ error) {
 	got, err := cl.Fetch(ctx, req)
 	if err == nil || !errors.Is(err, chartrepo.ErrUnreachable) {
-		return got, err
+		return got, false, err
 	}
 	cached, cerr := cl.Cached(req.Name, req.Version)
 	if cerr != nil {
-		return nil, err
+		return nil, false, err
 	}
 	fmt.Fprintf(stderr, "note: %v; rendering %s %s (%s) from the chart cache\n", err, cached.Name, cached.Version, cached.Digest)
-	return cached, nil
+	return cached, true, nil
 }
 
 // parseSetFlags reads KEY=VALUE pairs, --set-string after --set; a later
