@@ -23,12 +23,14 @@ const LintStack = "lint"
 // Chart.yaml, the schema and values.yaml against it, every template parses
 // and renders, every output is a compose mapping, and the merged document
 // loads and converts as compose. It returns the render's warnings.
-func Lint(root, dir string) ([]string, error) {
+// Dependencies from chart repositories are fetched through resolve; nil
+// refuses them.
+func Lint(root, dir string, resolve Resolver) ([]string, error) {
 	c, err := Load(root, dir)
 	if err != nil {
 		return nil, err
 	}
-	r, err := c.Render(Dir{Root: root, Path: dir}, Release{Name: LintStack, Revision: 1})
+	r, err := c.Render(Dir{Root: root, Path: dir, Resolve: resolve}, Release{Name: LintStack, Revision: 1})
 	if err != nil {
 		return nil, err
 	}

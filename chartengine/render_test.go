@@ -418,11 +418,11 @@ func TestPackageIsDeterministic(t *testing.T) {
 }
 
 func TestLintAcceptsTheExampleAndRefusesABrokenChart(t *testing.T) {
-	if _, err := Lint("../examples", "chart"); err != nil {
+	if _, err := Lint("../examples", "chart", nil); err != nil {
 		t.Fatalf("example chart: %v", err)
 	}
 	root := copyExample(t, map[string]string{"chart/values.yaml": "image: {repository: x, tag: 1}\nweb: {}\nworker: {}\n"})
-	if _, err := Lint(root, "chart"); err == nil || !strings.Contains(err.Error(), "image.tag") {
+	if _, err := Lint(root, "chart", nil); err == nil || !strings.Contains(err.Error(), "image.tag") {
 		t.Fatalf("lint of a chart whose defaults break its schema: %v", err)
 	}
 }

@@ -63,7 +63,7 @@ func TestRenderOfAChartWithABadValueNamesTheSchemaRule(t *testing.T) {
 
 func TestChartLintAcceptsTheExampleAndRefusesABrokenTemplate(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := runChartLint(chartLintOptions{Dir: exampleChart}, &out, &errb); code != exitOK {
+	if code := runChartLint(t.Context(), chartLintOptions{Dir: exampleChart}, &out, &errb); code != exitOK {
 		t.Fatalf("example: exit %d: %s", code, errb.String())
 	}
 	dir := copyChart(t)
@@ -71,7 +71,7 @@ func TestChartLintAcceptsTheExampleAndRefusesABrokenTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	errb.Reset()
-	if code := runChartLint(chartLintOptions{Dir: dir}, &out, &errb); code != exitFailed || !strings.Contains(errb.String(), filepath.Base(dir)+"/templates/web.yaml:3") {
+	if code := runChartLint(t.Context(), chartLintOptions{Dir: dir}, &out, &errb); code != exitFailed || !strings.Contains(errb.String(), filepath.Base(dir)+"/templates/web.yaml:3") {
 		t.Fatalf("broken: exit %d: %s", code, errb.String())
 	}
 }
@@ -82,7 +82,7 @@ func TestChartPackageWritesTheSameArchiveEveryTime(t *testing.T) {
 	for range 2 {
 		dest := t.TempDir()
 		var out, errb bytes.Buffer
-		if code := runChartPackage(chartPackageOptions{Dir: copyChart(t), Destination: dest}, &out, &errb); code != exitOK {
+		if code := runChartPackage(t.Context(), chartPackageOptions{Dir: copyChart(t), Destination: dest}, &out, &errb); code != exitOK {
 			t.Fatalf("exit %d: %s", code, errb.String())
 		}
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -135,7 +135,7 @@ func copyChart(t *testing.T) string {
 func TestChartIndexListsThePackagesTheSameWayEveryTime(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	if code := runChartPackage(chartPackageOptions{Dir: copyChart(t), Destination: dir}, &out, &errb); code != exitOK {
+	if code := runChartPackage(t.Context(), chartPackageOptions{Dir: copyChart(t), Destination: dir}, &out, &errb); code != exitOK {
 		t.Fatalf("package: exit %d: %s", code, errb.String())
 	}
 	sum := strings.TrimPrefix(strings.Split(strings.TrimSpace(out.String()), "\n")[1], "sha256:")

@@ -45,8 +45,7 @@ func (c *chartFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&c.Repo, "repo", "", "chart repository URL to render --chart from instead of --path")
 	f.StringVar(&c.Chart, "chart", "", "chart name in --repo")
 	f.StringVar(&c.Version, "version", "", "SemVer constraint for --chart (default: the newest version)")
-	f.BoolVar(&c.Insecure, "insecure", false, "allow plain-http chart repositories")
-	f.StringVar(&c.CacheDir, "chart-cache", "", "directory for charts fetched from repositories (default: the user cache directory)")
+	addRepoFlags(f, &c.CacheDir, &c.Insecure)
 	f.StringArrayVar(&c.Set, "set", nil, "chart value KEY=VALUE, KEY dotted (repeatable, highest precedence)")
 	f.StringArrayVar(&c.SetString, "set-string", nil, "like --set, but VALUE is always text (repeatable)")
 	f.IntVar(&c.Revision, "revision", 1, "release revision the chart's templates see")
@@ -113,38 +112,13 @@ func renderChartOf(ctx context.Context, stack string, dir compose.Dir, opts rend
 		}
 		d.ExtraValueFiles = append(d.ExtraValueFiles, chartengine.ValueFile{Root: filepath.Dir(abs), File: filepath.Base(abs), Origin: "--extra-values"})
 	}
-	var repos *chartrepo.Client
-	clientOf := func() (*chartrepo.Client, error) {
-		if repos != nil {
-			return repos, nil
-		}
-		cache := opts.CacheDir
-		if cache == "" {
-			uc, err := os.UserCacheDir()
-			if err != nil {
-				return nil, fmt.Errorf("chart cache: %w (name one with --chart-cache)", err)
-			}
-			cache = filepath.Join(uc, "flotilla", "charts")
-		}
-		repos, err = chartrepo.New(chartrepo.Options{CacheDir: cache})
-		return repos, err
-	}
-	d.Resolve = func(repo, name, constraint string) (*chartengine.Chart, error) {
-		cl, err := clientOf()
-		if err != nil {
-			return nil, err
-		}
-		got, _, err := fetchOrCached(ctx, cl, chartrepo.Request{RepoURL: repo, Name: name, Version: constraint, Insecure: opts.Insecure}, stderr)
-		if err != nil {
-			return nil, err
-		}
-		return chartengine.LoadFetched(got.Root, got.Name, fmt.Sprintf("chart %s %s from %s", got.Name, got.Version, repo))
-	}
+	repos := &chartRepos{cacheDir: opts.CacheDir, insecure: opts.Insecure, stderr: stderr}
+	d.Resolve = repos.resolver(ctx)
 
 	var chart *chartengine.Chart
 	switch {
 	case opts.Repo != "":
-		cl, err := clientOf()
+		cl, err := repos.client()
 		if err != nil {
 			return nil, "", err
 		}
@@ -187,6 +161,60 @@ func renderChartOf(ctx context.Context, stack string, dir compose.Dir, opts rend
 		return nil, "", err
 	}
 	return r.Rendered, stack, nil
+}
+
+// chartRepos is the chart repository client of one command, made on first
+// use: a render, lint or package whose chart has chart-repository
+// dependencies fetches them into the chart cache, as the controller does
+// into its own.
+type chartRepos struct {
+	cacheDir string // default: the user cache directory's flotilla/charts
+	insecure bool
+	stderr   io.Writer
+	cl       *chartrepo.Client
+}
+
+func (r *chartRepos) client() (*chartrepo.Client, error) {
+	if r.cl != nil {
+		return r.cl, nil
+	}
+	cache := r.cacheDir
+	if cache == "" {
+		uc, err := os.UserCacheDir()
+		if err != nil {
+			return nil, fmt.Errorf("chart cache: %w (name one with --chart-cache)", err)
+		}
+		cache = filepath.Join(uc, "flotilla", "charts")
+	}
+	cl, err := chartrepo.New(chartrepo.Options{CacheDir: cache})
+	if err != nil {
+		return nil, err
+	}
+	r.cl = cl
+	return cl, nil
+}
+
+// resolver fetches dependencies, from the cache when their repository
+// cannot be reached.
+func (r *chartRepos) resolver(ctx context.Context) chartengine.Resolver {
+	return func(repo, name, constraint string) (*chartengine.Chart, error) {
+		cl, err := r.client()
+		if err != nil {
+			return nil, err
+		}
+		got, _, err := fetchOrCached(ctx, cl, chartrepo.Request{RepoURL: repo, Name: name, Version: constraint, Insecure: r.insecure}, r.stderr)
+		if err != nil {
+			return nil, err
+		}
+		return chartengine.LoadFetched(got.Root, got.Name, fmt.Sprintf("chart %s %s from %s", got.Name, got.Version, repo))
+	}
+}
+
+// addRepoFlags adds the flags of a command whose chart may have
+// dependencies in chart repositories.
+func addRepoFlags(f *pflag.FlagSet, cacheDir *string, insecure *bool) {
+	f.StringVar(cacheDir, "chart-cache", "", "directory for charts fetched from repositories (default: the user cache directory)")
+	f.BoolVar(insecure, "insecure", false, "allow plain-http chart repositories")
 }
 
 // fetchOrCached fetches a chart, and falls back on the cache when the

@@ -37,7 +37,7 @@ func TestRenderOfAPackagedChartPrintsWhatTheChartDirectoryDoes(t *testing.T) {
 
 	dest := t.TempDir()
 	var out, errb bytes.Buffer
-	if code := runChartPackage(chartPackageOptions{Dir: copyChart(t), Destination: dest}, &out, &errb); code != exitOK {
+	if code := runChartPackage(t.Context(), chartPackageOptions{Dir: copyChart(t), Destination: dest}, &out, &errb); code != exitOK {
 		t.Fatalf("package: %s", errb.String())
 	}
 	pkg := filepath.Join(dest, "shop-0.1.0.tgz")
@@ -107,5 +107,63 @@ func TestRenderOfAChartFromARepositoryFallsBackOnTheCacheOffline(t *testing.T) {
 	}
 	if code := runRender(context.Background(), renderOptions{Output: "yaml", chartFlags: chartFlags{Chart: "shop"}}, &out, &errb); code != exitMisuse {
 		t.Fatalf("--chart without --repo: exit %d", code)
+	}
+}
+
+func TestChartToolsFetchRepositoryDependenciesAndVendorFilePaths(t *testing.T) {
+	served := t.TempDir()
+	chartrepotest.Publish(t, served, "cache", map[string]string{
+		"cache/Chart.yaml":           "apiVersion: v2\nname: cache\nversion: 0.3.1\n",
+		"cache/values.yaml":          "port: 6379\n",
+		"cache/templates/cache.yaml": "services:\n  cache:\n    image: flotilla-test/app:1\n    command: [serve, ':{{ .Values.port }}']\n",
+	})
+	srv := httptest.NewServer(http.FileServer(http.Dir(served)))
+	defer srv.Close()
+
+	repo := t.TempDir()
+	for name, text := range map[string]string{
+		"site/Chart.yaml": "apiVersion: v2\nname: site\nversion: 1.0.0\ndependencies:\n" +
+			"  - {name: cache, version: ~0.3, repository: " + srv.URL + "}\n" +
+			"  - {name: common, version: \"1.0.0\", repository: \"file://../common\"}\n",
+		"site/values.yaml":            "cache:\n  port: 7000\n",
+		"site/templates/web.yaml":     "services:\n  web:\n    image: flotilla-test/app:1\n    environment: {CACHE: 'cache:{{ .Values.cache.port }}'}\n",
+		"common/Chart.yaml":           "apiVersion: v2\nname: common\nversion: 1.0.0\n",
+		"common/templates/_names.tpl": "{{- define \"common.name\" -}}{{ .Release.Name }}{{- end -}}\n",
+		"common/templates/side.yaml":  "services:\n  side:\n    image: flotilla-test/app:1\n    environment: {NAME: '{{ include \"common.name\" . }}'}\n",
+	} {
+		p := filepath.Join(repo, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	site, cache := filepath.Join(repo, "site"), t.TempDir()
+	var out, errb bytes.Buffer
+	// The chart's parent is the root by default: common/ is inside it.
+	if code := runChartLint(t.Context(), chartLintOptions{Dir: site, CacheDir: cache, Insecure: true}, &out, &errb); code != exitOK {
+		t.Fatalf("lint: exit %d: %s", code, errb.String())
+	}
+	if code := runChartLint(t.Context(), chartLintOptions{Dir: site, Root: site, CacheDir: cache, Insecure: true}, &out, &errb); code != exitFailed ||
+		!strings.Contains(errb.String(), "leaves the repository") {
+		t.Fatalf("lint with the root at the chart: exit %d: %s", code, errb.String())
+	}
+	dest := t.TempDir()
+	errb.Reset()
+	if code := runChartPackage(t.Context(), chartPackageOptions{Dir: site, Destination: dest, CacheDir: cache, Insecure: true}, &out, &errb); code != exitOK {
+		t.Fatalf("package: exit %d: %s", code, errb.String())
+	}
+	fromDir, _ := renderOut(t, renderOptions{Path: site, Root: repo, Stack: "site", chartFlags: chartFlags{CacheDir: cache, Insecure: true}})
+	// The package holds common (vendored from file://) but not cache, which
+	// the render fetches from the repository again.
+	fromPkg, _ := renderOut(t, renderOptions{Path: filepath.Join(dest, "site-1.0.0.tgz"), Stack: "site", chartFlags: chartFlags{CacheDir: t.TempDir(), Insecure: true}})
+	if fromPkg != fromDir {
+		t.Fatalf("package renders differently:\n%s\nvs\n%s", fromPkg, fromDir)
+	}
+	for _, want := range []string{"CACHE: cache:7000", "NAME: site", ":7000"} {
+		if !strings.Contains(fromPkg, want) {
+			t.Errorf("render lacks %q:\n%s", want, fromPkg)
+		}
 	}
 }
