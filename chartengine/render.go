@@ -141,9 +141,10 @@ func (c *Chart) mergedValues(d Dir) (vals map[string]any, secrets []string, err 
 	type valueFile struct{ root, file, shown string }
 	files := make([]valueFile, 0, len(d.ValueFiles)+len(d.ExtraValueFiles))
 	for _, name := range d.ValueFiles {
-		file, shown := path.Join(c.Path, filepath.ToSlash(name)), ""
-		if shown = file; d.Root == "" {
-			shown = c.rel(path.Clean(filepath.ToSlash(name)))
+		file := path.Join(c.Path, filepath.ToSlash(name))
+		shown := file
+		if d.Root == "" {
+			shown = c.rel(path.Clean(filepath.ToSlash(name))) // a package: named by the archive
 		}
 		files = append(files, valueFile{d.Root, file, shown})
 	}

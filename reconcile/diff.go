@@ -19,12 +19,8 @@ type Diff struct {
 	// Revision is the commit the repository declares now; Deployed the one
 	// of the newest release record.
 	Revision, Deployed string
-	// Chart and DeployedChart are the chart, version and values digest
-	// the repository declares now and the newest record was rendered
-	// from; nil for compose.
-	Chart, DeployedChart *charts.ChartRef
-	Action               charts.Action
-	Services             []ServiceDiff
+	Action             charts.Action
+	Services           []ServiceDiff
 	// Manifest is a unified diff from the deployed manifest to the
 	// declared one, empty when they are equal.
 	Manifest        string
@@ -33,6 +29,10 @@ type Diff struct {
 	// Notes are the status's warnings about the same services: one that
 	// does not settle, a field the daemon does not keep.
 	Notes []string
+	// Chart and DeployedChart are the chart, version and values digest
+	// the repository declares now and the newest record was rendered
+	// from; nil for compose.
+	Chart, DeployedChart *charts.ChartRef
 }
 
 // Service changes beyond create, update, drift and remove.
