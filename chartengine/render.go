@@ -52,6 +52,9 @@ type Dir struct {
 	// Resolve fetches dependencies from chart repositories; nil refuses a
 	// dependency that is neither vendored nor a file:// path.
 	Resolve Resolver
+	// APIVersion is passed to the compose render, as compose.Dir's is:
+	// each field that engine API cannot carry is named in the warnings.
+	APIVersion string
 }
 
 // ValueFile is a value file outside the chart's checkout.
@@ -529,7 +532,7 @@ func (s *renderSet) compose(stack string, doc map[string]any, origin map[string]
 		// messages: give it the file's repository path.
 		dec = func(file string, data []byte) ([]byte, error) { return decrypt(s.fileOf(file), data) }
 	}
-	r, err := compose.Render(stack, compose.Dir{Root: view, Path: ".", Files: []string{composeFile}, Decrypt: dec, SealKey: d.SealKey, Limits: d.Limits})
+	r, err := compose.Render(stack, compose.Dir{Root: view, Path: ".", Files: []string{composeFile}, Decrypt: dec, SealKey: d.SealKey, Limits: d.Limits, APIVersion: d.APIVersion})
 	if err != nil {
 		return nil, s.composeFault(err, origin)
 	}

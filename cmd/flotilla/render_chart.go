@@ -103,7 +103,7 @@ func renderChartOf(ctx context.Context, stack string, dir compose.Dir, opts rend
 	}
 	d := chartengine.Dir{
 		Root: dir.Root, Path: dir.Path, ValueFiles: opts.ValueFiles, Set: set, Decrypt: dir.Decrypt,
-		SealKey: dir.SealKey, Limits: dir.Limits,
+		SealKey: dir.SealKey, Limits: dir.Limits, APIVersion: dir.APIVersion,
 	}
 	for _, f := range opts.ExtraValues {
 		abs, err := filepath.Abs(f)

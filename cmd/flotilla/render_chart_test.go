@@ -167,3 +167,22 @@ func TestChartToolsFetchRepositoryDependenciesAndVendorFilePaths(t *testing.T) {
 		}
 	}
 }
+
+func TestRenderOfAChartNamesFieldsTheDeclaredAPIVersionDrops(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"Chart.yaml":         "apiVersion: v2\nname: probe\nversion: 0.1.0\n",
+		"templates/web.yaml": "services:\n  probe:\n    image: nginx:1.25\n    healthcheck:\n      test: [CMD, 'true']\n      start_interval: 2s\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, stderr := renderOut(t, renderOptions{Path: dir, Stack: "x", APIVersion: "1.41"})
+	if !strings.Contains(stderr, "warning: service probe: healthcheck.start_interval needs engine API 1.44") {
+		t.Fatalf("stderr:\n%s", stderr)
+	}
+}
