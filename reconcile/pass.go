@@ -252,6 +252,9 @@ func (c *Controller) fetchSource(ctx context.Context, p *pass) error {
 	})
 	c.opts.Metrics.ObserveGitFetch(p.app.Source.RepoURL, c.now().Sub(began), err)
 	if err != nil {
+		if c.rollbackWithoutSource(ctx, p, err) {
+			return nil
+		}
 		if errors.Is(err, source.ErrRevisionNotFound) {
 			return stalled("fetch", err)
 		}
