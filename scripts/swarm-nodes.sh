@@ -16,7 +16,8 @@
 #   swarm-nodes.sh status NAME       one line per node:
 #       node NAME-I unix:///run/flotilla-nodes/NAME/I/docker.sock ROLE ADDR PID|down
 #   swarm-nodes.sh list              the clusters this machine has
-#   swarm-nodes.sh gc                down every cluster whose --owner is gone
+#   swarm-nodes.sh gc [PREFIX]       down every cluster (whose name starts with
+#                                    PREFIX) whose --owner is gone
 #
 # NAME is 1-10 characters [a-z0-9] (it goes into interface names, which the
 # kernel caps at 15). Each NAME gets its own bridge fb-NAME, its own free
@@ -38,7 +39,7 @@ images=(flotilla-test/app:1 flotilla-test/app:2)
 log() { printf 'swarm-nodes: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-usage() { sed -n '8,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '8,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 check_name() {
   [[ "$1" =~ ^[a-z0-9]{1,10}$ ]] || die "cluster name \"$1\" must be 1-10 characters of [a-z0-9]"
@@ -338,12 +339,15 @@ cmd_list() {
 }
 
 cmd_gc() {
-  local d n o
-  for d in "$run_base"/*/; do
+  local prefix=${1:-} d n o
+  for d in "$run_base"/"$prefix"*/; do
     [[ -s "$d/owner" ]] || continue
     n=$(basename "$d")
     o=$(cat "$d/owner")
-    kill -0 "$o" 2>/dev/null || { log "cluster $n: owner $o is gone"; cmd_down "$n"; }
+    kill -0 "$o" 2>/dev/null && continue
+    log "cluster $n: owner $o is gone"
+    # One cluster that cannot be taken down does not keep the rest.
+    ( cmd_down "$n" ) || log "cluster $n: down failed; left as it is"
   done
 }
 
@@ -353,6 +357,6 @@ case "$1" in
   down) [[ $# -eq 2 ]] || usage; check_name "$2"; cmd_down "$2" ;;
   status) [[ $# -eq 2 ]] || usage; check_name "$2"; cmd_status "$2" ;;
   list) cmd_list ;;
-  gc) cmd_gc ;;
+  gc) [[ $# -le 2 ]] || usage; [[ $# -eq 1 ]] || check_name "$2"; cmd_gc "${2:-}" ;;
   *) usage ;;
 esac
