@@ -56,6 +56,7 @@ func TestAWorkerLostAndBackIsReportedByNameWhileSwarmReschedulesAndFlotillaWrite
 	before := a.backend.Stats()
 	writes := watchServiceWrites(t, a.client, a.app.Stack)
 
+	killed := time.Now()
 	c.Kill(t, victim)
 	restored := false
 	t.Cleanup(func() {
@@ -66,7 +67,7 @@ func TestAWorkerLostAndBackIsReportedByNameWhileSwarmReschedulesAndFlotillaWrite
 	st := waitHealth(t, a, 90*time.Second, func(st application.Status) bool {
 		return st.Health == application.Degraded && strings.Contains(st.HealthMessage, victim.Name)
 	})
-	t.Logf("with %s down: %s: %s", victim.Name, st.Health, st.HealthMessage)
+	t.Logf("%s after the kill, with %s down: %s: %s", time.Since(killed).Round(time.Second), victim.Name, st.Health, st.HealthMessage)
 	agent := service(st, "agent")
 	if agent.Health != application.Degraded || agent.Running != 2 || agent.Desired != 3 || !strings.Contains(agent.Message, "node "+victim.Name+" is down") {
 		t.Errorf("agent with a node down: %+v", agent)
@@ -91,13 +92,14 @@ func TestAWorkerLostAndBackIsReportedByNameWhileSwarmReschedulesAndFlotillaWrite
 		t.Fatalf("Flotilla wrote while the node was down: %v", d.Requests)
 	}
 
+	back := time.Now()
 	c.Restore(t)
 	restored = true
 	st = waitHealth(t, a, 90*time.Second, func(st application.Status) bool {
 		return st.Health == application.Healthy && !strings.Contains(st.HealthMessage, victim.Name) &&
 			service(st, "agent").Running == 3
 	})
-	t.Logf("with %s back: %s: %s", victim.Name, st.Health, st.HealthMessage)
+	t.Logf("%s after the restart, with %s back: %s: %s", time.Since(back).Round(time.Second), victim.Name, st.Health, st.HealthMessage)
 	if d := a.backend.Stats().Sub(before); d.Writes != 0 {
 		t.Fatalf("Flotilla wrote while the node came back: %v", d.Requests)
 	}
