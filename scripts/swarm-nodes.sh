@@ -286,6 +286,19 @@ pids_under() {
   return 0
 }
 
+# descendants prints every descendant of the given pids.
+descendants() {
+  ps -e -o pid=,ppid= | awk -v roots=" $* " '
+    { parent[$1] = $2 }
+    END {
+      split(roots, r, " "); for (i in r) inset[r[i]] = 1
+      do { grew = 0
+        for (p in parent) if (!(p in inset) && (parent[p] in inset)) { inset[p] = 1; grew = 1; out = out " " p }
+      } while (grew)
+      print out
+    }'
+}
+
 stop_node() {
   local n=$1 i=$2 d pid t
   d=$(node_run "$n" "$i")
@@ -294,9 +307,12 @@ stop_node() {
     for t in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
     kill -KILL "$pid" 2>/dev/null || true
   fi
+  # What is left (containerd, shims) goes with its whole process tree: a
+  # shim's children are the node's container processes, which a killed
+  # daemon never stopped.
   local rest
   rest=$(pids_under "$d/exec")
-  [[ -z "$rest" ]] || kill -KILL $rest 2>/dev/null || true
+  [[ -z "$rest" ]] || kill -KILL $rest $(descendants $rest) 2>/dev/null || true
   # Mounts the daemon left (container roots, netns files), deepest first.
   local mnt
   for mnt in $(awk -v a="$d" -v b="$data_base/$n/$i" '$2==a || $2==b || index($2,a"/")==1 || index($2,b"/")==1 {print $2}' /proc/self/mounts | sort -r); do
