@@ -252,6 +252,32 @@ func (c *Cluster) down() error {
 	if out, err := run(ctx, "down", c.Name); err != nil {
 		return fmt.Errorf("%w\n%s", err, out)
 	}
+	return leftovers(ctx, c.Name)
+}
+
+// leftovers checks that down removed everything up made, so a script that
+// leaks (a namespace, the bridge, its firewall rule, a directory) fails the
+// package's run instead of piling up on the machine.
+func leftovers(ctx context.Context, name string) error {
+	var left []string
+	for _, dir := range []string{"/run/flotilla-nodes/" + name, "/var/lib/flotilla-nodes/" + name} {
+		if _, err := os.Stat(dir); err == nil {
+			left = append(left, dir)
+		}
+	}
+	if ns, _ := filepath.Glob("/var/run/netns/fln-" + name + "-*"); len(ns) > 0 {
+		left = append(left, ns...)
+	}
+	bridge := "fb-" + name
+	if exec.CommandContext(ctx, "ip", "link", "show", bridge).Run() == nil {
+		left = append(left, "bridge "+bridge)
+	}
+	if exec.CommandContext(ctx, "iptables", "-C", "FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT").Run() == nil {
+		left = append(left, "iptables rule for "+bridge)
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("swarm-nodes.sh down %s left %s", name, strings.Join(left, ", "))
+	}
 	return nil
 }
 
