@@ -166,8 +166,6 @@ func (b *Backend) SwarmNodes(ctx context.Context) (int, error) {
 	return len(nodes), nil
 }
 
-var _ capability.SwarmNodeNamer = (*Backend)(nil)
-
 // SwarmNodeNames names the swarm's nodes by hostname, sorted, whatever
 // their state.
 func (b *Backend) SwarmNodeNames(ctx context.Context) ([]string, error) {
