@@ -151,6 +151,8 @@ type SwarmSizer interface {
 // makes reports more precise: a volume left on a swarm of several nodes is
 // reported with the nodes to remove it on; without it the report says "each
 // node".
+//
+// This one is Flotilla's own addition to the seed's set.
 type SwarmNodeNamer interface {
 	SwarmNodeNames(ctx context.Context) ([]string, error)
 }
