@@ -74,8 +74,8 @@ func (c *checker) dockerHost(field, h string) string {
 			c.report("", field, ErrInvalid, "the URL contains a password; use an ssh key (the controller's ssh client configuration)")
 			return ""
 		}
-		if u.Hostname() == "" || (u.Path != "" && u.Path != "/") {
-			c.report("", field, ErrInvalid, "an ssh host must be ssh://[user@]host[:port], with no path")
+		if u.Hostname() == "" {
+			c.report("", field, ErrInvalid, "an ssh host must be ssh://[user@]host[:port][/path of the remote docker socket]")
 			return ""
 		}
 	default:

@@ -107,9 +107,10 @@ type Swarm struct {
 	// Required.
 	Name string `yaml:"name"`
 	// Hosts are the managers' Docker endpoints, tried in order:
-	// unix:///path, tcp://host:port or ssh://[user@]host[:port] (docker's
-	// SSH connection helper, which runs the ssh client and `docker system
-	// dial-stdio` on the host). The controller keeps using the one that
+	// unix:///path, tcp://host:port or ssh://[user@]host[:port][/socket]
+	// (docker's SSH connection helper, which runs the ssh client and
+	// `docker system dial-stdio` on the host, against the remote socket
+	// when a path is given). The controller keeps using the one that
 	// answered until it stops answering. At least one required.
 	Hosts []string `yaml:"hosts"`
 	// TLS secures and authenticates the tcp:// hosts. Default: none, and
