@@ -68,8 +68,8 @@ type Event struct {
 	Time time.Time `json:"time"`
 	Type Type      `json:"type"`
 
-	App      string `json:"app,omitempty"`
-	Stack    string `json:"stack,omitempty"`
+	App   string `json:"app,omitempty"`
+	Stack string `json:"stack,omitempty"`
 	// Swarm is the application's destination; empty for the local swarm
 	// in events of a controller that drives only that one.
 	Swarm    string `json:"swarm,omitempty"`

@@ -32,7 +32,9 @@ var (
 
 var errUnreachable = errors.New("dial unix /run/eu.sock: connect: connection refused")
 
-func newSwarmFake() *swarmFake { return &swarmFake{batchFake: &batchFake{liveDriftFake: newLiveDriftFake()}} }
+func newSwarmFake() *swarmFake {
+	return &swarmFake{batchFake: &batchFake{liveDriftFake: newLiveDriftFake()}}
+}
 
 func (f *swarmFake) ReadStacks(ctx context.Context, stacks []string) (map[string][]charts.ServiceState, error) {
 	f.smu.Lock()
