@@ -429,6 +429,10 @@ func (c *Controller) SetApplications(apps []application.Application) {
 	}
 	var changed []change
 	for _, a := range apps {
+		if _, ok := c.backends[destination(a)]; !ok {
+			c.log.Warn("application's destination is not connected; its passes fail until the controller restarts with that swarm",
+				"app", a.Name, "stack", a.Stack, "swarm", destination(a))
+		}
 		if old, ok := cur[a.Name]; ok {
 			if !reflect.DeepEqual(old.app, a) {
 				changed = append(changed, change{old, a})
