@@ -6,12 +6,15 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/docker/cli/cli/connhelper"
@@ -74,12 +77,46 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return resp, nil
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", redact(ep.host), err))
-		if req.Context().Err() != nil || !retryable(req, err) {
+		if req.Context().Err() != nil {
+			return nil, err // the caller's own end, as it is
+		}
+		errs = append(errs, fmt.Errorf("%s: %s", redact(ep.host), describe(err)))
+		if !retryable(req, err) {
 			break
 		}
 	}
-	return nil, fmt.Errorf("swarm %s: %w", f.swarm, errors.Join(errs...))
+	return nil, &unreachableError{swarm: f.swarm, err: errors.Join(errs...)}
+}
+
+// unreachableError says which hosts of a swarm were tried and how each
+// failed. It neither unwraps nor says "connection refused" in so many
+// words (see describe): the Docker client replaces an error that does with
+// one naming its own host, which for a swarm of several managers is none of
+// them.
+type unreachableError struct {
+	swarm string
+	err   error
+}
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("swarm %s: %s", e.swarm, strings.ReplaceAll(e.err.Error(), "\n", "; "))
+}
+
+// describe says how a request to one host failed, in words the Docker
+// client passes on (see unreachableError).
+func describe(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused the connection (is the daemon running?)"
+	case errors.Is(err, syscall.ENOENT):
+		return "no socket there (is the daemon running?)"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "closed the connection before answering"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "did not answer in time"
+	}
+	return strings.NewReplacer("connection refused", "refused", "dial unix", "unix socket").Replace(err.Error())
 }
 
 // retryable reports whether req may be sent to another manager after err.

@@ -13,6 +13,7 @@ package swarms
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -210,6 +211,12 @@ func (r *Registry) check(ctx context.Context, e *entry) Status {
 	switch {
 	case err != nil:
 		st.Error = err.Error()
+		// The Docker client's wording around it names the placeholder
+		// host; the failover's own names the ones tried.
+		var ue *unreachableError
+		if errors.As(err, &ue) {
+			st.Error = ue.Error()
+		}
 	case info.Swarm.LocalNodeState != swarm.LocalNodeStateActive:
 		st.Error = fmt.Sprintf("the engine at %s is not part of a swarm (state %q)", st.Host, info.Swarm.LocalNodeState)
 	case !info.Swarm.ControlAvailable:
