@@ -26,7 +26,7 @@ func (c *Controller) emit(p *pass, typ events.Type, service, message string, dat
 		rev = p.rev.Commit
 	}
 	c.opts.Events.Publish(events.Event{
-		Type: typ, App: p.app.Name, Stack: p.app.Stack, Swarm: p.app.Destination, Service: service,
+		Type: typ, App: p.app.Name, Stack: p.app.Stack, Swarm: destination(p.app), Service: service,
 		Revision: rev, Message: message, Data: data,
 	})
 }
@@ -53,7 +53,7 @@ func (c *Controller) reportChanges(p *pass, prev application.Status) {
 			continue
 		}
 		ev := events.Progress(p.app.Name, p.app.Stack, s.Name, s.Running, s.Desired, "", s.Message)
-		ev.Swarm = p.app.Destination
+		ev.Swarm = destination(p.app)
 		c.opts.Events.Publish(ev)
 	}
 	if len(st.Drift) > 0 && !sameDrift(prev.Drift, st.Drift) {

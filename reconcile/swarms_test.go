@@ -13,6 +13,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/events"
 )
 
 // swarmFake is one swarm of several: batchFake with a batched health read
@@ -95,6 +96,19 @@ func (f *swarmFake) ReleaseOwners(ctx context.Context) (map[string]string, error
 	return out, nil
 }
 
+// eventLog records what the controller publishes.
+type eventLog struct {
+	mu  sync.Mutex
+	evs []events.Event
+}
+
+func (l *eventLog) Publish(e events.Event) events.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.evs = append(l.evs, e)
+	return e
+}
+
 func (f *swarmFake) reads() int {
 	f.smu.Lock()
 	defer f.smu.Unlock()
@@ -106,6 +120,11 @@ func (f *swarmFake) reads() int {
 // threeSwarms is a controller with the application "shop" on the local
 // swarm and on eu (the same stack name on both), and "blog" on lab.
 func threeSwarms(t *testing.T) (map[string]*swarmFake, *fakeFetcher, *Controller) {
+	fakes, f, c, _ := threeSwarmsWithEvents(t)
+	return fakes, f, c
+}
+
+func threeSwarmsWithEvents(t *testing.T) (map[string]*swarmFake, *fakeFetcher, *Controller, *eventLog) {
 	t.Helper()
 	fakes := map[string]*swarmFake{application.LocalDestination: newSwarmFake(), "eu": newSwarmFake(), "lab": newSwarmFake()}
 	f := newFakeFetcher()
@@ -115,23 +134,34 @@ func threeSwarms(t *testing.T) (map[string]*swarmFake, *fakeFetcher, *Controller
 	shopEU.Stack, shopEU.Destination = "shop", "eu"
 	blog := testApp("blog", true)
 	blog.Destination = "lab"
-	c, err := New(Options{ControllerID: "ctl", Fetcher: f, Logger: quiet,
+	log := &eventLog{}
+	c, err := New(Options{ControllerID: "ctl", Fetcher: f, Logger: quiet, Events: log,
 		Backend:  fakes[application.LocalDestination],
 		Backends: map[string]charts.Backend{"eu": fakes["eu"], "lab": fakes["lab"]},
 	}, []application.Application{shopLocal, shopEU, blog})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fakes, f, c
+	return fakes, f, c, log
 }
 
 func TestEachSwarmGetsItsOwnBatchReadAndItsOwnDeploysOfOneStackName(t *testing.T) {
-	fakes, _, c := threeSwarms(t)
+	fakes, _, c, log := threeSwarmsWithEvents(t)
 	for _, r := range c.RunOnce(context.Background()) {
 		if r.Err != nil || r.Action != charts.Install {
 			t.Fatalf("%s: %v %s", r.App, r.Err, r.Action)
 		}
 	}
+	log.mu.Lock()
+	for _, e := range log.evs {
+		if want := map[string]string{"shop": "local", "shop-eu": "eu", "blog": "lab"}[e.App]; e.Swarm != want {
+			t.Errorf("event %s of %s names swarm %q, want %q", e.Type, e.App, e.Swarm, want)
+		}
+	}
+	if len(log.evs) == 0 {
+		t.Error("no events")
+	}
+	log.mu.Unlock()
 	for name, want := range map[string]string{"shop": "local", "shop-eu": "eu", "blog": "lab"} {
 		if st, _ := c.Status(name); st.Destination != want {
 			t.Errorf("%s: destination %q, want %q", name, st.Destination, want)
