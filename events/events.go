@@ -70,8 +70,8 @@ type Event struct {
 
 	App   string `json:"app,omitempty"`
 	Stack string `json:"stack,omitempty"`
-	// Swarm is the application's destination; empty for the local swarm
-	// in events of a controller that drives only that one.
+	// Swarm is the application's destination ("local" for the
+	// controller's own).
 	Swarm    string `json:"swarm,omitempty"`
 	Service  string `json:"service,omitempty"`
 	Revision string `json:"revision,omitempty"`
