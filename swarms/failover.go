@@ -136,7 +136,7 @@ func (f *failover) host() string { return f.endpoints[f.cur.Load()].host }
 
 // newEndpoint makes the transport of one host of swarm s (field names the
 // host in the applications file, for errors).
-func newEndpoint(s application.Swarm, host string, tlsConf *tls.Config) (endpoint, error) {
+func newEndpoint(s application.Swarm, host string, tlsConf *tls.Config, sshFlags []string) (endpoint, error) {
 	u, err := url.Parse(host)
 	if err != nil {
 		return endpoint{}, err
@@ -160,7 +160,7 @@ func newEndpoint(s application.Swarm, host string, tlsConf *tls.Config) (endpoin
 			ep.scheme = "https"
 		}
 	case "ssh":
-		h, err := connhelper.GetConnectionHelper(host)
+		h, err := connhelper.GetConnectionHelperWithSSHOpts(host, sshFlags)
 		if err != nil {
 			return endpoint{}, err
 		}

@@ -37,7 +37,7 @@ func newFailover(t *testing.T, hosts ...string) *failover {
 	t.Helper()
 	fo := &failover{swarm: "eu", log: quiet}
 	for _, h := range hosts {
-		ep, err := newEndpoint(application.Swarm{Name: "eu"}, h, nil)
+		ep, err := newEndpoint(application.Swarm{Name: "eu"}, h, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -46,6 +46,10 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Logger receives failovers. Default slog.Default().
 	Logger *slog.Logger
+	// SSHFlags are passed to every ssh the connection helper runs for an
+	// ssh:// host, such as ["-F", "/run/secrets/ssh_config"]. Default:
+	// none, the ssh client's own configuration.
+	SSHFlags []string
 }
 
 // Registry is the set of swarms. It is safe for concurrent use.
@@ -102,7 +106,7 @@ func (r *Registry) connect(ctx context.Context, i int, d application.Swarm) (*en
 		tlsConf = c
 	}
 	for _, h := range d.Hosts {
-		ep, err := newEndpoint(d, h, tlsConf)
+		ep, err := newEndpoint(d, h, tlsConf, r.opts.SSHFlags)
 		if err != nil {
 			return nil, fmt.Errorf("swarm %s: host %s: %w", d.Name, redact(h), err)
 		}

@@ -45,6 +45,7 @@ type controllerOptions struct {
 	prune        bool
 
 	sopsKeyFile    string
+	sshConfig      string
 	renderLimits   compose.Limits
 	listen         string
 	insecureNoAuth bool
@@ -117,6 +118,7 @@ redeploys nothing.`,
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.sopsKeyFile, "sops-age-key-file", os.Getenv("FLOTILLA_SOPS_AGE_KEY_FILE"), "age identities that decrypt SOPS-encrypted files of applications without a key of their own (also FLOTILLA_SOPS_AGE_KEY_FILE)")
+	f.StringVar(&o.sshConfig, "ssh-config", "", "ssh client configuration file for the swarms reached over ssh:// (keys, known hosts); default: the ssh client's own (~/.ssh/config)")
 	f.Int64Var(&o.renderLimits.MaxFileBytes, "render-max-file-bytes", compose.DefaultMaxFileBytes, "largest file (compose, env, config, secret) a render reads; -1 for no limit")
 	f.Int64Var(&o.renderLimits.MaxManifestBytes, "render-max-manifest-bytes", compose.DefaultMaxManifestBytes, "largest manifest a render may write (it is also a release record); -1 for no limit")
 	f.StringVar(&o.listen, "listen", ":8080", "address of the HTTP API, events, webhooks and /metrics; empty disables it")
@@ -217,8 +219,12 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	// The other swarms of the applications file, each with its own client;
 	// none is contacted yet, so one that is down costs only its own
 	// applications' first passes.
+	var sshFlags []string
+	if o.sshConfig != "" {
+		sshFlags = []string{"-F", o.sshConfig}
+	}
 	reg, err := swarms.New(ctx, file.Swarms, swarms.Options{
-		File: o.config, Local: be, Metrics: m, Logger: logger,
+		File: o.config, Local: be, Metrics: m, Logger: logger, SSHFlags: sshFlags,
 		Backend: backend.Options{Logger: logger, RequestTimeout: o.dockerTimeout},
 	})
 	if err != nil {
