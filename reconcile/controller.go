@@ -273,19 +273,21 @@ func New(opts Options, apps []application.Application) (*Controller, error) {
 		steadyLane:     make(chan struct{}, opts.MaxConcurrentPasses),
 	}
 	for _, a := range apps {
-		c.apps[a.Name] = &appState{app: a, status: c.initialStatus(a)}
+		c.apps[a.Name] = &appState{app: a, status: c.initialStatus(a, c.unavailable(backends[destination(a)]))}
 	}
 	return c, nil
 }
 
-func (c *Controller) initialStatus(a application.Application) application.Status {
+// initialStatus is a's status before its first pass; unavailable is what
+// its destination's backend lacks (see unavailable).
+func (c *Controller) initialStatus(a application.Application, unavailable []string) application.Status {
 	return application.Status{
 		Name:        a.Name,
 		Stack:       a.Stack,
 		Destination: destination(a),
 		Sync:        application.SyncUnknown,
 		Health:      application.HealthUnknown,
-		Unavailable: c.unavailable(c.backends[destination(a)]),
+		Unavailable: unavailable,
 	}
 }
 
@@ -421,6 +423,7 @@ func (c *Controller) SetApplications(apps []application.Application) {
 	// unlocked, and c.mu is held only to write the changes.
 	c.setMu.Lock()
 	defer c.setMu.Unlock()
+	unavailable := map[string][]string{} // by destination, worked out once
 	cur := c.apps
 	next := make(map[string]*appState, len(apps))
 	type change struct {
@@ -440,7 +443,11 @@ func (c *Controller) SetApplications(apps []application.Application) {
 			next[a.Name] = old
 			continue
 		}
-		next[a.Name] = &appState{app: a, status: c.initialStatus(a)}
+		d := destination(a)
+		if _, ok := unavailable[d]; !ok {
+			unavailable[d] = c.unavailable(c.backends[d])
+		}
+		next[a.Name] = &appState{app: a, status: c.initialStatus(a, unavailable[d])}
 	}
 	var removed []*appState
 	for name, old := range cur {
