@@ -12,6 +12,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/api"
+	"github.com/flotilla-gitops/flotilla/api/apitest"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
 )
@@ -296,5 +297,35 @@ func TestAPI_auditRingIsBounded(t *testing.T) {
 	_, b := e.do(t, "GET", "/api/v1/audit", adminToken, "")
 	if n := len(decode[api.AuditList](t, b).Items); n != 2 {
 		t.Fatalf("%d entries kept, want 2", n)
+	}
+}
+
+func TestTheSwarmListIsReadByGlobalRolesOnly(t *testing.T) {
+	e, _ := newAccessEnv(t)
+	e.ctl.SwarmList = []api.SwarmStatus{
+		{Name: "eu", Reachable: true, Host: "tcp://10.0.0.1:2376", Hosts: []string{"tcp://10.0.0.1:2376"}, Nodes: 3, Managers: 3, EngineVersion: "20.10.24", Applications: 1},
+		{Name: "local", Reachable: false, Error: "connection refused", Host: "unix:///var/run/docker.sock"},
+	}
+	for _, c := range callers {
+		resp, b := e.do(t, "GET", "/api/v1/swarms", c.token, "")
+		if resp.StatusCode != c.metrics {
+			t.Errorf("%s: status %d, want %d (as for /metrics: the list counts every application)", c.name, resp.StatusCode, c.metrics)
+			continue
+		}
+		if resp.StatusCode != 200 {
+			continue
+		}
+		list := decode[api.SwarmList](t, b)
+		if len(list.Items) != 2 || list.Items[0].Name != "eu" || list.Items[0].Nodes != 3 || list.Items[1].Reachable {
+			t.Errorf("%s: list %+v", c.name, list)
+		}
+	}
+}
+
+func TestAControllerWithoutSwarmsAnswersTheSwarmList501(t *testing.T) {
+	e := newEnv(t, func(o *api.Options) { o.Controller = apitest.NewMinimalController(apitest.Sample()...) })
+	resp, b := e.do(t, "GET", "/api/v1/swarms", readToken, "")
+	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(b), "SwarmLister") {
+		t.Errorf("status %d: %s", resp.StatusCode, b)
 	}
 }

@@ -141,6 +141,9 @@ func New(opts Options) http.Handler {
 	handle("POST /api/v1/applications/{name}/rollback", app(access.Operate), s.postRollback)
 	handle("POST /api/v1/applications/{name}/refresh", app(access.Operate), s.postRefresh)
 	handle("GET /api/v1/events", filtered, s.streamEvents)
+	// The swarm list counts every application, so only a global role
+	// reads it; a viewer does.
+	handle("GET /api/v1/swarms", global(access.Read), s.listSwarms)
 	handle("GET /api/v1/audit", global(access.Administer), s.getAudit)
 	handle("GET /healthz", open, s.healthz)
 	handle("GET /readyz", open, s.readyz)

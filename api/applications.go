@@ -271,3 +271,12 @@ func (s *server) ready(ctx context.Context) error {
 		return fmt.Errorf("readiness check did not answer within %s", s.opts.ReadyTimeout)
 	}
 }
+
+func (s *server) listSwarms(w http.ResponseWriter, r *http.Request) error {
+	items, err := swarmList(r.Context(), s.ctl)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, SwarmList{Items: items})
+	return nil
+}

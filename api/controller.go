@@ -46,6 +46,11 @@ type Rollbacker interface {
 	Rollback(ctx context.Context, app string, revision int, by string) (<-chan SyncResult, error)
 }
 
+// SwarmLister reports on the swarms the controller deploys to.
+type SwarmLister interface {
+	Swarms(ctx context.Context) ([]SwarmStatus, error)
+}
+
 // Sentinel errors a Controller may wrap so the API answers with the right
 // status. errors.ErrUnsupported maps to 501 as well.
 var (
@@ -79,6 +84,13 @@ func rollback(ctx context.Context, c Controller, app string, revision int, by st
 		return r.Rollback(ctx, app, revision, by)
 	}
 	return nil, unsupported("rollback", "Rollbacker")
+}
+
+func swarmList(ctx context.Context, c Controller) ([]SwarmStatus, error) {
+	if l, ok := c.(SwarmLister); ok {
+		return l.Swarms(ctx)
+	}
+	return nil, unsupported("the swarm list", "SwarmLister")
 }
 
 func unsupported(feature, iface string) error {
@@ -126,6 +138,32 @@ type ApplicationSummary struct {
 // ApplicationList is the answer of GET /api/v1/applications.
 type ApplicationList struct {
 	Items []ApplicationSummary `json:"items"`
+}
+
+// SwarmStatus is one swarm the controller deploys to, as its last check
+// found it.
+type SwarmStatus struct {
+	Name string `json:"name"`
+	// Reachable: a manager answered and can manage the swarm; Error says
+	// why not.
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+	// Host is the endpoint in use, one of Hosts.
+	Host  string   `json:"host"`
+	Hosts []string `json:"hosts"`
+	// Nodes and Managers count the swarm's nodes; EngineVersion is the
+	// Docker engine of the manager in use.
+	Nodes         int    `json:"nodes"`
+	Managers      int    `json:"managers"`
+	EngineVersion string `json:"engineVersion,omitempty"`
+	// Applications counts the applications deploying to it.
+	Applications int       `json:"applications"`
+	Checked      time.Time `json:"checked"`
+}
+
+// SwarmList is the answer of GET /api/v1/swarms.
+type SwarmList struct {
+	Items []SwarmStatus `json:"items"`
 }
 
 // HistoryList is the answer of GET /api/v1/applications/{name}/history,

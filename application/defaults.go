@@ -28,6 +28,9 @@ func Defaults(f *File) {
 		if a.Stack == "" {
 			a.Stack = a.Name
 		}
+		if a.Destination == "" {
+			a.Destination = LocalDestination
+		}
 		if a.Source.Revision == "" {
 			a.Source.Revision = DefaultRevision
 		}

@@ -127,6 +127,9 @@ func Worst(a, b Health) Health {
 type Status struct {
 	Name  string `json:"name"`
 	Stack string `json:"stack"`
+	// Destination is the swarm the stack runs on (LocalDestination for
+	// the controller's own).
+	Destination string `json:"destination,omitempty"`
 
 	Sync Sync `json:"sync"`
 	// SyncReason is set only when Sync is OutOfSync.

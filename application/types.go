@@ -50,6 +50,10 @@ type File struct {
 	// repositories and stacks their members use. Default: none, and only
 	// the controller's global tokens reach any application.
 	Projects []Project `yaml:"projects,omitempty"`
+	// Swarms are the swarms besides the controller's own that applications
+	// may name as their destination. Default: none, every application
+	// deploys to the local swarm.
+	Swarms []Swarm `yaml:"swarms,omitempty"`
 
 	// meta remembers where each field was written so that Validate can
 	// point at lines; nil for a File built in code.
@@ -84,6 +88,47 @@ type Application struct {
 	// repository are decrypted. Default: with the controller's
 	// --sops-age-key-file, if it was given.
 	SOPS *SOPS `yaml:"sops,omitempty"`
+	// Destination names the swarm the stack is deployed to: one of the
+	// file's swarms, or LocalDestination. Default LocalDestination. The same
+	// stack on two destinations is two stacks.
+	Destination string `yaml:"destination,omitempty"`
+}
+
+// LocalDestination is the destination of the controller's own Docker
+// environment (DOCKER_HOST and friends, or the local socket). No swarm of
+// the file may take the name.
+const LocalDestination = "local"
+
+// Swarm is a swarm the controller reaches through one of its managers'
+// Docker API endpoints.
+type Swarm struct {
+	// Name is what applications name as their destination: the same rule
+	// as an application's name, unique among swarms, and not "local".
+	// Required.
+	Name string `yaml:"name"`
+	// Hosts are the managers' Docker endpoints, tried in order:
+	// unix:///path, tcp://host:port or ssh://[user@]host[:port][/socket]
+	// (docker's SSH connection helper, which runs the ssh client and
+	// `docker system dial-stdio` on the host, against the remote socket
+	// when a path is given). The controller keeps using the one that
+	// answered until it stops answering. At least one required.
+	Hosts []string `yaml:"hosts"`
+	// TLS secures and authenticates the tcp:// hosts. Default: none, and
+	// tcp hosts are spoken to in plain HTTP.
+	TLS *TLS `yaml:"tls,omitempty"`
+}
+
+// TLS names the files (absolute paths on the controller's host, typically
+// swarm secrets) that secure a swarm's tcp:// hosts, as docker's --tlsverify
+// with --tlscacert, --tlscert and --tlskey does. The files are read when the
+// controller starts or reloads the applications file.
+type TLS struct {
+	// CAFile verifies the daemons' certificates. Required.
+	CAFile string `yaml:"caFile"`
+	// CertFile and KeyFile are the controller's client certificate and
+	// key; both or neither. Default: none, for a daemon that does not ask.
+	CertFile string `yaml:"certFile,omitempty"`
+	KeyFile  string `yaml:"keyFile,omitempty"`
 }
 
 // SOPS points at the age identities that decrypt an application's

@@ -70,12 +70,14 @@ func validate(f *File) []*fault.Error {
 	case f.APIVersion != APIVersion:
 		c.report("", "apiVersion", ErrInvalid, "unsupported version %q; this build reads %q", f.APIVersion, APIVersion)
 	}
+	destinations := c.swarms(f.Swarms)
 	names := map[string]int{}
-	stacks := map[string]int{}
+	stacks := map[[2]string]int{}
 	for i := range f.Applications {
 		a := &f.Applications[i]
 		p := "applications[" + strconv.Itoa(i) + "]"
 		c.application(a, p)
+		c.destination(a, p, destinations)
 		nameDup := false
 		if a.Name != "" {
 			if j, dup := names[a.Name]; dup {
@@ -88,12 +90,14 @@ func validate(f *File) []*fault.Error {
 		// A duplicated name usually drags its defaulted stack along; one
 		// report is enough.
 		if a.Stack != "" && !(nameDup && a.Stack == a.Name) {
-			if j, dup := stacks[a.Stack]; dup {
-				// Two loops deploying one stack would undo each other and
-				// each prune what the other declares.
+			// Two loops deploying one stack would undo each other and
+			// each prune what the other declares; on two swarms they are
+			// two stacks.
+			key := [2]string{a.Destination, a.Stack}
+			if j, dup := stacks[key]; dup {
 				c.report(a.Name, p+".stack", ErrDuplicate, "stack %q is already claimed by application %q", a.Stack, f.Applications[j].Name)
 			} else {
-				stacks[a.Stack] = i
+				stacks[key] = i
 			}
 		}
 	}

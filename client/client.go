@@ -99,6 +99,12 @@ func (c *Client) Applications(ctx context.Context) (api.ApplicationList, error) 
 	return out, c.do(ctx, http.MethodGet, appPath(), nil, nil, &out)
 }
 
+// Swarms checks and lists the swarms the controller deploys to.
+func (c *Client) Swarms(ctx context.Context) (api.SwarmList, error) {
+	var out api.SwarmList
+	return out, c.do(ctx, http.MethodGet, "/api/v1/swarms", nil, nil, &out)
+}
+
 // Application returns one application's full status.
 func (c *Client) Application(ctx context.Context, name string) (application.Status, error) {
 	var out application.Status

@@ -74,8 +74,11 @@ type Event struct {
 	Time time.Time `json:"time"`
 	Type Type      `json:"type"`
 
-	App      string `json:"app,omitempty"`
-	Stack    string `json:"stack,omitempty"`
+	App   string `json:"app,omitempty"`
+	Stack string `json:"stack,omitempty"`
+	// Swarm is the application's destination ("local" for the
+	// controller's own).
+	Swarm    string `json:"swarm,omitempty"`
 	Service  string `json:"service,omitempty"`
 	Revision string `json:"revision,omitempty"`
 	Message  string `json:"message,omitempty"`

@@ -75,6 +75,7 @@ type Metrics struct {
 	webhooks         *prometheus.CounterVec
 	chartFetches     *prometheus.CounterVec
 	chartBytes       *prometheus.CounterVec
+	swarmReachable   *prometheus.GaugeVec
 }
 
 // New returns Metrics registered on a fresh registry, together with the Go
@@ -110,8 +111,12 @@ func New() *Metrics {
 		}, []string{"swarm", "op"}),
 		swarmWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flotilla_swarm_writes_total",
-			Help: "Objects created or updated in the swarm, by kind. Zero growth in steady state.",
-		}, []string{"kind"}),
+			Help: "Objects created or updated, by swarm and kind. Zero growth in steady state.",
+		}, []string{"swarm", "kind"}),
+		swarmReachable: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flotilla_swarm_reachable",
+			Help: "Whether a manager of each swarm answered the last check: 1 or 0.",
+		}, []string{"swarm"}),
 		driftFields: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flotilla_drift_fields",
 			Help: "Fields whose live value differs from the repository, per application, at the last pass.",
@@ -131,7 +136,7 @@ func New() *Metrics {
 	}
 	m.reg.MustRegister(
 		m.syncStatus, m.healthStatus, m.reconcileSeconds, m.gitFetchSeconds, m.gitFetchErrors,
-		m.dockerRequests, m.swarmWrites, m.driftFields, m.webhooks, m.chartFetches, m.chartBytes,
+		m.dockerRequests, m.swarmWrites, m.driftFields, m.webhooks, m.chartFetches, m.chartBytes, m.swarmReachable,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -254,12 +259,20 @@ func (m *Metrics) DockerRequests(swarm string) func(op string) {
 	return func(op string) { m.DockerRequest(swarm, op) }
 }
 
-// SwarmWrites counts n writes of one kind of object.
-func (m *Metrics) SwarmWrites(kind WriteKind, n int) {
+// SwarmWrites counts n writes of one kind of object to swarm.
+func (m *Metrics) SwarmWrites(swarm string, kind WriteKind, n int) {
 	if m == nil || n <= 0 {
 		return
 	}
-	m.swarmWrites.WithLabelValues(string(kind)).Add(float64(n))
+	m.swarmWrites.WithLabelValues(swarm, string(kind)).Add(float64(n))
+}
+
+// SetSwarmReachable records whether swarm's last check found a manager.
+func (m *Metrics) SetSwarmReachable(swarm string, ok bool) {
+	if m == nil {
+		return
+	}
+	m.swarmReachable.WithLabelValues(swarm).Set(boolf(ok))
 }
 
 // SetDriftFields records how many fields of app's services drifted at the

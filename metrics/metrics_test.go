@@ -68,7 +68,10 @@ func TestMetrics_scrapeParsesAndMoves(t *testing.T) {
 	m.DockerRequest(LocalSwarm, "service.list")
 	m.DockerRequests("other")("service.list")
 	m.DockerRequests("other")("service.list")
-	m.SwarmWrites(WriteService, 2)
+	m.SwarmWrites(LocalSwarm, WriteService, 2)
+	m.SwarmWrites("eu", WriteService, 5)
+	m.SetSwarmReachable("eu", false)
+	m.SetSwarmReachable(LocalSwarm, true)
 	m.SetDriftFields("shop", 3)
 	m.WebhookDelivery("github", WebhookAccepted)
 
@@ -98,8 +101,17 @@ func TestMetrics_scrapeParsesAndMoves(t *testing.T) {
 	if v := value(t, f, "flotilla_docker_requests_total", map[string]string{"swarm": "other", "op": "service.list"}); v != 2 {
 		t.Errorf("docker requests of swarm other = %v, want 2 (each swarm its own series)", v)
 	}
-	if v := value(t, f, "flotilla_swarm_writes_total", map[string]string{"kind": "service"}); v != 2 {
+	if v := value(t, f, "flotilla_swarm_writes_total", map[string]string{"swarm": "local", "kind": "service"}); v != 2 {
 		t.Errorf("swarm writes = %v", v)
+	}
+	if v := value(t, f, "flotilla_swarm_writes_total", map[string]string{"swarm": "eu", "kind": "service"}); v != 5 {
+		t.Errorf("swarm writes of swarm eu = %v, want 5 (each swarm its own series)", v)
+	}
+	if v := value(t, f, "flotilla_swarm_reachable", map[string]string{"swarm": "eu"}); v != 0 {
+		t.Errorf("swarm eu reachable = %v, want 0", v)
+	}
+	if v := value(t, f, "flotilla_swarm_reachable", map[string]string{"swarm": "local"}); v != 1 {
+		t.Errorf("swarm local reachable = %v, want 1", v)
 	}
 	if v := value(t, f, "flotilla_drift_fields", map[string]string{"app": "shop"}); v != 3 {
 		t.Errorf("drift fields = %v", v)
@@ -182,7 +194,8 @@ func TestMetrics_nilRecordsNothing(t *testing.T) {
 	m.ObserveGitFetch("https://h/p", time.Second, nil)
 	m.DockerRequest(LocalSwarm, "op")
 	m.DockerRequests(LocalSwarm)("op")
-	m.SwarmWrites(WriteConfig, 1)
+	m.SwarmWrites(LocalSwarm, WriteConfig, 1)
+	m.SetSwarmReachable(LocalSwarm, true)
 	m.SetDriftFields("x", 1)
 	m.WebhookDelivery("generic", WebhookRejected)
 	m.ForgetApp("x")

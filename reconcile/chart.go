@@ -92,7 +92,7 @@ func (c *Controller) rollbackWithoutSource(ctx context.Context, p *pass, err err
 // says the source was at (the pinned one, for a record of a rollback), as
 // a revision with no tree; nil without a record.
 func (c *Controller) lastResolved(ctx context.Context, p *pass) *source.Revision {
-	latest, err := c.latestRelease(ctx, p.app.Stack)
+	latest, err := c.latestRelease(ctx, p)
 	if err != nil || latest == nil {
 		return nil
 	}
@@ -119,7 +119,7 @@ func (c *Controller) lastResolved(ctx context.Context, p *pass) *source.Revision
 // next number every time would make a chart that prints its revision
 // differ on every pass, and redeploy forever.
 func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Identities) error {
-	latest, err := c.latestReleaseIn(ctx, p.snapshot, p.app.Stack)
+	latest, err := c.latestReleaseIn(ctx, p, p.snapshot)
 	if err != nil {
 		return transient("render", err)
 	}

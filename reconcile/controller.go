@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -38,8 +39,14 @@ type Options struct {
 	// ControllerID names this controller in owner stamps
 	// ("<controller-id>/<application>"). Default "flotilla".
 	ControllerID string
-	// Backend is the swarm. Required.
+	// Backend is the local swarm, the destination
+	// application.LocalDestination. Required unless Backends holds it.
 	Backend charts.Backend
+	// Backends are the swarms by destination name, each with its own batch
+	// read and its own failures; Backend, when set, is the local one.
+	// An application whose destination is in neither fails its passes,
+	// naming the destination. Default: only Backend.
+	Backends map[string]charts.Backend
 	// Fetcher provides revisions. Required.
 	Fetcher Fetcher
 	// Charts fetches charts from chart repositories (source.chart.repoURL).
@@ -231,8 +238,11 @@ type Controller struct {
 	// SetApplications removed or moved an application.
 	appsChanged atomic.Bool
 
+	// backends are the swarms by destination (Options.Backends and Backend).
+	backends map[string]charts.Backend
+
 	relMu    sync.Mutex
-	releases map[string]*charts.Release // newest record per stack, a cache of the swarm's
+	releases map[relKey]*charts.Release // newest record per stack, a cache of the swarm's
 
 	renders renderCache // see rendercache.go
 }
@@ -241,46 +251,60 @@ type Controller struct {
 // validated (application.Defaults, application.Validate).
 func New(opts Options, apps []application.Application) (*Controller, error) {
 	opts.defaults()
-	if opts.Backend == nil || opts.Fetcher == nil {
+	backends := maps.Clone(opts.Backends)
+	if backends == nil {
+		backends = map[string]charts.Backend{}
+	}
+	if opts.Backend != nil {
+		backends[application.LocalDestination] = opts.Backend
+	}
+	opts.Backend = backends[application.LocalDestination]
+	if len(backends) == 0 || opts.Fetcher == nil {
 		return nil, errors.New("reconcile: Backend and Fetcher are required")
 	}
 	c := &Controller{
 		opts:     opts,
+		backends: backends,
 		log:      opts.Logger.With("component", "reconcile"),
 		apps:     make(map[string]*appState, len(apps)),
 		wake:     make(chan struct{}, 1),
-		releases: map[string]*charts.Release{},
+		releases: map[relKey]*charts.Release{},
 
 		orphanFailures: map[string]map[string]int{},
 		firstLane:      make(chan struct{}, max(1, opts.MaxConcurrentPasses/4)),
 		steadyLane:     make(chan struct{}, opts.MaxConcurrentPasses),
 	}
 	for _, a := range apps {
-		c.apps[a.Name] = &appState{app: a, status: c.initialStatus(a)}
+		c.apps[a.Name] = &appState{app: a, status: c.initialStatus(a, c.unavailable(backends[destination(a)]))}
 	}
 	return c, nil
 }
 
-func (c *Controller) initialStatus(a application.Application) application.Status {
+// initialStatus is a's status before its first pass; unavailable is what
+// its destination's backend lacks (see unavailable).
+func (c *Controller) initialStatus(a application.Application, unavailable []string) application.Status {
 	return application.Status{
 		Name:        a.Name,
 		Stack:       a.Stack,
+		Destination: destination(a),
 		Sync:        application.SyncUnknown,
 		Health:      application.HealthUnknown,
-		Unavailable: c.unavailable(),
+		Unavailable: unavailable,
 	}
 }
 
-// unavailable lists the features this backend cannot offer, in the words the
-// status shows.
-func (c *Controller) unavailable() []string {
+// unavailable lists the features backend b cannot offer, in the words the
+// status shows; nil for a destination with no backend, whose passes fail.
+func (c *Controller) unavailable(b charts.Backend) []string {
+	if b == nil {
+		return nil
+	}
 	var out []string
 	check := func(ok bool, feature, capName string) {
 		if !ok {
 			out = append(out, (&capability.ErrUnavailable{Feature: feature, Capability: capName}).Error())
 		}
 	}
-	b := c.opts.Backend
 	_, ok := capability.As[capability.LiveDrift](b)
 	check(ok, "live drift", "LiveDrift")
 	if ok {
@@ -377,6 +401,9 @@ func (c *Controller) poke() {
 var (
 	ErrNotFound = errors.New("no such application")
 	ErrBusy     = errors.New("a pass is already running")
+	// ErrNoSwarm: an application's destination names no swarm the
+	// controller is connected to (swarms are connected when it starts).
+	ErrNoSwarm = errors.New("no swarm of that name is connected to this controller")
 	// ErrQueueFull refuses a request when QueueLimit requests already wait
 	// for the application. It matches ErrBusy too: the answer is "later".
 	ErrQueueFull error = queueFullError{}
@@ -400,7 +427,7 @@ func (c *Controller) SetApplications(apps []application.Application) {
 	// unlocked, and c.mu is held only to write the changes.
 	c.setMu.Lock()
 	defer c.setMu.Unlock()
-	unavailable := c.unavailable()
+	unavailable := map[string][]string{} // by destination, worked out once
 	cur := c.apps
 	next := make(map[string]*appState, len(apps))
 	type change struct {
@@ -409,6 +436,10 @@ func (c *Controller) SetApplications(apps []application.Application) {
 	}
 	var changed []change
 	for _, a := range apps {
+		if _, ok := c.backends[destination(a)]; !ok {
+			c.log.Warn("application's destination is not connected; its passes fail until the controller restarts with that swarm",
+				"app", a.Name, "stack", a.Stack, "swarm", destination(a))
+		}
 		if old, ok := cur[a.Name]; ok {
 			if !reflect.DeepEqual(old.app, a) {
 				changed = append(changed, change{old, a})
@@ -416,9 +447,11 @@ func (c *Controller) SetApplications(apps []application.Application) {
 			next[a.Name] = old
 			continue
 		}
-		st := c.initialStatus(a)
-		st.Unavailable = unavailable
-		next[a.Name] = &appState{app: a, status: st}
+		d := destination(a)
+		if _, ok := unavailable[d]; !ok {
+			unavailable[d] = c.unavailable(c.backends[d])
+		}
+		next[a.Name] = &appState{app: a, status: c.initialStatus(a, unavailable[d])}
 	}
 	var removed []*appState
 	for name, old := range cur {
@@ -431,6 +464,7 @@ func (c *Controller) SetApplications(apps []application.Application) {
 		ch.st.app = ch.app
 		ch.st.next = time.Time{}
 		ch.st.status.Stack = ch.app.Stack
+		ch.st.status.Destination = destination(ch.app)
 	}
 	// Requests waiting for a removed application are taken while the lock
 	// is held, so no pass can start on them; they are answered below.
@@ -452,7 +486,7 @@ func (c *Controller) SetApplications(apps []application.Application) {
 		c.opts.Metrics.ForgetApp(name)
 		// Memory stays proportional to what is loaded; an application
 		// that takes the stack over reads its record from the swarm.
-		c.forgetRelease(old.app.Stack)
+		c.forgetRelease(destination(old.app), old.app.Stack)
 		for _, q := range waiting[i] {
 			q.answer(Result{App: name, Err: fmt.Errorf("application %q: removed while waiting: %w", name, ErrNotFound)})
 		}
@@ -526,7 +560,7 @@ func (c *Controller) Statuses() []application.Status {
 // credential (RegistryAuth): a backend that lacks one enforces its own rules
 // or authenticates its own way, and the reconciler never loosens anything.
 func (c *Controller) appBackend(p *pass) (charts.Backend, error) {
-	b := c.opts.Backend
+	b := p.base
 	if ob, ok := capability.As[capability.OutOfBand](b); ok {
 		b = ob.WithOutOfBandNotifier(c.outOfBand(p))
 	}
@@ -570,12 +604,15 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 	// The fetch step leases the checkout; no other fetch prunes it until
 	// the pass is over.
 	defer func() { p.rev.Release(); p.values.Release() }()
-	p.status.Name, p.status.Stack = app.Name, app.Stack
-	p.status.Unavailable = c.unavailable()
+	p.status.Name, p.status.Stack, p.status.Destination = app.Name, app.Stack, destination(app)
 	p.status.OutOfBand = nil
 	p.status.Corrected = nil
 	var err error
-	p.backend, err = c.appBackend(p)
+	p.base, err = c.backendOf(app)
+	p.status.Unavailable = c.unavailable(p.base)
+	if err == nil {
+		p.backend, err = c.appBackend(p)
+	}
 	if err == nil {
 		for _, s := range steps {
 			// A stopping controller ends the pass between steps.
@@ -649,22 +686,23 @@ func (c *Controller) publish(p *pass) {
 // deleted by hand or written by another controller is planned against on the
 // next pass, never hidden by memory. When that check cannot be made the copy
 // is returned as it is; apply never writes on it unchecked.
-func (c *Controller) latestRelease(ctx context.Context, stack string) (*charts.Release, error) {
-	return c.latestReleaseIn(ctx, nil, stack)
+func (c *Controller) latestRelease(ctx context.Context, p *pass) (*charts.Release, error) {
+	return c.latestReleaseIn(ctx, p, nil)
 }
 
 // latestReleaseIn is latestRelease within a batch: the check of the kept
 // copy is the batch's one check of every application's (snapshot.isHead)
 // when it vouches for it, which is at most as old as the batch; apply checks
 // again on its own before it writes.
-func (c *Controller) latestReleaseIn(ctx context.Context, snap *snapshot, stack string) (*charts.Release, error) {
+func (c *Controller) latestReleaseIn(ctx context.Context, p *pass, snap *snapshot) (*charts.Release, error) {
+	stack, key := p.app.Stack, relKey{destination(p.app), p.app.Stack}
 	c.relMu.Lock()
-	known := c.releases[stack]
+	known := c.releases[key]
 	c.relMu.Unlock()
 	if snap.isHead(ctx, c, stack, known) {
 		return known, nil
 	}
-	r, err := capability.LatestRelease(ctx, c.opts.Backend, stack, known)
+	r, err := capability.LatestRelease(ctx, p.base, stack, known)
 	if err != nil && known != nil {
 		// The pass may still plan from the record last read, so that it
 		// observes and reports what it can; apply checks the swarm again
@@ -685,20 +723,42 @@ func (c *Controller) latestReleaseIn(ctx context.Context, snap *snapshot, stack 
 			"stack", stack, "revision", known.Revision, "newest", newest)
 	}
 	c.relMu.Lock()
-	c.releases[stack] = r
+	c.releases[key] = r
 	c.relMu.Unlock()
 	return r, nil
 }
 
-// readLatestRelease reads the newest record of stack from the swarm, never
-// from memory, and keeps it for the next latestRelease.
-func (c *Controller) readLatestRelease(ctx context.Context, stack string) (*charts.Release, error) {
-	c.forgetRelease(stack)
-	return c.latestRelease(ctx, stack)
+// readLatestRelease reads the newest record of the pass's stack from the
+// swarm, never from memory, and keeps it for the next latestRelease.
+func (c *Controller) readLatestRelease(ctx context.Context, p *pass) (*charts.Release, error) {
+	c.forgetRelease(destination(p.app), p.app.Stack)
+	return c.latestRelease(ctx, p)
 }
 
-func (c *Controller) forgetRelease(stack string) {
+func (c *Controller) forgetRelease(dest, stack string) {
 	c.relMu.Lock()
-	delete(c.releases, stack)
+	delete(c.releases, relKey{dest, stack})
 	c.relMu.Unlock()
+}
+
+// relKey names a stack on a swarm: the same stack name on two swarms is two
+// releases.
+type relKey struct{ dest, stack string }
+
+// destination is the swarm a's stack runs on.
+func destination(a application.Application) string {
+	if a.Destination == "" {
+		return application.LocalDestination
+	}
+	return a.Destination
+}
+
+// backendOf returns the backend of a's destination. A destination with none
+// stalls the pass: nothing is read or written until the applications file
+// or the controller's swarms change.
+func (c *Controller) backendOf(a application.Application) (charts.Backend, error) {
+	if b, ok := c.backends[destination(a)]; ok {
+		return b, nil
+	}
+	return nil, stalled("fetch", fmt.Errorf("destination %q: %w", destination(a), ErrNoSwarm))
 }

@@ -69,14 +69,18 @@ func (c *Controller) Diff(ctx context.Context, name string) (Diff, error) {
 	c.mu.Unlock()
 
 	p := &pass{app: app, owner: c.opts.ControllerID + "/" + app.Name, log: c.log.With("app", app.Name)}
-	p.backend = c.opts.Backend
+	b, err := c.backendOf(app)
+	if err != nil {
+		return Diff{}, err
+	}
+	p.base, p.backend = b, b
 	defer func() { p.rev.Release(); p.values.Release() }()
 	for _, s := range []step{{"fetch", (*Controller).fetch}, {"render", (*Controller).render}, {"plan", (*Controller).plan}} {
 		if err := s.run(c, ctx, p); err != nil {
 			return Diff{}, err
 		}
 	}
-	d := Diff{App: name, Revision: p.rev.Commit, Chart: p.chart, Action: p.action, Unavailable: c.unavailable()}
+	d := Diff{App: name, Revision: p.rev.Commit, Chart: p.chart, Action: p.action, Unavailable: c.unavailable(p.base)}
 	old := ""
 	if p.latest != nil {
 		d.Deployed, d.DeployedChart, old = p.latest.Commit, p.latest.Chart, p.latest.Manifest

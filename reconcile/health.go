@@ -96,7 +96,11 @@ func (c *Controller) healthAfterEarlyFailure(ctx context.Context, p *pass, prev 
 	snap := p.snapshot
 	if snap == nil {
 		rctx, cancel := context.WithTimeout(ctx, c.opts.SwarmReadTimeout)
-		s, err := capability.ReadStacks(rctx, c.opts.Backend, []string{p.app.Stack})
+		var s map[string][]charts.ServiceState
+		err := fmt.Errorf("destination %q: %w", destination(p.app), ErrNoSwarm)
+		if p.base != nil {
+			s, err = capability.ReadStacks(rctx, p.base, []string{p.app.Stack})
+		}
 		cancel()
 		snap = &snapshot{stacks: s, err: err}
 	}

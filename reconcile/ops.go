@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/source"
@@ -18,7 +19,11 @@ func (c *Controller) History(ctx context.Context, name string) ([]charts.Release
 	if err != nil {
 		return nil, err
 	}
-	rs, err := c.opts.Backend.Releases(ctx, app.Stack)
+	b, err := c.backendOf(application.Application{Destination: app.Destination})
+	if err != nil {
+		return nil, fmt.Errorf("application %q: %w", name, err)
+	}
+	rs, err := b.Releases(ctx, app.Stack)
 	if err != nil {
 		return nil, fmt.Errorf("application %q: read history: %w", name, err)
 	}
@@ -80,10 +85,10 @@ func (c *Controller) application(name string) (appConfig, error) {
 	if !ok {
 		return appConfig{}, fmt.Errorf("application %q: %w", name, ErrNotFound)
 	}
-	return appConfig{Stack: a.app.Stack}, nil
+	return appConfig{Stack: a.app.Stack, Destination: a.app.Destination}, nil
 }
 
-type appConfig struct{ Stack string }
+type appConfig struct{ Stack, Destination string }
 
 // renderRollback makes the pass deploy a recorded revision's manifest.
 func (c *Controller) renderRollback(ctx context.Context, p *pass, revision int) error {

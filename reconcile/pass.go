@@ -53,8 +53,10 @@ type pass struct {
 	latest   *charts.Release
 	action   charts.Action
 
-	// backend is the controller's backend decorated for this application
-	// (out-of-band notifier, allowlist, credentials) where it can be.
+	// base is the backend of the application's destination; backend is
+	// base decorated for this application (out-of-band notifier,
+	// allowlist, credentials) where it can be.
+	base    charts.Backend
 	backend charts.Backend
 
 	drifted []string // scoped services whose live spec drifted
@@ -91,8 +93,11 @@ type pass struct {
 // snapshot is one read of the swarm for many stacks; err is set when the read
 // failed, in which case no stack in it can be trusted.
 type snapshot struct {
-	stacks map[string][]charts.ServiceState
-	err    error
+	// dest and backend are the swarm read; nil backend outside a batch.
+	dest    string
+	backend charts.Backend
+	stacks  map[string][]charts.ServiceState
+	err     error
 
 	// Network names are not stack-scoped, so one listing serves every
 	// application of the batch; it is made on first use.
@@ -116,9 +121,9 @@ type snapshot struct {
 // (capability.ReadStacksLive). When that look carried the services' specs
 // too, the batch's live drift is answered from it and the services are not
 // listed again.
-func newSnapshot(ctx context.Context, b charts.Backend, stacks []string) *snapshot {
+func newSnapshot(ctx context.Context, dest string, b charts.Backend, stacks []string) *snapshot {
 	states, live, err := capability.ReadStacksLive(ctx, b, stacks)
-	s := &snapshot{stacks: states, err: err}
+	s := &snapshot{dest: dest, backend: b, stacks: states, err: err}
 	if err == nil && live != nil {
 		s.liveOnce.Do(func() { s.live = live })
 	}
@@ -153,7 +158,7 @@ func (s *snapshot) liveServices(ctx context.Context, b charts.Backend, stack str
 // means not known to be: the caller checks on its own. A record c replaced
 // since is never vouched for, since the answer was about another one.
 func (s *snapshot) isHead(ctx context.Context, c *Controller, stack string, known *charts.Release) bool {
-	if s == nil || known == nil {
+	if s == nil || known == nil || s.backend == nil {
 		return false
 	}
 	if _, in := s.stacks[stack]; !in {
@@ -164,7 +169,7 @@ func (s *snapshot) isHead(ctx context.Context, c *Controller, stack string, know
 		var kept []charts.Release
 		c.relMu.Lock()
 		for st := range s.stacks {
-			if r := c.releases[st]; r != nil && r.Name == st {
+			if r := c.releases[relKey{s.dest, st}]; r != nil && r.Name == st {
 				heads[st] = r
 				kept = append(kept, *r)
 			}
@@ -173,7 +178,7 @@ func (s *snapshot) isHead(ctx context.Context, c *Controller, stack string, know
 		if len(kept) == 0 {
 			return
 		}
-		current, batched, err := capability.CheckLatestReleases(ctx, c.opts.Backend, kept)
+		current, batched, err := capability.CheckLatestReleases(ctx, s.backend, kept)
 		if batched && err == nil {
 			s.heads, s.current = heads, current
 		}
@@ -339,7 +344,7 @@ func (c *Controller) renderAt(ctx context.Context, p *pass, rev *source.Revision
 
 // plan compares the manifest with the newest release record.
 func (c *Controller) plan(ctx context.Context, p *pass) error {
-	latest, err := c.latestReleaseIn(ctx, p.snapshot, p.app.Stack)
+	latest, err := c.latestReleaseIn(ctx, p, p.snapshot)
 	if err != nil {
 		return transient("plan", err)
 	}
@@ -382,7 +387,7 @@ func (c *Controller) mayTakeOver(owner, app string) bool {
 func (c *Controller) observe(ctx context.Context, p *pass) error {
 	snap := p.snapshot
 	if snap == nil {
-		s, err := capability.ReadStacks(ctx, c.opts.Backend, []string{p.app.Stack})
+		s, err := capability.ReadStacks(ctx, p.base, []string{p.app.Stack})
 		snap = &snapshot{stacks: s, err: err}
 	}
 	c.applyHealth(p, snap)
@@ -478,14 +483,14 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 // pass planned against is still the swarm's newest, and plans again when it
 // is not: the next revision number is taken from the swarm, not from memory.
 func (c *Controller) checkLatest(ctx context.Context, p *pass) error {
-	fresh, err := capability.LatestRelease(ctx, c.opts.Backend, p.app.Stack, p.latest)
+	fresh, err := capability.LatestRelease(ctx, p.base, p.app.Stack, p.latest)
 	if err != nil {
 		return transient("apply", fmt.Errorf("check the newest release record: %w", err))
 	}
 	if fresh == p.latest {
 		return nil
 	}
-	c.forgetRelease(p.app.Stack)
+	c.forgetRelease(destination(p.app), p.app.Stack)
 	if fresh != nil && !c.mayTakeOver(fresh.Owner, p.app.Name) {
 		return stalled("apply", fmt.Errorf("stack %q is owned by %q, not by this controller (%q)", p.app.Stack, fresh.Owner, c.opts.ControllerID))
 	}
@@ -509,7 +514,7 @@ func (c *Controller) checkLatest(ctx context.Context, p *pass) error {
 // is planned and applied once more under the next number.
 func (c *Controller) record(ctx context.Context, p *pass, rec charts.Release) error {
 	err := p.backend.RecordRelease(ctx, rec, p.app.History)
-	c.forgetRelease(p.app.Stack)
+	c.forgetRelease(destination(p.app), p.app.Stack)
 	if errors.Is(err, charts.ErrRecordExists) {
 		return c.recordTaken(ctx, p, rec, err)
 	}
@@ -524,7 +529,7 @@ func (c *Controller) record(ctx context.Context, p *pass, rec charts.Release) er
 
 // recordTaken handles a revision number found taken when recording rec.
 func (c *Controller) recordTaken(ctx context.Context, p *pass, rec charts.Release, taken error) error {
-	latest, err := c.readLatestRelease(ctx, p.app.Stack)
+	latest, err := c.readLatestRelease(ctx, p)
 	if err != nil {
 		return transient("record", fmt.Errorf("%w; re-reading the history failed: %w", taken, err))
 	}
@@ -561,7 +566,7 @@ func (c *Controller) confirm(ctx context.Context, p *pass) error {
 		// Read back from the swarm, not from memory: a record write that
 		// was acknowledged and lost, or one another writer replaced,
 		// must fail the pass rather than report it Synced.
-		latest, err := c.readLatestRelease(ctx, p.app.Stack)
+		latest, err := c.readLatestRelease(ctx, p)
 		if err != nil {
 			return transient("confirm", fmt.Errorf("read back revision %d: %w", p.recorded.Revision, err))
 		}

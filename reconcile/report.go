@@ -26,7 +26,7 @@ func (c *Controller) emit(p *pass, typ events.Type, service, message string, dat
 		rev = p.rev.Commit
 	}
 	c.opts.Events.Publish(events.Event{
-		Type: typ, App: p.app.Name, Stack: p.app.Stack, Service: service,
+		Type: typ, App: p.app.Name, Stack: p.app.Stack, Swarm: destination(p.app), Service: service,
 		Revision: rev, Message: message, Data: data,
 	})
 }
@@ -52,7 +52,9 @@ func (c *Controller) reportChanges(p *pass, prev application.Status) {
 		if old, ok := prevSvc[s.Name]; ok && old.Health == s.Health && old.Running == s.Running && old.Desired == s.Desired {
 			continue
 		}
-		c.opts.Events.Publish(events.Progress(p.app.Name, p.app.Stack, s.Name, s.Running, s.Desired, "", s.Message))
+		ev := events.Progress(p.app.Name, p.app.Stack, s.Name, s.Running, s.Desired, "", s.Message)
+		ev.Swarm = destination(p.app)
+		c.opts.Events.Publish(ev)
 	}
 	if len(st.Drift) > 0 && !sameDrift(prev.Drift, st.Drift) {
 		c.emit(p, events.DriftDetected, "", fmt.Sprintf("%d field(s) drifted", len(st.Drift)), map[string]any{"fields": len(st.Drift)})
@@ -81,9 +83,9 @@ func (c *Controller) observeOutcome(p *pass, err error, gated bool, took time.Du
 	}
 	c.opts.Metrics.ObserveReconcile(p.app.Name, outcome, took)
 	if p.deployed != nil {
-		c.opts.Metrics.SwarmWrites(metrics.WriteService, len(p.deployed.Created)+len(p.deployed.Updated))
+		c.opts.Metrics.SwarmWrites(destination(p.app), metrics.WriteService, len(p.deployed.Created)+len(p.deployed.Updated))
 	}
 	if p.healed != nil {
-		c.opts.Metrics.SwarmWrites(metrics.WriteService, len(p.healed.Updated)+len(p.healed.Created))
+		c.opts.Metrics.SwarmWrites(destination(p.app), metrics.WriteService, len(p.healed.Updated)+len(p.healed.Created))
 	}
 }

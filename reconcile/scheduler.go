@@ -94,10 +94,12 @@ func (c *Controller) stop(cause error) {
 }
 
 // startDue starts a batch for every application that is due (every one,
-// with all) or has a sync request. The batch reads the swarm once for all of
-// them and then runs their passes side by side, at most MaxConcurrentPasses
-// at a time, all on goroutines counted by wg, so the caller never waits on
-// the swarm or for a free slot.
+// with all) or has a sync request, one batch per destination. Each batch
+// reads its swarm once for all of its applications and then runs their
+// passes side by side, at most MaxConcurrentPasses at a time across all
+// batches, all on goroutines counted by wg, so the caller never waits on a
+// swarm or for a free slot, and a swarm that does not answer holds up only
+// its own batch.
 func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup, all bool) {
 	if ctx.Err() != nil {
 		return // stopping: no new pass
@@ -117,19 +119,40 @@ func (c *Controller) startDue(ctx context.Context, wg *sync.WaitGroup, all bool)
 	}
 	// Explicit requests first: someone waits for them.
 	slices.SortStableFunc(due, func(x, y *appState) int { return cmpBool(len(y.pending) > 0, len(x.pending) > 0) })
-	stacks := make([]string, 0, len(due))
 	for _, a := range due {
 		first = append(first, a.status.LastPass.IsZero())
-		stacks = append(stacks, a.app.Stack)
 	}
 	c.mu.Unlock()
-	if len(due) == 0 {
-		return
+	for dest, idx := range byDestination(due) {
+		batch := make([]*appState, len(idx))
+		batchFirst := make([]bool, len(idx))
+		for i, j := range idx {
+			batch[i], batchFirst[i] = due[j], first[j]
+		}
+		c.startBatch(ctx, wg, dest, batch, batchFirst)
+	}
+}
+
+// byDestination groups the indices of due by destination, keeping order.
+func byDestination(due []*appState) map[string][]int {
+	out := map[string][]int{}
+	for i, a := range due {
+		d := destination(a.app)
+		out[d] = append(out[d], i)
+	}
+	return out
+}
+
+// startBatch reads dest once for due and feeds their passes to the lanes.
+func (c *Controller) startBatch(ctx context.Context, wg *sync.WaitGroup, dest string, due []*appState, first []bool) {
+	stacks := make([]string, 0, len(due))
+	for _, a := range due {
+		stacks = append(stacks, a.app.Stack)
 	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		snap := c.readBatch(ctx, stacks)
+		snap := c.readBatch(ctx, dest, stacks)
 		// One feeder per lane, so that first passes waiting for a slot
 		// never hold up a steady pass of the same batch.
 		var firsts, steady []*appState
@@ -186,12 +209,16 @@ func cmpBool(a, b bool) int {
 // readBatch takes the one look at the swarm a batch shares, bounded by
 // SwarmReadTimeout. A read that failed or ran out of time is kept as the
 // snapshot's error, which every pass of the batch then reports as Unknown.
-func (c *Controller) readBatch(ctx context.Context, stacks []string) *snapshot {
+func (c *Controller) readBatch(ctx context.Context, dest string, stacks []string) *snapshot {
 	slices.Sort(stacks)
 	stacks = slices.Compact(stacks)
+	b, ok := c.backends[dest]
+	if !ok {
+		return &snapshot{dest: dest, err: fmt.Errorf("destination %q: %w", dest, ErrNoSwarm)}
+	}
 	rctx, cancel := context.WithTimeout(ctx, c.opts.SwarmReadTimeout)
 	defer cancel()
-	snap := newSnapshot(rctx, c.opts.Backend, stacks)
+	snap := newSnapshot(rctx, dest, b, stacks)
 	if snap.err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 		snap.err = fmt.Errorf("no answer within %s: %w", c.opts.SwarmReadTimeout, snap.err)
 	}

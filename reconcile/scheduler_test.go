@@ -294,7 +294,7 @@ func TestDaemonThatIsNotASwarmManagerIsUnknownNeverMissingOrStale(t *testing.T) 
 		t.Fatalf("after the daemon came back: %s", st.Health)
 	}
 	b.set(func() { b.readErr, b.releasesErr = notManager, notManager })
-	c.forgetRelease("shop")
+	c.forgetRelease(application.LocalDestination, "shop")
 	before := time.Now()
 	r := c.RunOnce(context.Background())[0]
 	st = r.Status

@@ -35,7 +35,7 @@ func (c *Controller) sweepStep(ctx context.Context, p *pass) error {
 		return nil // a dry-run sync reports through Diff, not here
 	}
 	gated := p.app.SyncPolicy.Automated == nil && p.request == nil
-	rep, err := sweep.Run(ctx, c.opts.Backend, sweep.RunInput{
+	rep, err := sweep.Run(ctx, p.base, sweep.RunInput{
 		Stack:         p.app.Stack,
 		Owner:         p.owner,
 		Owners:        c.previousOwners(p),

@@ -87,9 +87,9 @@ func TestBrowser_afterSignInTheListShowsEveryApplicationWithItsSyncAndHealth(t *
 
 	rows := rowTexts(t, ctx)
 	want := map[string][]string{
-		"billing": {"Synced", "Healthy", "0123456", "1/1", "Unavailable: sweep: backend lacks Sweeper"},
-		"drifty":  {"OutOfSync (drift)", "Degraded", "web: 0 of 2 tasks running", "1/2", "apply web: update out of sequence", "Pinned: revision 1"},
-		"shop":    {"OutOfSync (git)", "Progressing", "web: 1 of 3 tasks running", "aaaaaaa", "bbbbbbb", "1/2"},
+		"billing": {"billing billing eu Synced", "Healthy", "0123456", "1/1", "Unavailable: sweep: backend lacks Sweeper"},
+		"drifty":  {"drifty drifty local OutOfSync (drift)", "Degraded", "web: 0 of 2 tasks running", "1/2", "apply web: update out of sequence", "Pinned: revision 1"},
+		"shop":    {"shop shop local OutOfSync (git)", "Progressing", "web: 1 of 3 tasks running", "aaaaaaa", "bbbbbbb", "1/2"},
 	}
 	for i, name := range []string{"billing", "drifty", "shop"} {
 		if !strings.HasPrefix(rows[i], name) {

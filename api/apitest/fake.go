@@ -22,6 +22,7 @@ var (
 	_ api.HistoryReader = (*Controller)(nil)
 	_ api.Differ        = (*Controller)(nil)
 	_ api.Rollbacker    = (*Controller)(nil)
+	_ api.SwarmLister   = (*Controller)(nil)
 	_ api.Controller    = (*MinimalController)(nil)
 )
 
@@ -37,6 +38,8 @@ type Controller struct {
 	Result func(app string, opts api.SyncOptions) api.SyncResult
 	// Hold, when set, keeps every sync from finishing until it is closed.
 	Hold chan struct{}
+	// SwarmList is what Swarms answers.
+	SwarmList []api.SwarmStatus
 
 	mu        sync.Mutex
 	apps      map[string]application.Status
@@ -205,6 +208,11 @@ func (c *Controller) Rollback(_ context.Context, app string, revision int, by st
 	return c.run(st, api.SyncOptions{By: by}), nil
 }
 
+// Swarms answers SwarmList.
+func (c *Controller) Swarms(context.Context) ([]api.SwarmStatus, error) {
+	return slices.Clone(c.SwarmList), nil
+}
+
 // MinimalController implements only api.Controller, for tests of the 501
 // answers. It wraps a Controller without passing its extras through.
 type MinimalController struct{ c *Controller }
@@ -234,7 +242,7 @@ func (m *MinimalController) RequestSync(name string, opts api.SyncOptions) (<-ch
 func Sample() []application.Status {
 	return []application.Status{
 		{
-			Name: "billing", Stack: "billing", Sync: application.Synced, Health: application.Healthy,
+			Name: "billing", Stack: "billing", Destination: "eu", Sync: application.Synced, Health: application.Healthy,
 			Revision: "0123456789abcdef0123456789abcdef01234567", SeenRevision: "0123456789abcdef0123456789abcdef01234567",
 			LastAppliedRevision: 3,
 			Services: []application.ServiceStatus{

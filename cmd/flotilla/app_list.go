@@ -52,7 +52,7 @@ func runAppList(ctx context.Context, c *client.Client, o appListOptions, w io.Wr
 // manual application waits for), that commit follows the arrow.
 func printAppTable(w io.Writer, items []api.ApplicationSummary, now time.Time) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "NAME\tSYNC\tHEALTH\tREVISION\tSERVICES\tLAST SYNC\tMESSAGE")
+	fmt.Fprintln(tw, "NAME\tSWARM\tSYNC\tHEALTH\tREVISION\tSERVICES\tLAST SYNC\tMESSAGE")
 	for _, a := range items {
 		sync := string(a.Sync)
 		if a.SyncReason != "" {
@@ -66,7 +66,11 @@ func printAppTable(w io.Writer, items []api.ApplicationSummary, now time.Time) e
 		if msg == "" {
 			msg = a.HealthMessage
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", a.Name, sync, a.Health, rev,
+		swarm := a.Destination
+		if swarm == "" {
+			swarm = "local"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", a.Name, swarm, sync, a.Health, rev,
 			a.ServicesHealthy, a.ServiceCount, ago(now, a.LastSyncTime), oneLine(msg, 60))
 	}
 	return tw.Flush()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,11 @@ func TestAppList_tableJSONAndYAML(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := out.String()
+	if !regexp.MustCompile(`(?m)^NAME +SWARM +SYNC`).MatchString(table) ||
+		!regexp.MustCompile(`(?m)^billing +eu +Synced`).MatchString(table) ||
+		!regexp.MustCompile(`(?m)^shop +local +OutOfSync`).MatchString(table) {
+		t.Errorf("the SWARM column does not name each application's swarm:\n%s", table)
+	}
 	for _, want := range []string{"NAME", "billing", "shop", "OutOfSync (git)", "Progressing", "aaaaaaaa → bbbbbbbb", "1/2", "web: 1 of 3 tasks running"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)

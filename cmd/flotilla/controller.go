@@ -28,6 +28,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/reconcile"
 	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
+	"github.com/flotilla-gitops/flotilla/swarms"
 	"github.com/flotilla-gitops/flotilla/web"
 )
 
@@ -44,6 +45,7 @@ type controllerOptions struct {
 	prune        bool
 
 	sopsKeyFile    string
+	sshConfig      string
 	renderLimits   compose.Limits
 	listen         string
 	insecureNoAuth bool
@@ -79,10 +81,13 @@ func newControllerCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Reconcile every application of an applications file onto the swarm",
-		Long: `Reconcile every application of an applications file onto the local swarm,
-each on its own interval, until interrupted.
+		Long: `Reconcile every application of an applications file onto its swarm, each
+on its own interval, until interrupted.
 
-The swarm is reached through the usual Docker environment (DOCKER_HOST, ...).
+The local swarm is reached through the usual Docker environment (DOCKER_HOST,
+...); the applications file's swarms through their hosts, tried in order.
+Swarms are connected when the controller starts: a reload of the file picks up
+new and changed applications, but a new or changed swarm needs a restart.
 The data directory only caches git checkouts and charts fetched from chart
 repositories (by digest): the swarm holds the record of
 what was deployed, so a controller restarted with an empty data directory
@@ -113,6 +118,7 @@ redeploys nothing.`,
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.sopsKeyFile, "sops-age-key-file", os.Getenv("FLOTILLA_SOPS_AGE_KEY_FILE"), "age identities that decrypt SOPS-encrypted files of applications without a key of their own (also FLOTILLA_SOPS_AGE_KEY_FILE)")
+	f.StringVar(&o.sshConfig, "ssh-config", "", "ssh client configuration file for the swarms reached over ssh:// (keys, known hosts); default: the ssh client's own (~/.ssh/config)")
 	f.Int64Var(&o.renderLimits.MaxFileBytes, "render-max-file-bytes", compose.DefaultMaxFileBytes, "largest file (compose, env, config, secret) a render reads; -1 for no limit")
 	f.Int64Var(&o.renderLimits.MaxManifestBytes, "render-max-manifest-bytes", compose.DefaultMaxManifestBytes, "largest manifest a render may write (it is also a release record); -1 for no limit")
 	f.StringVar(&o.listen, "listen", ":8080", "address of the HTTP API, events, webhooks and /metrics; empty disables it")
@@ -210,6 +216,20 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		logger.Warn("could not tell whether the controller runs as a swarm service", "error", err)
 	}
 	be = be.WithSelf(self)
+	// The other swarms of the applications file, each with its own client;
+	// none is contacted yet, so one that is down costs only its own
+	// applications' first passes.
+	var sshFlags []string
+	if o.sshConfig != "" {
+		sshFlags = []string{"-F", o.sshConfig}
+	}
+	reg, err := swarms.New(ctx, file.Swarms, swarms.Options{
+		File: o.config, Local: be, Metrics: m, Logger: logger, SSHFlags: sshFlags,
+		Backend: backend.Options{Logger: logger, RequestTimeout: o.dockerTimeout},
+	})
+	if err != nil {
+		return fmt.Errorf("connect to the swarms: %w", err)
+	}
 	fetcher := source.New(source.Options{CacheDir: filepath.Join(o.dataDir, "git"), Logger: logger,
 		RemoteTimeout: o.gitTimeout, FetchTimeout: o.gitFetchTimeout})
 	chartRepos, err := chartrepo.New(chartrepo.Options{CacheDir: filepath.Join(o.dataDir, "charts"), Observer: m})
@@ -220,6 +240,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	ctl, err := reconcile.New(reconcile.Options{
 		ControllerID:     o.controllerID,
 		Backend:          be,
+		Backends:         reg.Backends(),
 		Fetcher:          fetcher,
 		Charts:           chartRepos,
 		Logger:           logger,
@@ -269,7 +290,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	if o.listen != "" {
 		r.handler = func(stopping <-chan struct{}) http.Handler {
 			return api.New(api.Options{
-				Controller:    apiwire.New(ctl),
+				Controller:    apiwire.New(ctl).WithSwarms(reg),
 				Events:        broker,
 				Metrics:       m,
 				Tokens:        tokens,

@@ -11,11 +11,15 @@ import (
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/reconcile"
+	"github.com/flotilla-gitops/flotilla/swarms"
 )
 
 // Controller adapts a *reconcile.Controller to api.Controller and its
 // optional interfaces.
-type Controller struct{ ctl *reconcile.Controller }
+type Controller struct {
+	ctl    *reconcile.Controller
+	swarms *swarms.Registry // nil: no swarm listing
+}
 
 // New wraps ctl for api.Options.Controller.
 func New(ctl *reconcile.Controller) Controller { return Controller{ctl: ctl} }
@@ -26,6 +30,7 @@ var (
 	_ api.Differ         = Controller{}
 	_ api.Rollbacker     = Controller{}
 	_ api.WebhookTargets = Controller{}
+	_ api.SwarmLister    = Controller{}
 )
 
 // WebhookTargets lists where each application's source lives, so a push
@@ -99,4 +104,35 @@ func apiErr(err error) error {
 		return fmt.Errorf("%w: %w", api.ErrConflict, err)
 	}
 	return err
+}
+
+// WithSwarms makes the controller answer GET /api/v1/swarms from reg.
+func (a Controller) WithSwarms(reg *swarms.Registry) Controller {
+	a.swarms = reg
+	return a
+}
+
+// Swarms checks every swarm and counts the applications on each.
+func (a Controller) Swarms(ctx context.Context) ([]api.SwarmStatus, error) {
+	if a.swarms == nil {
+		return nil, fmt.Errorf("swarms are not available: %w", errors.ErrUnsupported)
+	}
+	count := map[string]int{}
+	for _, app := range a.ctl.Applications() {
+		d := app.Destination
+		if d == "" {
+			d = application.LocalDestination
+		}
+		count[d]++
+	}
+	checked := a.swarms.Check(ctx)
+	out := make([]api.SwarmStatus, 0, len(checked))
+	for _, s := range checked {
+		out = append(out, api.SwarmStatus{
+			Name: s.Name, Reachable: s.Reachable, Error: s.Error, Host: s.Host, Hosts: s.Hosts,
+			Nodes: s.Nodes, Managers: s.Managers, EngineVersion: s.EngineVersion,
+			Applications: count[s.Name], Checked: s.Checked,
+		})
+	}
+	return out, nil
 }

@@ -199,7 +199,8 @@ function notes(a) {
 function renderList() {
   const q = $('filter').value.trim().toLowerCase();
   const apps = [...state.apps.values()]
-    .filter((a) => !q || a.name.toLowerCase().includes(q) || (a.stack || '').toLowerCase().includes(q))
+    .filter((a) => !q || a.name.toLowerCase().includes(q) || (a.stack || '').toLowerCase().includes(q)
+      || (a.destination || 'local').toLowerCase().includes(q))
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const rows = apps.map((a) => {
     const [ok, total] = counts(a);
@@ -207,6 +208,7 @@ function renderList() {
     return el('tr', { onclick: (ev) => { if (ev.target.tagName !== 'A') location.hash = href; } },
       el('td', {}, el('a', { href }, a.name)),
       el('td', {}, a.stack || ''),
+      el('td', {}, a.destination || 'local'),
       el('td', {}, syncBadge(a)),
       el('td', {}, healthBadge(a.health), a.healthMessage && el('div', { class: 'muted small' }, a.healthMessage)),
       el('td', {}, revisionCell(a)),
@@ -247,6 +249,7 @@ function renderDetail(name) {
     el('h2', {}, a.name, ' ', syncBadge(a), ' ', healthBadge(a.health)),
     el('dl', { class: 'meta' },
       el('dt', {}, 'Stack'), el('dd', {}, a.stack || '—'),
+      el('dt', {}, 'Swarm'), el('dd', {}, a.destination || 'local'),
       el('dt', {}, 'Health'), el('dd', {}, a.healthMessage || a.health || '—'),
       el('dt', {}, 'Deployed'), el('dd', { title: a.revision || '' }, shortRev(a.revision),
         a.lastAppliedRevision ? ` (release ${a.lastAppliedRevision})` : ''),
