@@ -10,32 +10,144 @@ import (
 // without changing the memo. nil stays nil and empty stays empty: drift
 // comparisons and deploys can tell the two apart. Unexported fields are
 // copied as they are (time.Time holds only a location pointer, which is
-// immutable).
+// immutable); channels and functions, which are not data, are shared.
 func deepCopy[T any](v T) T {
 	var out T
 	src := reflect.ValueOf(&v).Elem()
-	dst := reflect.ValueOf(&out).Elem()
-	copyValue(dst, src)
+	copierOf(src.Type())(reflect.ValueOf(&out).Elem(), src)
 	return out
 }
 
-// flatTypes remembers, per type, whether a value of it holds no reference
-// at all, so that it can be copied with one assignment. Most leaves of a
-// ServiceSpec are such types.
-var flatTypes sync.Map // reflect.Type → bool
+// copier sets dst, settable and zero, to a deep copy of src.
+type copier func(dst, src reflect.Value)
 
-func isFlat(t reflect.Type) bool {
-	if f, ok := flatTypes.Load(t); ok {
-		return f.(bool)
+// copiers holds one copier per type, built on first use: the reflection
+// that decides how to copy a type is done once, not for every value.
+var copiers sync.Map // reflect.Type → copier
+
+func copierOf(t reflect.Type) copier {
+	if c, ok := copiers.Load(t); ok {
+		return c.(copier)
 	}
-	flat := computeFlat(t, map[reflect.Type]bool{})
-	flatTypes.Store(t, flat)
-	return flat
+	c := buildCopier(t, map[reflect.Type]*copier{})
+	copiers.Store(t, c)
+	return c
 }
 
-func computeFlat(t reflect.Type, seen map[reflect.Type]bool) bool {
+func assign(dst, src reflect.Value) { dst.Set(src) }
+
+// buildCopier makes t's copier; building maps the types under
+// construction, so a recursive type calls its own copier through it.
+func buildCopier(t reflect.Type, building map[reflect.Type]*copier) copier {
+	if isFlat(t, map[reflect.Type]bool{}) {
+		return assign
+	}
+	if c, ok := building[t]; ok {
+		return func(dst, src reflect.Value) { (*c)(dst, src) }
+	}
+	var c copier
+	building[t] = &c
+	switch t.Kind() {
+	case reflect.Pointer:
+		elem := buildCopier(t.Elem(), building)
+		c = func(dst, src reflect.Value) {
+			if src.IsNil() {
+				return
+			}
+			n := reflect.New(t.Elem())
+			elem(n.Elem(), src.Elem())
+			dst.Set(n)
+		}
+	case reflect.Slice:
+		elem := buildCopier(t.Elem(), building)
+		flat := isFlat(t.Elem(), map[reflect.Type]bool{})
+		c = func(dst, src reflect.Value) {
+			if src.IsNil() {
+				return
+			}
+			n := reflect.MakeSlice(t, src.Len(), src.Len())
+			if flat {
+				reflect.Copy(n, src)
+			} else {
+				for i := range src.Len() {
+					elem(n.Index(i), src.Index(i))
+				}
+			}
+			dst.Set(n)
+		}
+	case reflect.Map:
+		key, elem := buildCopier(t.Key(), building), buildCopier(t.Elem(), building)
+		flatKey, flatElem := isFlat(t.Key(), map[reflect.Type]bool{}), isFlat(t.Elem(), map[reflect.Type]bool{})
+		c = func(dst, src reflect.Value) {
+			if src.IsNil() {
+				return
+			}
+			n := reflect.MakeMapWithSize(t, src.Len())
+			it := src.MapRange()
+			for it.Next() {
+				k, v := it.Key(), it.Value()
+				if !flatKey {
+					nk := reflect.New(t.Key()).Elem()
+					key(nk, k)
+					k = nk
+				}
+				if !flatElem {
+					nv := reflect.New(t.Elem()).Elem()
+					elem(nv, v)
+					v = nv
+				}
+				n.SetMapIndex(k, v)
+			}
+			dst.Set(n)
+		}
+	case reflect.Interface:
+		c = func(dst, src reflect.Value) {
+			if src.IsNil() {
+				return
+			}
+			e := src.Elem()
+			n := reflect.New(e.Type()).Elem()
+			copierOf(e.Type())(n, e)
+			dst.Set(n)
+		}
+	case reflect.Array:
+		elem := buildCopier(t.Elem(), building)
+		c = func(dst, src reflect.Value) {
+			for i := range src.Len() {
+				elem(dst.Index(i), src.Index(i))
+			}
+		}
+	case reflect.Struct:
+		type field struct {
+			index int
+			copy  copier
+		}
+		var deep []field
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.IsExported() && !isFlat(f.Type, map[reflect.Type]bool{}) {
+				deep = append(deep, field{i, buildCopier(f.Type, building)})
+			}
+		}
+		c = func(dst, src reflect.Value) {
+			dst.Set(src) // unexported fields, and every flat one
+			for _, f := range deep {
+				d := dst.Field(f.index)
+				d.SetZero()
+				f.copy(d, src.Field(f.index))
+			}
+		}
+	default:
+		c = assign
+	}
+	return c
+}
+
+// isFlat reports whether a value of t holds no reference reachable through
+// its exported fields, so that one assignment copies it.
+func isFlat(t reflect.Type, seen map[reflect.Type]bool) bool {
 	if seen[t] {
-		return false // recursive through a reference: not flat
+		return false
 	}
 	seen[t] = true
 	defer delete(seen, t)
@@ -43,94 +155,14 @@ func computeFlat(t reflect.Type, seen map[reflect.Type]bool) bool {
 	case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Interface, reflect.Chan, reflect.Func, reflect.UnsafePointer:
 		return false
 	case reflect.Array:
-		return computeFlat(t.Elem(), seen)
+		return isFlat(t.Elem(), seen)
 	case reflect.Struct:
 		for i := range t.NumField() {
 			f := t.Field(i)
-			if !f.IsExported() {
-				continue // copied by assignment; see deepCopy
-			}
-			if !computeFlat(f.Type, seen) {
+			if f.IsExported() && !isFlat(f.Type, seen) {
 				return false
 			}
 		}
 	}
 	return true
-}
-
-// copyValue sets dst, settable and of src's type, to a deep copy of src.
-func copyValue(dst, src reflect.Value) {
-	t := src.Type()
-	if isFlat(t) {
-		dst.Set(src)
-		return
-	}
-	switch src.Kind() {
-	case reflect.Pointer:
-		if src.IsNil() {
-			return
-		}
-		n := reflect.New(t.Elem())
-		copyValue(n.Elem(), src.Elem())
-		dst.Set(n)
-	case reflect.Slice:
-		if src.IsNil() {
-			return
-		}
-		n := reflect.MakeSlice(t, src.Len(), src.Len())
-		if isFlat(t.Elem()) {
-			reflect.Copy(n, src)
-		} else {
-			for i := range src.Len() {
-				copyValue(n.Index(i), src.Index(i))
-			}
-		}
-		dst.Set(n)
-	case reflect.Map:
-		if src.IsNil() {
-			return
-		}
-		n := reflect.MakeMapWithSize(t, src.Len())
-		flatKey, flatElem := isFlat(t.Key()), isFlat(t.Elem())
-		it := src.MapRange()
-		for it.Next() {
-			k, v := it.Key(), it.Value()
-			if !flatKey {
-				nk := reflect.New(t.Key()).Elem()
-				copyValue(nk, k)
-				k = nk
-			}
-			if !flatElem {
-				nv := reflect.New(t.Elem()).Elem()
-				copyValue(nv, v)
-				v = nv
-			}
-			n.SetMapIndex(k, v)
-		}
-		dst.Set(n)
-	case reflect.Interface:
-		if src.IsNil() {
-			return
-		}
-		e := src.Elem()
-		n := reflect.New(e.Type()).Elem()
-		copyValue(n, e)
-		dst.Set(n)
-	case reflect.Array:
-		for i := range src.Len() {
-			copyValue(dst.Index(i), src.Index(i))
-		}
-	case reflect.Struct:
-		dst.Set(src) // unexported fields, and every flat one
-		for i := range src.NumField() {
-			if !t.Field(i).IsExported() || isFlat(t.Field(i).Type) {
-				continue
-			}
-			copyValue(dst.Field(i), src.Field(i))
-		}
-	default:
-		// Channels and functions are not data; they are shared, and a
-		// ServiceSpec holds none.
-		dst.Set(src)
-	}
 }
