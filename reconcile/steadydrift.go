@@ -1,0 +1,141 @@
+package reconcile
+
+import (
+	"context"
+	"maps"
+	"sync"
+
+	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/flotilla-gitops/flotilla/capability"
+)
+
+// steadyMark is what the last comparison of one render with the swarm saw,
+// kept when every declared service was in sync and at rest. The live side
+// is marked by each service's id and version, which Swarm moves on every
+// write to the service by anyone, so a pass that finds the same marks, the
+// same network names and the same API version would compare the same two
+// specs again and conclude the same: it skips the conversion and the
+// field-by-field comparison. Any write behind the controller's back moves
+// a version, and the next pass compares in full.
+type steadyMark struct {
+	mu    sync.Mutex
+	valid bool
+	live  map[string]liveMark // scoped name → mark, every service of the stack
+	nets  map[string]string
+	api   string
+}
+
+// liveMark identifies one state of one live service.
+type liveMark struct {
+	id      string
+	version uint64
+	update  swarm.UpdateState
+}
+
+// marksOf marks live; ok is false when a service carries no version (a
+// backend that does not report one), which no mark can then vouch for.
+func marksOf(live map[string]swarm.Service) (map[string]liveMark, bool) {
+	out := make(map[string]liveMark, len(live))
+	for name, s := range live {
+		if s.Version.Index == 0 {
+			return nil, false
+		}
+		m := liveMark{id: s.ID, version: s.Version.Index}
+		if s.UpdateStatus != nil {
+			m.update = s.UpdateStatus.State
+		}
+		out[name] = m
+	}
+	return out, true
+}
+
+// steadyInputs are the parts of a pass a steady mark is checked against,
+// read from the batch's snapshot only, so checking costs no request. ok is
+// false when the pass has no batched read to check with.
+func steadyInputs(ctx context.Context, p *pass) (live map[string]swarm.Service, nets map[string]string, api string, ok bool) {
+	if p.snapshot == nil {
+		return nil, nil, "", false
+	}
+	live, ok = p.snapshot.liveServices(ctx, p.backend, p.app.Stack)
+	if !ok {
+		return nil, nil, "", false
+	}
+	nets, err := p.snapshot.networkNames(ctx, p.backend)
+	if err != nil {
+		return nil, nil, "", false
+	}
+	if av, ok := capability.As[apiVersioner](p.backend); ok {
+		api = av.APIVersion()
+	}
+	return live, nets, api, true
+}
+
+// steadyDrift reports whether the pass's render was last compared with the
+// swarm in exactly the state the batch now reads, and found in sync: the
+// comparison would find no drift again. Only a render the cache keeps has
+// a mark; the controller's memory of the application (motion, fields not
+// kept, rollbacks) must be empty, since each of those changes a verdict
+// with time or by itself.
+func (c *Controller) steadyDrift(ctx context.Context, p *pass) bool {
+	m := c.renders.steadyOf(p.app.Name, p.rendered)
+	if m == nil {
+		return false
+	}
+	live, nets, api, ok := steadyInputs(ctx, p)
+	if !ok {
+		return false
+	}
+	marks, ok := marksOf(live)
+	if !ok || !c.driftMemoryEmpty(p) {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.valid && m.api == api && maps.Equal(m.live, marks) && maps.Equal(m.nets, nets)
+}
+
+// noteComparison keeps a steady mark for the pass's render when cmp, read
+// in the state steadyInputs gives, found every declared service in sync and
+// at rest, and forgets it otherwise.
+func (c *Controller) noteComparison(ctx context.Context, p *pass, cmp comparison, verdicts []serviceVerdict) {
+	m := c.renders.steadyOf(p.app.Name, p.rendered)
+	if m == nil {
+		return
+	}
+	clean := len(verdicts) == len(cmp.desired.Services)
+	for _, v := range verdicts {
+		if v.verdict != verdictSynced || len(v.changes)+len(v.notKept) > 0 || v.notSettling != "" || !v.inMotionSince.IsZero() {
+			clean = false
+		}
+	}
+	live, nets, api, ok := steadyInputs(ctx, p)
+	marks, marked := marksOf(live)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// The comparison must have seen what the mark will be checked against:
+	// the batch's live services and network names.
+	m.valid = clean && ok && marked && maps.Equal(marks, mustMarks(cmp.live)) && maps.Equal(nets, cmp.networkNames) && c.driftMemoryEmpty(p)
+	if m.valid {
+		m.live, m.nets, m.api = marks, maps.Clone(nets), api
+	} else {
+		m.live, m.nets = nil, nil
+	}
+}
+
+func mustMarks(live map[string]swarm.Service) map[string]liveMark {
+	m, _ := marksOf(live)
+	return m
+}
+
+// driftMemoryEmpty reports whether the controller remembers nothing about
+// the application's services that a comparison would read.
+func (c *Controller) driftMemoryEmpty(p *pass) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.apps[p.app.Name]
+	if !ok {
+		return false
+	}
+	return len(a.drift.motionSince) == 0 && len(a.drift.notKept) == 0 && (a.rolledBackManifest != p.rendered.Manifest || len(a.rolledBack) == 0)
+}
