@@ -2,7 +2,10 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/docker/docker/api/types/swarm"
@@ -13,16 +16,15 @@ import (
 // steadyMark is what the last comparison of one render with the swarm saw,
 // kept when every declared service was in sync and at rest. The live side
 // is marked by each service's id and version, which Swarm moves on every
-// write to the service by anyone, so a pass that finds the same marks, the
-// same network names and the same API version would compare the same two
-// specs again and conclude the same: it skips the conversion and the
-// field-by-field comparison. Any write behind the controller's back moves
-// a version, and the next pass compares in full.
+// write to the service by anyone, and by the names of the networks it is
+// attached to; a pass that finds the same marks and the same API version
+// would compare the same two specs again and conclude the same: it skips
+// the conversion and the field-by-field comparison. Any write behind the
+// controller's back moves a version, and the next pass compares in full.
 type steadyMark struct {
 	mu    sync.Mutex
 	valid bool
 	live  map[string]liveMark // scoped name → mark, every service of the stack
-	nets  map[string]string
 	api   string
 }
 
@@ -31,11 +33,17 @@ type liveMark struct {
 	id      string
 	version uint64
 	update  swarm.UpdateState
+	// nets names each network the service is attached to, id=name in the
+	// spec's order: a network removed or recreated under the same name
+	// changes what its attachment compares as, without moving the
+	// service's version. Networks the service does not use do not count.
+	nets string
 }
 
-// marksOf marks live; ok is false when a service carries no version (a
-// backend that does not report one), which no mark can then vouch for.
-func marksOf(live map[string]swarm.Service) (map[string]liveMark, bool) {
+// marksOf marks live, with nets mapping network ids to names; ok is false
+// when a service carries no version (a backend that does not report one),
+// which no mark can then vouch for.
+func marksOf(live map[string]swarm.Service, nets map[string]string) (map[string]liveMark, bool) {
 	out := make(map[string]liveMark, len(live))
 	for name, s := range live {
 		if s.Version.Index == 0 {
@@ -45,6 +53,12 @@ func marksOf(live map[string]swarm.Service) (map[string]liveMark, bool) {
 		if s.UpdateStatus != nil {
 			m.update = s.UpdateStatus.State
 		}
+		var b strings.Builder
+		for _, n := range slices.Concat(s.Spec.TaskTemplate.Networks, s.Spec.Networks) { //nolint:staticcheck // the deprecated field is compared too
+			name, ok := nets[n.Target]
+			fmt.Fprintf(&b, "%s=%s:%t;", n.Target, name, ok)
+		}
+		m.nets = b.String()
 		out[name] = m
 	}
 	return out, true
@@ -86,13 +100,13 @@ func (c *Controller) steadyDrift(ctx context.Context, p *pass) bool {
 	if !ok {
 		return false
 	}
-	marks, ok := marksOf(live)
+	marks, ok := marksOf(live, nets)
 	if !ok || !c.driftMemoryEmpty(p) {
 		return false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.valid && m.api == api && maps.Equal(m.live, marks) && maps.Equal(m.nets, nets)
+	return m.valid && m.api == api && maps.Equal(m.live, marks)
 }
 
 // noteComparison keeps a steady mark for the pass's render when cmp, read
@@ -110,22 +124,18 @@ func (c *Controller) noteComparison(ctx context.Context, p *pass, cmp comparison
 		}
 	}
 	live, nets, api, ok := steadyInputs(ctx, p)
-	marks, marked := marksOf(live)
+	marks, marked := marksOf(live, nets)
+	seen, _ := marksOf(cmp.live, cmp.networkNames)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	// The comparison must have seen what the mark will be checked against:
 	// the batch's live services and network names.
-	m.valid = clean && ok && marked && maps.Equal(marks, mustMarks(cmp.live)) && maps.Equal(nets, cmp.networkNames) && c.driftMemoryEmpty(p)
+	m.valid = clean && ok && marked && maps.Equal(marks, seen) && c.driftMemoryEmpty(p)
 	if m.valid {
-		m.live, m.nets, m.api = marks, maps.Clone(nets), api
+		m.live, m.api = marks, api
 	} else {
-		m.live, m.nets = nil, nil
+		m.live = nil
 	}
-}
-
-func mustMarks(live map[string]swarm.Service) map[string]liveMark {
-	m, _ := marksOf(live)
-	return m
 }
 
 // driftMemoryEmpty reports whether the controller remembers nothing about
