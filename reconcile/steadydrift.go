@@ -2,10 +2,7 @@ package reconcile
 
 import (
 	"context"
-	"fmt"
-	"maps"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/docker/docker/api/types/swarm"
@@ -25,7 +22,13 @@ type steadyMark struct {
 	mu    sync.Mutex
 	valid bool
 	live  map[string]liveMark // scoped name → mark, every service of the stack
-	api   string
+	// nets names each network the stack's services are attached to, by id
+	// ("" for an id the swarm did not list): a network removed or
+	// recreated under the same name changes what an attachment compares
+	// as without moving the service's version. Networks no service of the
+	// stack uses do not count.
+	nets map[string]string
+	api  string
 }
 
 // liveMark identifies one state of one live service.
@@ -33,35 +36,54 @@ type liveMark struct {
 	id      string
 	version uint64
 	update  swarm.UpdateState
-	// nets names each network the service is attached to, id=name in the
-	// spec's order: a network removed or recreated under the same name
-	// changes what its attachment compares as, without moving the
-	// service's version. Networks the service does not use do not count.
-	nets string
 }
 
-// marksOf marks live, with nets mapping network ids to names; ok is false
-// when a service carries no version (a backend that does not report one),
-// which no mark can then vouch for.
-func marksOf(live map[string]swarm.Service, nets map[string]string) (map[string]liveMark, bool) {
-	out := make(map[string]liveMark, len(live))
-	for name, s := range live {
-		if s.Version.Index == 0 {
-			return nil, false
-		}
-		m := liveMark{id: s.ID, version: s.Version.Index}
-		if s.UpdateStatus != nil {
-			m.update = s.UpdateStatus.State
-		}
-		var b strings.Builder
-		for _, n := range slices.Concat(s.Spec.TaskTemplate.Networks, s.Spec.Networks) { //nolint:staticcheck // the deprecated field is compared too
-			name, ok := nets[n.Target]
-			fmt.Fprintf(&b, "%s=%s:%t;", n.Target, name, ok)
-		}
-		m.nets = b.String()
-		out[name] = m
+// markOf marks s; ok is false when it carries no version (a backend that
+// does not report one), which no mark can then vouch for.
+func markOf(s swarm.Service) (liveMark, bool) {
+	m := liveMark{id: s.ID, version: s.Version.Index}
+	if s.UpdateStatus != nil {
+		m.update = s.UpdateStatus.State
 	}
-	return out, true
+	return m, s.Version.Index != 0
+}
+
+// sameMarks reports whether live is, service by service, what m marked.
+// It allocates nothing: it runs on every steady pass.
+func (m *steadyMark) sameMarks(live map[string]swarm.Service, nets map[string]string) bool {
+	if len(live) != len(m.live) {
+		return false
+	}
+	for name, s := range live {
+		mk, ok := markOf(s)
+		if !ok || m.live[name] != mk {
+			return false
+		}
+	}
+	for id, name := range m.nets {
+		if nets[id] != name {
+			return false
+		}
+	}
+	return true
+}
+
+// mark records live and the names of the networks it is attached to; ok is
+// false when some service carries no version.
+func (m *steadyMark) mark(live map[string]swarm.Service, nets map[string]string) bool {
+	m.live = make(map[string]liveMark, len(live))
+	m.nets = map[string]string{}
+	for name, s := range live {
+		mk, ok := markOf(s)
+		if !ok {
+			return false
+		}
+		m.live[name] = mk
+		for _, n := range slices.Concat(s.Spec.TaskTemplate.Networks, s.Spec.Networks) { //nolint:staticcheck // the deprecated field is compared too
+			m.nets[n.Target] = nets[n.Target]
+		}
+	}
+	return true
 }
 
 // steadyInputs are the parts of a pass a steady mark is checked against,
@@ -100,13 +122,12 @@ func (c *Controller) steadyDrift(ctx context.Context, p *pass) bool {
 	if !ok {
 		return false
 	}
-	marks, ok := marksOf(live, nets)
-	if !ok || !c.driftMemoryEmpty(p) {
+	if !c.driftMemoryEmpty(p) {
 		return false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.valid && m.api == api && maps.Equal(m.live, marks)
+	return m.valid && m.api == api && m.sameMarks(live, nets)
 }
 
 // noteComparison keeps a steady mark for the pass's render when cmp, read
@@ -124,18 +145,18 @@ func (c *Controller) noteComparison(ctx context.Context, p *pass, cmp comparison
 		}
 	}
 	live, nets, api, ok := steadyInputs(ctx, p)
-	marks, marked := marksOf(live, nets)
-	seen, _ := marksOf(cmp.live, cmp.networkNames)
+	empty := c.driftMemoryEmpty(p)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.valid = false
+	if !clean || !ok || !empty || !m.mark(cmp.live, cmp.networkNames) {
+		m.live, m.nets = nil, nil
+		return
+	}
 	// The comparison must have seen what the mark will be checked against:
 	// the batch's live services and network names.
-	m.valid = clean && ok && marked && maps.Equal(marks, seen) && c.driftMemoryEmpty(p)
-	if m.valid {
-		m.live, m.api = marks, api
-	} else {
-		m.live = nil
-	}
+	m.valid = m.sameMarks(live, nets)
+	m.api = api
 }
 
 // driftMemoryEmpty reports whether the controller remembers nothing about
