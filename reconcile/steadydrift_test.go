@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 )
@@ -182,5 +184,84 @@ func TestASteadyPassStillHealsAWriteBehindItsBack(t *testing.T) {
 	runSteady(t, c)
 	if n := b.takeConversions(); n != 1 {
 		t.Errorf("%d conversions over the two passes after a heal, want one (the first) and then none", n)
+	}
+}
+
+// networkedFake is versionedFake on a swarm that addresses networks by id:
+// live services attach to "id-<name>", and LiveNetworkNames maps the ids
+// the test says exist.
+type networkedFake struct {
+	*versionedFake
+	nmu  sync.Mutex
+	nets map[string]string
+}
+
+var _ capability.NetworkNamer = (*networkedFake)(nil)
+
+func (f *networkedFake) LiveNetworkNames(context.Context) (map[string]string, error) {
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	return maps.Clone(f.nets), nil
+}
+
+func (f *networkedFake) LiveServicesOf(ctx context.Context, stacks []string) (map[string]map[string]swarm.Service, error) {
+	out, err := f.batchFake.LiveServicesOf(ctx, stacks)
+	for _, m := range out {
+		for name, s := range m {
+			nets := slices.Clone(s.Spec.TaskTemplate.Networks)
+			for i := range nets {
+				nets[i].Target = "id-" + nets[i].Target
+			}
+			s.Spec.TaskTemplate.Networks = nets
+			m[name] = s
+		}
+	}
+	for _, m := range out {
+		for name, s := range m {
+			b, _ := json.Marshal(s)
+			h := fnv.New64a()
+			h.Write(b)
+			s.Version.Index = h.Sum64() | 1
+			m[name] = s
+		}
+	}
+	return out, err
+}
+
+// A network removed and created again under the same name moves no
+// service's version, yet the services still attach to the old one: the
+// steady mark names the networks its services use, so the pass compares in
+// full and reports the attachment. A network no service uses coming and
+// going does not void the mark.
+func TestASteadyPassComparesAgainWhenANetworkItsServicesUseIsReplaced(t *testing.T) {
+	b := &networkedFake{versionedFake: &versionedFake{batchFake: &batchFake{liveDriftFake: newLiveDriftFake()}},
+		nets: map[string]string{"id-app_back": "app_back"}}
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	c := newTestController(t, b, f, testApp("app", true))
+	for _, r := range c.RunOnce(context.Background()) {
+		if r.Err != nil || r.Action != charts.Install {
+			t.Fatalf("%s: %v %s", r.App, r.Err, r.Action)
+		}
+	}
+	if d := runSteady(t, c); len(d) != 0 {
+		t.Fatalf("drift right after the deploy: %v", d)
+	}
+	b.takeConversions()
+	b.nmu.Lock()
+	b.nets["id-elsewhere"] = "someone_else"
+	b.nmu.Unlock()
+	if d := runSteady(t, c); len(d) != 0 || b.takeConversions() != 0 {
+		t.Fatalf("a network no service uses voided the mark (drift %v)", d)
+	}
+	b.nmu.Lock()
+	b.nets = map[string]string{"id2-app_back": "app_back"}
+	b.nmu.Unlock()
+	d := runSteady(t, c)
+	if !slices.Contains(d["app"], "web") || !slices.Contains(d["app"], "worker") {
+		t.Errorf("services attached to a replaced network not reported: drift %v", d)
+	}
+	if n := b.takeConversions(); n != 1 {
+		t.Errorf("%d conversions, want the full comparison", n)
 	}
 }
