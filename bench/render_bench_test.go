@@ -86,3 +86,53 @@ func BenchmarkRenderConvertPlan1000(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRenderConvertPlan1000Changed is BenchmarkRenderConvertPlan1000
+// for a commit that changed the stack: one service's environment differs
+// in every iteration, so nothing of an earlier render can be reused and the
+// loader reads the whole project, the manifest is written and converted, and
+// the plan is an upgrade. What a pass costs when git moved.
+func BenchmarkRenderConvertPlan1000Changed(b *testing.B) {
+	// changes counts across runs of the benchmark in one process, so no run
+	// renders what an earlier one did.
+	dir := b.TempDir()
+	writeStack(b, dir, 1000)
+	path := filepath.Join(dir, "docker-compose.yml")
+	base, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	first, err := compose.Render("bench", compose.Dir{Root: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := &charts.Release{Name: "bench", Revision: 1, Owner: "ctl/bench", Manifest: first.Manifest}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		changes++
+		changed := strings.Replace(string(base), `INDEX: "0"`, fmt.Sprintf(`INDEX: "changed-%d"`, changes), 1)
+		if err := os.WriteFile(path, []byte(changed), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		r, err := compose.Render("bench", compose.Dir{Root: dir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		st, err := compose.Convert(ctx, r.Manifest, "bench", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(st.Services) != 1000 {
+			b.Fatalf("%d services", len(st.Services))
+		}
+		if charts.Plan(r.Manifest, "ctl/bench", rec) != charts.Upgrade {
+			b.Fatal("changed render not planned as an upgrade")
+		}
+	}
+}
+
+var changes int

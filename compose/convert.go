@@ -33,13 +33,33 @@ const defaultNetworkDriver = "overlay"
 //
 // Secrets come back with Data nil; the caller has the plaintext (from
 // Render) and fills it in.
+//
+// A manifest is loaded and converted once per process (see converted):
+// later calls with the same text copy that result and fill in the ids r
+// gives now, so they cost a copy, not a parse. The result is the caller's
+// to change.
 func Convert(ctx context.Context, manifest, stack string, r Resolver) (*Stack, error) {
+	t, ok := converted.get(manifest)
+	if !ok || t.stack.Namespace != stack {
+		var err error
+		if t, err = newConvertTemplate(ctx, manifest, stack); err != nil {
+			return nil, err
+		}
+		converted.put(manifest, t)
+	}
+	return t.instantiate(ctx, manifest, r)
+}
+
+// convertManifest is the conversion itself: the manifest is decoded and
+// loaded by docker/cli's loader, and its services converted by docker/cli's
+// convert, with references resolved through api.
+func convertManifest(ctx context.Context, manifest, stack string, api func(convert.Namespace, *composetypes.Config) (*refClient, error)) (*Stack, *composetypes.Config, error) {
 	m, cfg, err := decodeManifest(manifest)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if m.Stack != stack {
-		return nil, fmt.Errorf("manifest was rendered for stack %q, not %q: its object names are scoped to it", m.Stack, stack)
+		return nil, nil, fmt.Errorf("manifest was rendered for stack %q, not %q: its object names are scoped to it", m.Stack, stack)
 	}
 	ns := convert.NewNamespace(stack)
 	st := &Stack{
@@ -60,10 +80,10 @@ func Convert(ctx context.Context, manifest, stack string, r Resolver) (*Stack, e
 	st.ExternalNetworks = sortedUnique(external)
 
 	if err := convertConfigs(ns, cfg, m, st); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := convertSecrets(ns, cfg, m, st); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for key, v := range cfg.Volumes {
 		switch {
@@ -78,18 +98,18 @@ func Convert(ctx context.Context, manifest, stack string, r Resolver) (*Stack, e
 	st.Volumes = sortedUnique(st.Volumes)
 	st.ExternalVolumes = sortedUnique(st.ExternalVolumes)
 
-	api, err := newRefClient(ctx, ns, cfg, r)
+	client, err := api(ns, cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	services, err := convertServices(ctx, ns, cfg, api)
+	services, err := convertServices(ctx, ns, cfg, client)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, spec := range services {
 		st.Services[spec.Name] = spec
 	}
-	return st, nil
+	return st, cfg, nil
 }
 
 // declaredNetworks is every network a service attaches to, "default" for a
@@ -195,6 +215,9 @@ type refClient struct {
 	client.APIClient
 	configs map[string]string // nil: declaration only, every id empty
 	secrets map[string]string
+	// placeholders answers every name with placeholderID(name) instead,
+	// for a conversion the memo keeps (see newConvertTemplate).
+	placeholders bool
 }
 
 var _ client.APIClient = (*refClient)(nil)
@@ -206,29 +229,46 @@ func newRefClient(ctx context.Context, ns convert.Namespace, cfg *composetypes.C
 	if r == nil {
 		return c, nil
 	}
-	var configNames, secretNames []string
-	for key, v := range cfg.Configs {
-		configNames = append(configNames, objectName(ns, key, composetypes.FileObjectConfig(v)))
-	}
-	for key, v := range cfg.Secrets {
-		secretNames = append(secretNames, objectName(ns, key, composetypes.FileObjectConfig(v)))
-	}
-	c.configs, c.secrets = map[string]string{}, map[string]string{}
-	if len(configNames) > 0 {
-		ids, err := r.ConfigIDs(ctx, sortedUnique(configNames))
-		if err != nil {
-			return nil, fmt.Errorf("resolve config ids: %w", err)
-		}
-		maps.Copy(c.configs, ids)
-	}
-	if len(secretNames) > 0 {
-		ids, err := r.SecretIDs(ctx, sortedUnique(secretNames))
-		if err != nil {
-			return nil, fmt.Errorf("resolve secret ids: %w", err)
-		}
-		maps.Copy(c.secrets, ids)
+	configNames, secretNames := referenceNames(ns, cfg)
+	var err error
+	c.configs, c.secrets, err = resolveIDs(ctx, r, configNames, secretNames)
+	if err != nil {
+		return nil, err
 	}
 	return c, nil
+}
+
+// referenceNames are the names, sorted and unique, of every config and
+// secret cfg declares, as services reference them.
+func referenceNames(ns convert.Namespace, cfg *composetypes.Config) (configs, secrets []string) {
+	for key, v := range cfg.Configs {
+		configs = append(configs, objectName(ns, key, composetypes.FileObjectConfig(v)))
+	}
+	for key, v := range cfg.Secrets {
+		secrets = append(secrets, objectName(ns, key, composetypes.FileObjectConfig(v)))
+	}
+	return sortedUnique(configs), sortedUnique(secrets)
+}
+
+// resolveIDs asks r, once each, for the ids of the named configs and
+// secrets; the maps are never nil.
+func resolveIDs(ctx context.Context, r Resolver, configNames, secretNames []string) (configs, secrets map[string]string, err error) {
+	configs, secrets = map[string]string{}, map[string]string{}
+	if len(configNames) > 0 {
+		ids, err := r.ConfigIDs(ctx, configNames)
+		if err != nil {
+			return nil, nil, fmt.Errorf("resolve config ids: %w", err)
+		}
+		maps.Copy(configs, ids)
+	}
+	if len(secretNames) > 0 {
+		ids, err := r.SecretIDs(ctx, secretNames)
+		if err != nil {
+			return nil, nil, fmt.Errorf("resolve secret ids: %w", err)
+		}
+		maps.Copy(secrets, ids)
+	}
+	return configs, secrets, nil
 }
 
 // objectName is the swarm name a service reference to key uses: the one in
@@ -247,6 +287,9 @@ func (c *refClient) ConfigList(_ context.Context, opts swarm.ConfigListOptions) 
 	var out []swarm.Config
 	for _, name := range opts.Filters.Get("name") {
 		id, ok := c.configs[name]
+		if c.placeholders {
+			id, ok = placeholderID(name), true
+		}
 		if !ok && c.configs != nil {
 			return nil, fmt.Errorf("config %q not found", name)
 		}
@@ -259,6 +302,9 @@ func (c *refClient) SecretList(_ context.Context, opts swarm.SecretListOptions) 
 	var out []swarm.Secret
 	for _, name := range opts.Filters.Get("name") {
 		id, ok := c.secrets[name]
+		if c.placeholders {
+			id, ok = placeholderID(name), true
+		}
 		if !ok && c.secrets != nil {
 			return nil, fmt.Errorf("secret %q not found", name)
 		}

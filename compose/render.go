@@ -75,6 +75,12 @@ func Render(stack string, d Dir) (_ *Rendered, err error) {
 	p.api = d.APIVersion
 	// SOPS: see decrypt.go.
 	p.useDecrypter(d.Decrypt, d.SealKey)
+	// Unchanged inputs: see rendermemo.go.
+	key := renderKey(stack, d, p.limits)
+	if r, ok := rendered.lookup(key, p); ok {
+		return r, nil
+	}
+	p.inputs = &renderInputs{}
 	defer func() { err = p.withhold(err) }()
 	if err := p.readEnvFiles(d.EnvFiles); err != nil {
 		return nil, err
@@ -89,7 +95,12 @@ func Render(stack string, d Dir) (_ *Rendered, err error) {
 	if err := p.checkServices(cfg); err != nil {
 		return nil, err
 	}
-	return p.render(stack, cfg)
+	out, err := p.render(stack, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rendered.store(key, p, out)
+	return out, nil
 }
 
 // project is one Render in progress.
@@ -104,6 +115,9 @@ type project struct {
 	limits Limits
 	// api is Dir.APIVersion.
 	api string
+	// inputs records what the render read, for the memo; nil while the
+	// memo checks an earlier render's inputs.
+	inputs *renderInputs
 }
 
 // composeFile is one parsed compose file.
@@ -153,6 +167,17 @@ func (p *project) readAt(base, name string) ([]byte, error) {
 		return nil, fmt.Errorf("%q: %w (absolute path)", name, source.ErrOutsideRepository)
 	}
 	rel := repoRel(base, name)
+	data, err := p.readRaw(rel)
+	if err != nil {
+		return nil, err
+	}
+	p.inputs.read(rel, data)
+	return p.decrypt(rel, data)
+}
+
+// readRaw returns the content of rel, relative to the repository root, as
+// stored: contained, within the size limit, not decrypted.
+func (p *project) readRaw(rel string) ([]byte, error) {
 	abs, err := source.Contain(p.root, filepath.FromSlash(rel))
 	if err != nil {
 		return nil, err
@@ -168,11 +193,19 @@ func (p *project) readAt(base, name string) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("read %s: %w", rel, err)
 	}
-	return p.decrypt(rel, data)
+	return data, nil
 }
 
 func (p *project) exists(name string) bool {
-	abs, err := source.Contain(p.root, filepath.FromSlash(repoRel(p.dir, name)))
+	ok := p.isFile(repoRel(p.dir, name))
+	p.inputs.exists(repoRel(p.dir, name), ok)
+	return ok
+}
+
+// isFile reports whether rel, relative to the repository root, is a
+// regular file inside the checkout.
+func (p *project) isFile(rel string) bool {
+	abs, err := source.Contain(p.root, filepath.FromSlash(rel))
 	if err != nil {
 		return false
 	}

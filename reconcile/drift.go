@@ -41,6 +41,10 @@ func (c *Controller) detectDrift(ctx context.Context, p *pass) error {
 	if p.action != charts.Unchanged {
 		return nil
 	}
+	if c.steadyDrift(ctx, p) {
+		c.publish(p)
+		return nil
+	}
 	cmp, ok, err := readComparison(ctx, p)
 	if err != nil {
 		return transient("drift", err)
@@ -50,6 +54,7 @@ func (c *Controller) detectDrift(ctx context.Context, p *pass) error {
 	}
 	verdicts := compareServices(c.compareInput(p, cmp))
 	c.rememberVerdicts(p, verdicts)
+	c.noteComparison(ctx, p, cmp, verdicts)
 	for _, v := range verdicts {
 		if v.notSettling != "" {
 			p.status.Warnings = append(p.status.Warnings, v.notSettling)

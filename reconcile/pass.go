@@ -338,7 +338,7 @@ func (c *Controller) renderAt(ctx context.Context, p *pass, rev *source.Revision
 	if err != nil {
 		return nil, nil, stalled("render", err)
 	}
-	c.renders.put(p.app.Name, renderEntry{key: key, rendered: r, declared: declared}, c.knownApp)
+	c.renders.put(p.app.Name, renderEntry{key: key, rendered: r, declared: declared, steady: &steadyMark{}}, c.knownApp)
 	return r, declared, nil
 }
 

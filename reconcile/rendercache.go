@@ -36,6 +36,9 @@ type renderEntry struct {
 	key      string
 	rendered *compose.Rendered
 	declared *compose.Stack
+	// steady is what the last live comparison of this render saw (see
+	// steadydrift.go); it goes with the entry.
+	steady *steadyMark
 }
 
 // renderKey names one render input. keyID is the key material's
@@ -103,6 +106,19 @@ func (c *renderCache) put(app string, e renderEntry, known func(string) bool) {
 	}
 	c.sweepAt = 2 * len(c.entries)
 	c.mu.Unlock()
+}
+
+// steadyOf returns the steady mark of app's entry holding r, or nil when
+// the cache does not hold r (a chart, a rollback's record).
+func (c *renderCache) steadyOf(app string, r *compose.Rendered) *steadyMark {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.entries[app] {
+		if e.rendered == r {
+			return e.steady
+		}
+	}
+	return nil
 }
 
 // len is the number of applications with an entry.
