@@ -50,6 +50,12 @@ type File struct {
 	// repositories and stacks their members use. Default: none, and only
 	// the controller's global tokens reach any application.
 	Projects []Project `yaml:"projects,omitempty"`
+	// SyncWindows allow or deny automated syncs at recurring times; see
+	// SyncWindow. Default: none, syncs run at any time.
+	SyncWindows []SyncWindow `yaml:"syncWindows,omitempty"`
+	// ApplicationSets generate applications from a template; see
+	// ApplicationSet. Default: none.
+	ApplicationSets []ApplicationSet `yaml:"applicationSets,omitempty"`
 
 	// meta remembers where each field was written so that Validate can
 	// point at lines; nil for a File built in code.
@@ -84,6 +90,13 @@ type Application struct {
 	// repository are decrypted. Default: with the controller's
 	// --sops-age-key-file, if it was given.
 	SOPS *SOPS `yaml:"sops,omitempty"`
+	// DependsOn names applications that must be Synced and Healthy at
+	// their current revision before this one syncs. Default: none.
+	DependsOn []string `yaml:"dependsOn,omitempty"`
+
+	// Generated is set on an application an ApplicationSet made; it is
+	// never read from the file.
+	Generated *Generated `yaml:"-"`
 }
 
 // SOPS points at the age identities that decrypt an application's
