@@ -233,6 +233,7 @@ type Controller struct {
 	releases map[string]*charts.Release // newest record per stack, a cache of the swarm's
 
 	renders renderCache // see rendercache.go
+	gates   gates       // see gates.go
 }
 
 // New returns a Controller for apps, which must already be defaulted and
@@ -263,6 +264,7 @@ func (c *Controller) initialStatus(a application.Application) application.Status
 	return application.Status{
 		Name:        a.Name,
 		Stack:       a.Stack,
+		Set:         setName(a),
 		Sync:        application.SyncUnknown,
 		Health:      application.HealthUnknown,
 		Unavailable: c.unavailable(),
@@ -566,10 +568,11 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 	// The fetch step leases the checkout; no other fetch prunes it until
 	// the pass is over.
 	defer func() { p.rev.Release(); p.values.Release() }()
-	p.status.Name, p.status.Stack = app.Name, app.Stack
+	p.status.Name, p.status.Stack, p.status.Set = app.Name, app.Stack, setName(app)
 	p.status.Unavailable = c.unavailable()
 	p.status.OutOfBand = nil
 	p.status.Corrected = nil
+	p.status.Waiting = ""
 	var err error
 	p.backend, err = c.appBackend(p)
 	if err == nil {
@@ -594,7 +597,11 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 	gated := errors.Is(err, errGated)
 	if gated {
 		err = nil
-		p.log.Info("manual application planned, waiting for a sync", "action", p.action)
+		if p.status.Waiting != "" {
+			p.log.Info("sync held, nothing written", "action", p.action, "waiting", p.status.Waiting)
+		} else {
+			p.log.Info("manual application planned, waiting for a sync", "action", p.action)
+		}
 	}
 	if err != nil {
 		// Never the previous pass's judgement: this pass's own, or Unknown.
@@ -606,6 +613,7 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 		syncAfterFailure(p, err)
 	}
 	c.finish(p, err)
+	c.wakeDependents(p)
 	c.reportChanges(p, prev)
 	c.observeOutcome(p, err, gated, c.now().Sub(started))
 	res = Result{App: app.Name, Action: p.action, Deployed: p.deployed, Healed: p.healed, Status: p.status, Err: err}
