@@ -232,8 +232,9 @@ type Controller struct {
 	relMu    sync.Mutex
 	releases map[string]*charts.Release // newest record per stack, a cache of the swarm's
 
-	renders renderCache // see rendercache.go
-	gates   gates       // see gates.go
+	renders   renderCache     // see rendercache.go
+	gates     gates           // see gates.go
+	generated generatedStacks // see sets.go
 }
 
 // New returns a Controller for apps, which must already be defaulted and
@@ -438,6 +439,7 @@ func (c *Controller) SetApplications(apps []application.Application) {
 	}
 	c.apps = next
 	c.mu.Unlock()
+	c.noteGenerated(removed, apps)
 	c.appsChanged.Store(true)
 	c.poke()
 

@@ -73,7 +73,7 @@ func (c *Controller) SweepOrphans(ctx context.Context) ([]Orphan, error) {
 			Owner:    owner,
 			Current:  &compose.Stack{Namespace: stack},
 			Failures: failures,
-			DryRun:   !prune,
+			DryRun:   !c.pruneOrphan(stack, prune),
 		})
 		log := c.log.With("stack", stack, "owner", owner)
 		if err != nil {
