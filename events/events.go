@@ -30,6 +30,10 @@ const (
 	// state moved (see Progress).
 	HealthChanged Type = "health.changed"
 	Pruned        Type = "pruned"
+	// ConfigRejected is published, with no App, when a reloaded
+	// applications file (or what its application sets generate) does not
+	// validate and the applications loaded before are kept.
+	ConfigRejected Type = "config.rejected"
 )
 
 // Markers a Broker itself puts into a subscription. They are never
@@ -50,7 +54,7 @@ const (
 func (t Type) Valid() bool {
 	switch t {
 	case SyncStarted, SyncSucceeded, SyncFailed, DriftDetected, DriftCorrected,
-		OutOfBandChange, HealthChanged, Pruned, Lagged, Gap:
+		OutOfBandChange, HealthChanged, Pruned, ConfigRejected, Lagged, Gap:
 		return true
 	}
 	return false
