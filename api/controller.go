@@ -126,6 +126,10 @@ type ApplicationSummary struct {
 // ApplicationList is the answer of GET /api/v1/applications.
 type ApplicationList struct {
 	Items []ApplicationSummary `json:"items"`
+	// ConfigProblem says why the newest applications file was not loaded
+	// (the applications listed are those of the one before); shown to
+	// global roles only, empty when the newest was loaded.
+	ConfigProblem string `json:"configProblem,omitempty"`
 }
 
 // HistoryList is the answer of GET /api/v1/applications/{name}/history,

@@ -95,6 +95,9 @@ func TestTheApplicationsFileFromGitIsReloadedPerCommitAndAnInvalidCommitIsReport
 	if rl.check(context.Background(), false) || len(pub.ev) != 1 {
 		t.Fatal("the same invalid commit was reported again")
 	}
+	if p := rl.problem(); !strings.Contains(p, "apps.yaml@") || !strings.Contains(p, "invalid") {
+		t.Fatalf("problem for the status: %q", p)
+	}
 
 	commitFile(t, repo, "apps.yaml", appFile("shop", "blog"))
 	if !rl.check(context.Background(), false) {
@@ -102,6 +105,9 @@ func TestTheApplicationsFileFromGitIsReloadedPerCommitAndAnInvalidCommitIsReport
 	}
 	if got := names(ctl.Applications()); strings.Join(got, ",") != "blog,shop" {
 		t.Fatalf("after the valid commit: %v", got)
+	}
+	if p := rl.problem(); p != "" {
+		t.Fatalf("a loaded commit still reports a problem: %q", p)
 	}
 }
 

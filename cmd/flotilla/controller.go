@@ -276,6 +276,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		r.handler = func(stopping <-chan struct{}) http.Handler {
 			return api.New(api.Options{
 				Controller:    apiwire.New(ctl),
+				ConfigProblem: rl.problem,
 				Events:        broker,
 				Metrics:       m,
 				Tokens:        tokens,
