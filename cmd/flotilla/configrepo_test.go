@@ -56,7 +56,11 @@ func appFile(names ...string) string {
 	for _, n := range names {
 		s += "  - name: " + n + "\n    source: {repoURL: https://git.example.com/" + n + ".git}\n"
 	}
-	return s
+	return s + `applicationSets:
+  - name: extra
+    generators: [{list: {elements: [{n: x}]}}]
+    template: {name: "gen-{{.n}}", source: {repoURL: "https://git.example.com/g.git"}}
+`
 }
 
 func TestTheApplicationsFileFromGitIsReloadedPerCommitAndAnInvalidCommitIsReportedAndSkipped(t *testing.T) {
@@ -86,7 +90,7 @@ func TestTheApplicationsFileFromGitIsReloadedPerCommitAndAnInvalidCommitIsReport
 	if rl.check(context.Background(), false) {
 		t.Fatal("an invalid commit replaced the applications")
 	}
-	if got := names(ctl.Applications()); strings.Join(got, ",") != "shop" {
+	if got := names(ctl.Applications()); strings.Join(got, ",") != "gen-x,shop" {
 		t.Fatalf("after the invalid commit: %v", got)
 	}
 	if len(pub.ev) != 1 || pub.ev[0].Type != events.ConfigRejected || !strings.Contains(pub.ev[0].Message, "apps.yaml@") {
@@ -98,12 +102,17 @@ func TestTheApplicationsFileFromGitIsReloadedPerCommitAndAnInvalidCommitIsReport
 	if p := rl.problem(); !strings.Contains(p, "apps.yaml@") || !strings.Contains(p, "invalid") {
 		t.Fatalf("problem for the status: %q", p)
 	}
+	// Expanding the sets of the last valid file again does not hide it.
+	rl.check(context.Background(), true)
+	if rl.problem() == "" {
+		t.Fatal("a forced check of the unchanged invalid commit cleared its problem")
+	}
 
 	commitFile(t, repo, "apps.yaml", appFile("shop", "blog"))
 	if !rl.check(context.Background(), false) {
 		t.Fatal("a valid new commit was not loaded")
 	}
-	if got := names(ctl.Applications()); strings.Join(got, ",") != "blog,shop" {
+	if got := names(ctl.Applications()); strings.Join(got, ",") != "blog,gen-x,shop" {
 		t.Fatalf("after the valid commit: %v", got)
 	}
 	if p := rl.problem(); p != "" {
