@@ -64,14 +64,25 @@ var ErrSchedule = errors.New("invalid cron schedule")
 
 // ParseSchedule parses a window's cron expression. Schedules without a
 // CRON_TZ prefix are in UTC.
-func ParseSchedule(s string) (cron.Schedule, error) {
+func ParseSchedule(s string) (_ cron.Schedule, err error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, fmt.Errorf("%w: empty", ErrSchedule)
 	}
 	spec := s
 	if !strings.HasPrefix(spec, "CRON_TZ=") && !strings.HasPrefix(spec, "TZ=") {
 		spec = "CRON_TZ=UTC " + spec
+	} else if !strings.Contains(strings.TrimSpace(spec), " ") {
+		// The parser slices past the zone without looking for the
+		// space that ends it, and panics on a zone with no schedule.
+		return nil, fmt.Errorf("%w %q: a time zone needs a schedule after it, such as \"CRON_TZ=Europe/Berlin 0 18 * * 5\"", ErrSchedule, s)
 	}
+	// The same parser has panicked on other input a fuzzer found; a bad
+	// schedule in an applications file must be an error, never a crash.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w %q: %v", ErrSchedule, s, r)
+		}
+	}()
 	sch, err := parser.Parse(spec)
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrSchedule, s, err)
@@ -186,8 +197,14 @@ func (s *Set) Check(app string, now time.Time) Verdict {
 		}
 		return v
 	case allowSeen && !allowActive:
-		return Verdict{Blocked: true, ManualAllowed: allowManual, Until: allowNext,
-			Reason: fmt.Sprintf("outside every allow window until %s", allowNext.UTC().Format(time.RFC3339))}
+		v := Verdict{Blocked: true, ManualAllowed: allowManual, Until: allowNext}
+		if allowNext.IsZero() {
+			// A schedule that never fires again (30 February).
+			v.Reason = "outside every allow window, and none opens again"
+		} else {
+			v.Reason = fmt.Sprintf("outside every allow window until %s", allowNext.UTC().Format(time.RFC3339))
+		}
+		return v
 	}
 	return Verdict{ManualAllowed: true}
 }

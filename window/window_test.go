@@ -132,7 +132,7 @@ func TestSet_Check_scheduleWithoutZoneIsUTCAndCronTZIsHonoured(t *testing.T) {
 }
 
 func TestParseSchedule_refusesWhatCronRefuses(t *testing.T) {
-	for _, s := range []string{"", "61 * * * *", "* * *", "0 0 0 * * *", "@sometimes"} {
+	for _, s := range []string{"", "61 * * * *", "* * *", "0 0 0 * * *", "@sometimes", "CRON_TZ=", "TZ=UTC", "CRON_TZ=Mars/Base 0 * * * *"} {
 		if _, err := ParseSchedule(s); !errors.Is(err, ErrSchedule) {
 			t.Errorf("ParseSchedule(%q) = %v, want ErrSchedule", s, err)
 		}
@@ -146,4 +146,35 @@ func TestCompile_refusesAnUnknownKindAndANonPositiveDuration(t *testing.T) {
 	if _, err := Compile([]Window{{Kind: Deny, Schedule: "@daily"}}); err == nil {
 		t.Error("zero duration accepted")
 	}
+}
+
+func TestSet_Check_anAllowWindowThatNeverOpensBlocksAndSaysSo(t *testing.T) {
+	s := mustCompile(t, Window{Kind: Allow, Schedule: "0 0 30 2 *", Duration: time.Hour, Applications: []string{"a"}})
+	v := s.Check("a", at("2026-12-05T12:00:00Z"))
+	if !v.Blocked || !v.Until.IsZero() || !strings.Contains(v.Reason, "none opens again") {
+		t.Fatalf("verdict %+v", v)
+	}
+}
+
+// FuzzCheck feeds arbitrary schedules and durations: parsing may refuse,
+// but a window that compiles never panics and a block always has a reason.
+func FuzzCheck(f *testing.F) {
+	for _, s := range []string{"0 18 * * 5", "@daily", "* * * * *", "CRON_TZ=Europe/Berlin 0 9 * * 1-5", "0 0 30 2 *", "*/7 1-3 * 1,6 0"} {
+		f.Add(s, int64(time.Hour), int64(0))
+	}
+	f.Fuzz(func(t *testing.T, schedule string, d int64, at int64) {
+		if d <= 0 || d > int64(400*24*time.Hour) {
+			return
+		}
+		for _, k := range []Kind{Allow, Deny} {
+			s, err := Compile([]Window{{Kind: k, Schedule: schedule, Duration: time.Duration(d), Applications: []string{"*"}}})
+			if err != nil {
+				return
+			}
+			v := s.Check("app", time.Unix(at%(1<<33), 0).UTC())
+			if v.Blocked && v.Reason == "" {
+				t.Fatalf("blocked without a reason: %+v", v)
+			}
+		}
+	})
 }
