@@ -425,3 +425,77 @@ func TestPlanBetweenTwoCommitsPrintsExactlyTheServicesAndFieldsThatDiffer(t *tes
 		t.Fatalf("plan of one commit against itself: exit %d, want 0", code)
 	}
 }
+
+func TestAnUnreachableGeneratorRepositoryRemovesNothingEvenAfterARestartWithPrune(t *testing.T) {
+	t.Parallel()
+	prefix := swarmtest.Name(t, "gone")
+	for _, d := range []string{"a", "b"} {
+		swarmtest.Cleanup(t, prefix+"-"+d)
+	}
+	repo := gittest.New(t)
+	suspended := strings.Replace(sleeper, "    stop_grace_period: 1s\n", "    stop_grace_period: 1s\n    deploy: {replicas: 0}\n", 1)
+	repo.Commit("two", map[string]string{"apps/a/compose.yaml": suspended, "apps/b/compose.yaml": suspended})
+	// The set reads the repository at a path the test can take away.
+	link := filepath.Join(t.TempDir(), "repo")
+	if err := os.Symlink(repo.Dir, link); err != nil {
+		t.Fatal(err)
+	}
+	apps := writeFile(t, fmt.Sprintf(`apiVersion: flotilla/v1
+applications:
+  - name: %[1]s-static
+    source: {repoURL: %[2]s, revision: main, path: apps/a}
+    stack: %[1]s-static
+    syncPolicy: {automated: {}, interval: 10s}
+applicationSets:
+  - name: dirs
+    prune: true
+    generators:
+      - git: {repoURL: %[2]s, revision: main, directories: ["apps/*"]}
+    template:
+      name: "%[1]s-{{.basename}}"
+      source: {repoURL: %[2]s, revision: main, path: "{{.path}}"}
+      syncPolicy: {automated: {}, interval: 10s}
+`, prefix, link))
+	swarmtest.Cleanup(t, prefix+"-static")
+	deployed := func(c cli) (bool, string) {
+		st := statuses(c)
+		for _, n := range []string{"a", "b"} {
+			if st[prefix+"-"+n].LastAppliedRevision == 0 {
+				return false, fmt.Sprintf("%d applications, %s not deployed", len(st), n)
+			}
+		}
+		return true, ""
+	}
+	ctl, c := startFlotilla(t, prefix, "--config", apps, "--appset-interval", "2s", "--prune")
+	swarmtest.Eventually(t, 90*time.Second, func() (bool, string) { return deployed(c) })
+
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	ctl.waitLog("application set not expanded", 30*time.Second)
+	time.Sleep(6 * time.Second)
+	if st := statuses(c); len(st) != 3 {
+		t.Fatalf("with the repository gone: %d applications, want the 3 loaded before", len(st))
+	}
+	if code, _ := ctl.stop(os.Interrupt, stopDeadline); code != 0 {
+		t.Fatalf("controller exit %d", code)
+	}
+
+	// A fresh controller that cannot expand the set at all: its stacks look
+	// orphaned, and --prune must still not remove them.
+	ctl2, c2 := startFlotilla(t, prefix, "--config", apps, "--appset-interval", "2s", "--prune")
+	ctl2.waitLog("application set not expanded", 30*time.Second)
+	swarmtest.Eventually(t, 30*time.Second, func() (bool, string) {
+		return strings.Contains(ctl2.logs.String(), prefix+"-a") && strings.Contains(ctl2.logs.String(), "its stack stays"),
+			"no orphan report for the set's stacks"
+	})
+	for _, n := range []string{"a", "b"} {
+		if len(stackServices(t, prefix+"-"+n)) != 1 {
+			t.Fatalf("stack %s-%s was removed while its set could not be expanded", prefix, n)
+		}
+	}
+	if err := os.Symlink(repo.Dir, link); err != nil {
+		t.Fatal(err)
+	}
+	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) { return deployed(c2) })
+}
