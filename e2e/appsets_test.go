@@ -28,14 +28,15 @@ services:
     stop_grace_period: 1s
 `
 
-// A service whose tasks exit at once: never Healthy.
+// A service whose one task exits at once and is not restarted: never
+// Healthy. (A restarted one is seen running between restarts.)
 const crasher = `version: "3.8"
 services:
   app:
     image: flotilla-test/app:1
     command: ["exit", "3"]
     stop_grace_period: 1s
-    deploy: {restart_policy: {condition: on-failure, delay: 1s}}
+    deploy: {restart_policy: {condition: none}}
 `
 
 // startFlotilla runs `flotilla controller` with the API on a loopback
