@@ -28,15 +28,15 @@ services:
     stop_grace_period: 1s
 `
 
-// A service whose one task exits at once and is not restarted: never
-// Healthy. (A restarted one is seen running between restarts.)
-const crasher = `version: "3.8"
+// A service whose task can never be placed: never Healthy. (A task that
+// starts and fails is seen running for a moment, and that moment may be
+// the one a pass reads.)
+const unplaceable = `version: "3.8"
 services:
   app:
     image: flotilla-test/app:1
-    command: ["exit", "3"]
     stop_grace_period: 1s
-    deploy: {restart_policy: {condition: none}}
+    deploy: {placement: {constraints: ["node.labels.flotilla-test-never == yes"]}}
 `
 
 // startFlotilla runs `flotilla controller` with the API on a loopback
@@ -122,7 +122,7 @@ func TestADependentWaitsUntilItsDependencyIsHealthyAndValidateRefusesACycle(t *t
 	swarmtest.Cleanup(t, db)
 	swarmtest.Cleanup(t, web)
 	repo := gittest.New(t)
-	repo.Commit("db crashes", map[string]string{"db/compose.yaml": crasher, "web/compose.yaml": sleeper})
+	repo.Commit("db cannot start", map[string]string{"db/compose.yaml": unplaceable, "web/compose.yaml": sleeper})
 	apps := writeFile(t, fmt.Sprintf(`apiVersion: flotilla/v1
 applications:
   - name: %[1]s
@@ -153,7 +153,7 @@ applications:
 		t.Fatalf("web deployed %d services while db is not Healthy", len(svcs))
 	}
 	if st := statuses(c); st[db].Health == "Healthy" {
-		t.Fatalf("db is Healthy although its task exits: %+v", st[db])
+		t.Fatalf("db is Healthy although its task cannot be placed: %+v", st[db])
 	}
 
 	healthyAt := time.Now()

@@ -614,6 +614,7 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 		}
 		syncAfterFailure(p, err)
 	}
+	c.noteWrote(p)
 	c.finish(p, err)
 	c.wakeDependents(p)
 	c.reportChanges(p, prev)

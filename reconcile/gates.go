@@ -2,7 +2,9 @@ package reconcile
 
 import (
 	"fmt"
+	"maps"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +17,13 @@ import (
 // the applications file's sync windows, replaced on every reload.
 type gates struct {
 	windows atomic.Pointer[window.Set]
+
+	// wrote names the applications whose newest pass wrote to the swarm.
+	// Health read right after a write can catch a task in the moment it
+	// runs before it fails, so a dependency counts as ready only when a
+	// pass that wrote nothing judged it Healthy.
+	mu    sync.Mutex
+	wrote map[string]bool
 }
 
 // SetSyncWindows replaces the sync windows every later pass is gated by;
@@ -80,6 +89,9 @@ func (c *Controller) unmetDependencies(app application.Application) []string {
 	if len(app.DependsOn) == 0 {
 		return nil
 	}
+	c.gates.mu.Lock()
+	wrote := maps.Clone(c.gates.wrote)
+	c.gates.mu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
@@ -88,6 +100,8 @@ func (c *Controller) unmetDependencies(app application.Application) []string {
 		switch {
 		case !ok:
 			out = append(out, name+" (not loaded)")
+		case dependencyMet(st.status) && wrote[name]:
+			out = append(out, name+" (just deployed, health not settled)")
 		case !dependencyMet(st.status):
 			s := st.status
 			state := fmt.Sprintf("%s, %s", s.Sync, s.Health)
@@ -105,12 +119,28 @@ func dependencyMet(s application.Status) bool {
 		s.Revision != "" && s.Revision == s.SeenRevision
 }
 
+// noteWrote remembers whether p wrote to the swarm, before its status is
+// published, so no dependent reads that status without it.
+func (c *Controller) noteWrote(p *pass) {
+	c.gates.mu.Lock()
+	defer c.gates.mu.Unlock()
+	if c.gates.wrote == nil {
+		c.gates.wrote = map[string]bool{}
+	}
+	if p.recorded != nil || p.healed != nil {
+		c.gates.wrote[p.app.Name] = true
+	} else {
+		delete(c.gates.wrote, p.app.Name)
+	}
+}
+
 // wakeDependents makes every application waiting on p's application due
-// now, once that application's pass left it meeting their condition, so a
-// chain of dependencies rolls out pass after pass instead of interval after
-// interval.
+// now, once a pass of it that wrote nothing left it meeting their
+// condition, so a chain of dependencies rolls out pass after pass instead
+// of interval after interval.
 func (c *Controller) wakeDependents(p *pass) {
-	if !dependencyMet(p.status) {
+	wrote := p.recorded != nil || p.healed != nil
+	if wrote || !dependencyMet(p.status) {
 		return
 	}
 	woke := false

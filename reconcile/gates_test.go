@@ -53,6 +53,13 @@ func TestADependentWaitsUntilItsDependencyIsSyncedAndHealthy(t *testing.T) {
 	if res := mustReconcile(t, c, "platform"); res.Err != nil || res.Status.Health != application.Healthy {
 		t.Fatalf("platform: %+v", res)
 	}
+	// Health read by the pass that deployed is not settled yet: a task can
+	// be caught running in the moment before it fails.
+	res = mustReconcile(t, c, "api")
+	if res.Deployed != nil || !strings.Contains(res.Status.Waiting, "platform (just deployed") {
+		t.Fatalf("api went ahead on the health of platform's deploying pass: %+v", res)
+	}
+	mustReconcile(t, c, "platform")
 	res = mustReconcile(t, c, "api")
 	if res.Err != nil || res.Deployed == nil || res.Status.Waiting != "" {
 		t.Fatalf("api did not sync once platform was Healthy: %+v", res)
