@@ -40,6 +40,10 @@ type Options struct {
 	// files are served without a token since they carry no data: every
 	// call the page makes goes to /api/v1 with the operator's token.
 	UI http.Handler
+	// ConfigProblem says why the newest applications file (or what its
+	// application sets generate) was not loaded, "" when it was; the list
+	// of applications carries it for global readers. Nil: never a problem.
+	ConfigProblem func() string
 	// Ready is called by /readyz with the request's context bounded by
 	// ReadyTimeout; nil means always ready. A check that has not answered
 	// by then is a 503, so a hung daemon cannot hang the probe.

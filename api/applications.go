@@ -23,6 +23,9 @@ func (s *server) listApplications(w http.ResponseWriter, r *http.Request) error 
 			list.Items = append(list.Items, summarize(st))
 		}
 	}
+	if s.opts.ConfigProblem != nil && s.canRead(r, "") {
+		list.ConfigProblem = s.opts.ConfigProblem()
+	}
 	writeJSON(w, http.StatusOK, list)
 	return nil
 }

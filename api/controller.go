@@ -138,6 +138,10 @@ type ApplicationSummary struct {
 // ApplicationList is the answer of GET /api/v1/applications.
 type ApplicationList struct {
 	Items []ApplicationSummary `json:"items"`
+	// ConfigProblem says why the newest applications file was not loaded
+	// (the applications listed are those of the one before); shown to
+	// global roles only, empty when the newest was loaded.
+	ConfigProblem string `json:"configProblem,omitempty"`
 }
 
 // SwarmStatus is one swarm the controller deploys to, as its last check

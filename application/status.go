@@ -130,6 +130,13 @@ type Status struct {
 	// Destination is the swarm the stack runs on (LocalDestination for
 	// the controller's own).
 	Destination string `json:"destination,omitempty"`
+	// Set names the application set that generated the application; empty
+	// for one written in the file.
+	Set string `json:"set,omitempty"`
+	// Waiting says why the last pass did not apply although it would
+	// have: the dependencies it waits for, or the sync window and until
+	// when. Empty when nothing holds it.
+	Waiting string `json:"waiting,omitempty"`
 
 	Sync Sync `json:"sync"`
 	// SyncReason is set only when Sync is OutOfSync.

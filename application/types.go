@@ -54,6 +54,12 @@ type File struct {
 	// may name as their destination. Default: none, every application
 	// deploys to the local swarm.
 	Swarms []Swarm `yaml:"swarms,omitempty"`
+	// SyncWindows allow or deny automated syncs at recurring times; see
+	// SyncWindow. Default: none, syncs run at any time.
+	SyncWindows []SyncWindow `yaml:"syncWindows,omitempty"`
+	// ApplicationSets generate applications from a template; see
+	// ApplicationSet. Default: none.
+	ApplicationSets []ApplicationSet `yaml:"applicationSets,omitempty"`
 
 	// meta remembers where each field was written so that Validate can
 	// point at lines; nil for a File built in code.
@@ -92,6 +98,14 @@ type Application struct {
 	// file's swarms, or LocalDestination. Default LocalDestination. The same
 	// stack on two destinations is two stacks.
 	Destination string `yaml:"destination,omitempty"`
+
+	// DependsOn names applications that must be Synced and Healthy at
+	// their current revision before this one syncs. Default: none.
+	DependsOn []string `yaml:"dependsOn,omitempty"`
+
+	// Generated is set on an application an ApplicationSet made; it is
+	// never read from the file.
+	Generated *Generated `yaml:"-"`
 }
 
 // LocalDestination is the destination of the controller's own Docker

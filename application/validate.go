@@ -103,6 +103,7 @@ func validate(f *File) []*fault.Error {
 	}
 	c.notifications(f.Notifications, names)
 	c.projects(f)
+	c.ordering(f)
 	return c.errs
 }
 

@@ -36,6 +36,10 @@ const (
 	// RolledBack is published when an application that stayed Degraded
 	// after a sync is rolled back automatically (syncPolicy.rollback).
 	RolledBack Type = "sync.rolledback"
+	// ConfigRejected is published, with no App, when a reloaded
+	// applications file (or what its application sets generate) does not
+	// validate and the applications loaded before are kept.
+	ConfigRejected Type = "config.rejected"
 )
 
 // Markers a Broker itself puts into a subscription. They are never
@@ -56,7 +60,7 @@ const (
 func (t Type) Valid() bool {
 	switch t {
 	case SyncStarted, SyncSucceeded, SyncFailed, DriftDetected, DriftCorrected,
-		OutOfBandChange, HealthChanged, Pruned, HookRan, RolledBack, Lagged, Gap:
+		OutOfBandChange, HealthChanged, Pruned, HookRan, RolledBack, ConfigRejected, Lagged, Gap:
 		return true
 	}
 	return false

@@ -244,7 +244,9 @@ type Controller struct {
 	relMu    sync.Mutex
 	releases map[relKey]*charts.Release // newest record per stack, a cache of the swarm's
 
-	renders renderCache // see rendercache.go
+	renders   renderCache     // see rendercache.go
+	gates     gates           // see gates.go
+	generated generatedStacks // see sets.go
 }
 
 // New returns a Controller for apps, which must already be defaulted and
@@ -287,6 +289,7 @@ func (c *Controller) initialStatus(a application.Application, unavailable []stri
 		Name:        a.Name,
 		Stack:       a.Stack,
 		Destination: destination(a),
+		Set:         setName(a),
 		Sync:        application.SyncUnknown,
 		Health:      application.HealthUnknown,
 		Unavailable: unavailable,
@@ -474,6 +477,7 @@ func (c *Controller) SetApplications(apps []application.Application) {
 	}
 	c.apps = next
 	c.mu.Unlock()
+	c.noteGenerated(removed, apps)
 	c.appsChanged.Store(true)
 	c.poke()
 
@@ -604,9 +608,10 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 	// The fetch step leases the checkout; no other fetch prunes it until
 	// the pass is over.
 	defer func() { p.rev.Release(); p.values.Release() }()
-	p.status.Name, p.status.Stack, p.status.Destination = app.Name, app.Stack, destination(app)
+	p.status.Name, p.status.Stack, p.status.Destination, p.status.Set = app.Name, app.Stack, destination(app), setName(app)
 	p.status.OutOfBand = nil
 	p.status.Corrected = nil
+	p.status.Waiting = ""
 	var err error
 	p.base, err = c.backendOf(app)
 	p.status.Unavailable = c.unavailable(p.base)
@@ -635,7 +640,11 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 	gated := errors.Is(err, errGated)
 	if gated {
 		err = nil
-		p.log.Info("manual application planned, waiting for a sync", "action", p.action)
+		if p.status.Waiting != "" {
+			p.log.Info("sync held, nothing written", "action", p.action, "waiting", p.status.Waiting)
+		} else {
+			p.log.Info("manual application planned, waiting for a sync", "action", p.action)
+		}
 	}
 	if err != nil {
 		// Never the previous pass's judgement: this pass's own, or Unknown.
@@ -646,7 +655,9 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 		}
 		syncAfterFailure(p, err)
 	}
+	c.noteWrote(p)
 	c.finish(p, err)
+	c.wakeDependents(p)
 	c.reportChanges(p, prev)
 	c.observeOutcome(p, err, gated, c.now().Sub(started))
 	res = Result{App: app.Name, Action: p.action, Deployed: p.deployed, Healed: p.healed, Status: p.status, Err: err}

@@ -105,7 +105,7 @@ func (c *Controller) sweepOrphansOn(ctx context.Context, dest string, declared m
 			Owner:    owner,
 			Current:  &compose.Stack{Namespace: stack},
 			Failures: failures,
-			DryRun:   !prune || isMoved,
+			DryRun:   !c.pruneOrphan(stack, prune) || isMoved,
 		})
 		switch {
 		case err != nil:

@@ -416,7 +416,7 @@ func (c *Controller) gate(ctx context.Context, p *pass) error {
 		}
 		return errGated
 	}
-	return nil
+	return c.hold(p)
 }
 
 // apply deploys a changed manifest and records the revision. An unchanged

@@ -63,6 +63,14 @@ func printAppTable(w io.Writer, items []api.ApplicationSummary, now time.Time) e
 			rev += " → " + shortSHA(a.SeenRevision)
 		}
 		msg := a.LastError
+		if a.Waiting != "" {
+			// Held by a dependency or a sync window: the marker says the
+			// sync is pending on purpose, the message says until when.
+			sync += ", held"
+			if msg == "" {
+				msg = a.Waiting
+			}
+		}
 		if msg == "" {
 			msg = a.HealthMessage
 		}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/api"
-	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
 	"github.com/flotilla-gitops/flotilla/chartrepo"
 	"github.com/flotilla-gitops/flotilla/compose"
@@ -37,6 +36,7 @@ func init() { extraCommands = append(extraCommands, newControllerCmd) }
 // controllerOptions are the flags of `flotilla controller`.
 type controllerOptions struct {
 	config       string
+	configRepo   configRepoOptions
 	dataDir      string
 	controllerID string
 	logFormat    string
@@ -94,8 +94,8 @@ what was deployed, so a controller restarted with an empty data directory
 redeploys nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.config == "" {
-				return usageError{errors.New("--config is required")}
+			if err := o.configRepo.check(o.config); err != nil {
+				return err
 			}
 			if err := o.validate(); err != nil {
 				return err
@@ -112,7 +112,8 @@ redeploys nothing.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.config, "config", "c", "", "applications file (required)")
+	f.StringVarP(&o.config, "config", "c", "", "applications file (this or --config-repo is required)")
+	o.configRepo.addFlags(f)
 	f.StringVar(&o.dataDir, "data", defaultDataDir(), "directory for the git and chart caches")
 	f.StringVar(&o.controllerID, "controller-id", "flotilla", "this controller's id in owner stamps; controllers with different ids never touch each other's stacks")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -173,7 +174,11 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	file, err := application.Load(o.config)
+	fetcher := source.New(source.Options{CacheDir: filepath.Join(o.dataDir, "git"), Logger: logger,
+		RemoteTimeout: o.gitTimeout, FetchTimeout: o.gitFetchTimeout})
+	broker := events.NewBroker(events.BrokerOptions{})
+	rl := newControllerReloader(o, fetcher, broker, logger)
+	file, apps, err := rl.load(ctx)
 	if err != nil {
 		printProblems(stderr, err)
 		return exitError{exitFailed}
@@ -223,20 +228,21 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	if o.sshConfig != "" {
 		sshFlags = []string{"-F", o.sshConfig}
 	}
+	fileName := o.config
+	if fileName == "" {
+		fileName = o.configRepo.path
+	}
 	reg, err := swarms.New(ctx, file.Swarms, swarms.Options{
-		File: o.config, Local: be, Metrics: m, Logger: logger, SSHFlags: sshFlags,
+		File: fileName, Local: be, Metrics: m, Logger: logger, SSHFlags: sshFlags,
 		Backend: backend.Options{Logger: logger, RequestTimeout: o.dockerTimeout},
 	})
 	if err != nil {
 		return fmt.Errorf("connect to the swarms: %w", err)
 	}
-	fetcher := source.New(source.Options{CacheDir: filepath.Join(o.dataDir, "git"), Logger: logger,
-		RemoteTimeout: o.gitTimeout, FetchTimeout: o.gitFetchTimeout})
 	chartRepos, err := chartrepo.New(chartrepo.Options{CacheDir: filepath.Join(o.dataDir, "charts"), Observer: m})
 	if err != nil {
 		return err
 	}
-	broker := events.NewBroker(events.BrokerOptions{})
 	ctl, err := reconcile.New(reconcile.Options{
 		ControllerID:     o.controllerID,
 		Backend:          be,
@@ -255,8 +261,11 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		OrphanSweepTimeout:  o.orphanSweepTimeout,
 		QueueLimit:          o.queueLimit,
 		MaxConcurrentPasses: o.maxPasses,
-	}, file.Applications)
+	}, apps)
 	if err != nil {
+		return err
+	}
+	if err := rl.attach(ctl, file); err != nil {
 		return err
 	}
 	if o.once {
@@ -277,7 +286,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		}
 		return nil
 	}
-	logger.Info("controller started", "component", "controller", "applications", len(file.Applications), "controller_id", o.controllerID)
+	logger.Info("controller started", "component", "controller", "applications", len(apps), "controller_id", o.controllerID)
 	// Notifications follow the event stream on their own goroutines, so a
 	// slow sink never holds up a pass.
 	notifier, err := notify.New(file.Notifications, notify.Options{Logger: logger, AttemptTimeout: o.notifyTimeout})
@@ -285,12 +294,14 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		return err
 	}
 	policy := access.NewPolicy(file.Projects)
-	r := &runner{opts: o, ctl: ctl, policy: policy, notifier: notifier, broker: broker,
+	rl.policy = policy
+	r := &runner{opts: o, ctl: ctl, policy: policy, reloader: rl, notifier: notifier, broker: broker,
 		log: logger.With("component", "controller"), apiLog: logger.With("component", "api")}
 	if o.listen != "" {
 		r.handler = func(stopping <-chan struct{}) http.Handler {
 			return api.New(api.Options{
 				Controller:    apiwire.New(ctl).WithSwarms(reg),
+				ConfigProblem: rl.problem,
 				Events:        broker,
 				Metrics:       m,
 				Tokens:        tokens,

@@ -50,6 +50,7 @@ type runner struct {
 	opts     *controllerOptions
 	ctl      *reconcile.Controller
 	policy   *access.Policy // the applications file's projects
+	reloader *reloader      // keeps ctl's applications in step with the file
 	notifier *notify.Dispatcher
 	broker   *events.Broker
 	log      *slog.Logger
@@ -106,7 +107,7 @@ func (r *runner) run(ctx context.Context) error {
 		defer close(notified)
 		r.notifier.Run(notifyCtx, r.broker)
 	}()
-	go watchApplications(work, o.config, r.ctl, r.policy, r.log)
+	go r.reloader.watch(work)
 	ran := make(chan error, 1)
 	go func() { ran <- r.ctl.Run(work) }()
 

@@ -25,10 +25,12 @@ type statusReport struct {
 	Server string `json:"server"`
 	Ready  bool   `json:"ready"`
 	// NotReady is the controller's reason when Ready is false.
-	NotReady     string                     `json:"notReady,omitempty"`
-	Applications int                        `json:"applications"`
-	Sync         map[application.Sync]int   `json:"sync"`
-	Health       map[application.Health]int `json:"health"`
+	NotReady string `json:"notReady,omitempty"`
+	// ConfigProblem is why the newest applications file was not loaded.
+	ConfigProblem string                     `json:"configProblem,omitempty"`
+	Applications  int                        `json:"applications"`
+	Sync          map[application.Sync]int   `json:"sync"`
+	Health        map[application.Health]int `json:"health"`
 	// Attention lists the applications that are not Synced and Healthy.
 	Attention []api.ApplicationSummary `json:"attention"`
 }
@@ -40,8 +42,8 @@ func newStatusCmd() *cobra.Command {
 		Short: "Summarise a running controller: readiness and what needs attention",
 		Long: `Status asks the controller whether it is ready, counts its applications by sync
 and health, and lists those that are not Synced and Healthy. It exits 1 when the
-controller is not ready or some application needs attention, so it can gate a
-script.`,
+controller is not ready, some application needs attention, or the newest
+applications file was not loaded (it says why), so it can gate a script.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runAPI(cmd, &o.apiOptions, requestTimeout, func(ctx context.Context, c *client.Client) error {
@@ -66,6 +68,7 @@ func runStatus(ctx context.Context, c *client.Client, o statusOptions, w io.Writ
 		return fmt.Errorf("status: %w", err)
 	}
 	rep.Applications = len(list.Items)
+	rep.ConfigProblem = list.ConfigProblem
 	rep.Attention = []api.ApplicationSummary{}
 	for _, a := range list.Items {
 		rep.Sync[a.Sync]++
@@ -81,7 +84,7 @@ func runStatus(ctx context.Context, c *client.Client, o statusOptions, w io.Writ
 	} else {
 		printStatusReport(w, rep)
 	}
-	if !rep.Ready || len(rep.Attention) > 0 {
+	if !rep.Ready || len(rep.Attention) > 0 || rep.ConfigProblem != "" {
 		return errFailed
 	}
 	return nil
@@ -93,6 +96,9 @@ func printStatusReport(w io.Writer, rep statusReport) {
 		ready = "NOT READY: " + rep.NotReady
 	}
 	fmt.Fprintf(w, "controller %s: %s\n", rep.Server, ready)
+	if rep.ConfigProblem != "" {
+		fmt.Fprintf(w, "applications file NOT LOADED (running the one before): %s\n", rep.ConfigProblem)
+	}
 	fmt.Fprintf(w, "applications: %d", rep.Applications)
 	for _, s := range []application.Sync{application.Synced, application.OutOfSync, application.SyncUnknown} {
 		if n := rep.Sync[s]; n > 0 {

@@ -192,6 +192,7 @@ function notes(a) {
   return [
     a.lastError && el('div', { class: 'error' }, a.lastError),
     a.pinned && el('div', { class: 'note' }, 'Pinned: ' + a.pinned),
+    a.waiting && el('div', { class: 'note' }, 'Held: ' + a.waiting),
     (a.unavailable || []).length > 0 && el('div', { class: 'muted' }, 'Unavailable: ' + a.unavailable.join('; ')),
   ];
 }
@@ -200,13 +201,13 @@ function renderList() {
   const q = $('filter').value.trim().toLowerCase();
   const apps = [...state.apps.values()]
     .filter((a) => !q || a.name.toLowerCase().includes(q) || (a.stack || '').toLowerCase().includes(q)
-      || (a.destination || 'local').toLowerCase().includes(q))
+      || (a.destination || 'local').toLowerCase().includes(q) || (a.set || '').toLowerCase().includes(q))
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const rows = apps.map((a) => {
     const [ok, total] = counts(a);
     const href = '#/app/' + enc(a.name);
     return el('tr', { onclick: (ev) => { if (ev.target.tagName !== 'A') location.hash = href; } },
-      el('td', {}, el('a', { href }, a.name)),
+      el('td', {}, el('a', { href }, a.name), a.set && el('div', { class: 'muted small' }, 'set ' + a.set)),
       el('td', {}, a.stack || ''),
       el('td', {}, a.destination || 'local'),
       el('td', {}, syncBadge(a)),
@@ -250,6 +251,7 @@ function renderDetail(name) {
     el('dl', { class: 'meta' },
       el('dt', {}, 'Stack'), el('dd', {}, a.stack || '—'),
       el('dt', {}, 'Swarm'), el('dd', {}, a.destination || 'local'),
+      a.set && [el('dt', {}, 'Set'), el('dd', {}, a.set)],
       el('dt', {}, 'Health'), el('dd', {}, a.healthMessage || a.health || '—'),
       el('dt', {}, 'Deployed'), el('dd', { title: a.revision || '' }, shortRev(a.revision),
         a.lastAppliedRevision ? ` (release ${a.lastAppliedRevision})` : ''),

@@ -1,0 +1,380 @@
+package application
+
+import (
+	"fmt"
+	"path"
+	"reflect"
+	"strconv"
+	"strings"
+	"text/template"
+
+	"github.com/flotilla-gitops/flotilla/fault"
+)
+
+// ApplicationSet generates applications from a template, one per element
+// its generators produce. Generated applications are ordinary applications
+// in every other way; Status.Set names the set they came from.
+type ApplicationSet struct {
+	// Name identifies the set: the rule of an application's name, unique
+	// among sets. Required.
+	Name string `yaml:"name"`
+	// Generators produce the elements; their elements are concatenated.
+	// At least one required.
+	Generators []Generator `yaml:"generators"`
+	// Template is an application whose strings are Go templates
+	// ({{.basename}}, {{.number}}) over one element's parameters. Its name
+	// is required and must differ per element.
+	Template Application `yaml:"template"`
+	// Prune removes the stack of an application that leaves the set (only
+	// what its records prove it created). Default false: the stack is kept
+	// and reported like that of an application removed from the file.
+	// Pull-request previews are always removed with their ref.
+	Prune bool `yaml:"prune,omitempty"`
+}
+
+// Generator is exactly one of its fields.
+type Generator struct {
+	// List yields its elements as they are.
+	List *ListGenerator `yaml:"list,omitempty"`
+	// Git yields one element per directory of a repository matching a
+	// pattern: path (apps/web) and basename (web).
+	Git *GitGenerator `yaml:"git,omitempty"`
+	// Swarms yields one element per swarm the controller deploys to:
+	// name.
+	Swarms *SwarmsGenerator `yaml:"swarms,omitempty"`
+	// PullRequest yields one element per change request ref of a
+	// repository: number, ref, sha, shortSHA.
+	PullRequest *PullRequestGenerator `yaml:"pullRequest,omitempty"`
+	// Matrix yields every combination of two generators' elements, their
+	// parameters merged (a parameter both define is an error).
+	Matrix *MatrixGenerator `yaml:"matrix,omitempty"`
+}
+
+// ListGenerator is a literal list of parameter mappings.
+type ListGenerator struct {
+	// Elements are mappings of parameter names to values. At least one.
+	Elements []Values `yaml:"elements"`
+}
+
+// GitGenerator lists directories of a git repository.
+type GitGenerator struct {
+	// RepoURL takes the forms of Source.RepoURL. Required.
+	RepoURL string `yaml:"repoURL"`
+	// Revision is a branch, tag or commit. Default "HEAD".
+	Revision string `yaml:"revision,omitempty"`
+	// Directories are path.Match patterns relative to the repository root
+	// ("apps/*"). At least one.
+	Directories []string `yaml:"directories"`
+	// Exclude are patterns of directories left out. Default: none.
+	Exclude []string `yaml:"exclude,omitempty"`
+	// Credentials are as Source.Credentials. Default: none.
+	Credentials *Credentials `yaml:"credentials,omitempty"`
+}
+
+// SwarmsGenerator lists the swarms the controller knows.
+type SwarmsGenerator struct {
+	// Names are globs of swarm names to keep. Default: every swarm.
+	Names []string `yaml:"names,omitempty"`
+}
+
+// PullRequestGenerator lists the refs forges keep for open change requests.
+type PullRequestGenerator struct {
+	// RepoURL takes the forms of Source.RepoURL. Required.
+	RepoURL string `yaml:"repoURL"`
+	// Refs are ref patterns with one "*" standing for the change's number.
+	// Default: DefaultPullRequestRefs.
+	Refs []string `yaml:"refs,omitempty"`
+	// Credentials are as Source.Credentials. Default: none.
+	Credentials *Credentials `yaml:"credentials,omitempty"`
+}
+
+// DefaultPullRequestRefs are where GitHub, Gitea and Forgejo (refs/pull)
+// and GitLab (refs/merge-requests) publish the head of each change request.
+var DefaultPullRequestRefs = []string{"refs/pull/*/head", "refs/merge-requests/*/head"}
+
+// MatrixGenerator combines two generators.
+type MatrixGenerator struct {
+	// Generators are exactly two, neither of them a matrix.
+	Generators []Generator `yaml:"generators"`
+}
+
+// kind names the one field g sets, or "" when it sets none or several.
+func (g *Generator) kind() (string, int) {
+	var k string
+	n := 0
+	for name, set := range map[string]bool{
+		"list": g.List != nil, "git": g.Git != nil, "swarms": g.Swarms != nil,
+		"pullRequest": g.PullRequest != nil, "matrix": g.Matrix != nil,
+	} {
+		if set {
+			k, n = name, n+1
+		}
+	}
+	return k, n
+}
+
+// TemplateFuncs are what a set's template may call besides text/template's
+// builtins: string shaping only.
+var TemplateFuncs = template.FuncMap{
+	"lower":   strings.ToLower,
+	"upper":   strings.ToUpper,
+	"replace": func(old, new, s string) string { return strings.ReplaceAll(s, old, new) },
+	"trunc": func(n int, s string) string {
+		if n >= 0 && len(s) > n {
+			return s[:n]
+		}
+		return s
+	},
+}
+
+func (c *checker) applicationSets(f *File) {
+	names := map[string]int{}
+	for i := range f.ApplicationSets {
+		s := &f.ApplicationSets[i]
+		p := "applicationSets[" + strconv.Itoa(i) + "]"
+		c.dnsName("", p+".name", s.Name)
+		if j, dup := names[s.Name]; dup && s.Name != "" {
+			c.report("", p+".name", ErrDuplicate, "name %q is already used by applicationSets[%d]", s.Name, j)
+		}
+		names[s.Name] = i
+		if len(s.Generators) == 0 {
+			c.report("", p+".generators", ErrRequired, "required: at least one generator (list, git, swarms, pullRequest or matrix)")
+		}
+		for j := range s.Generators {
+			c.generator(&s.Generators[j], fmt.Sprintf("%s.generators[%d]", p, j), true)
+		}
+		if s.Template.Name == "" {
+			c.report("", p+".template.name", ErrRequired, "required: a template that differs per element, such as \"{{.basename}}\"")
+		}
+		WalkStrings(&s.Template, func(field, v string) (string, error) {
+			if _, err := template.New("").Funcs(TemplateFuncs).Option("missingkey=error").Parse(v); err != nil {
+				c.report("", p+".template"+field, ErrInvalid, "not a valid template: %v", err)
+			}
+			return v, nil
+		})
+	}
+}
+
+func (c *checker) generator(g *Generator, p string, top bool) {
+	kind, n := g.kind()
+	switch {
+	case n == 0:
+		c.report("", p, ErrRequired, "required: one of list, git, swarms, pullRequest or matrix")
+		return
+	case n > 1:
+		c.report("", p, ErrInvalid, "give exactly one of list, git, swarms, pullRequest or matrix")
+		return
+	}
+	switch kind {
+	case "list":
+		if len(g.List.Elements) == 0 {
+			c.report("", p+".list.elements", ErrRequired, "required: at least one element")
+		}
+	case "git":
+		gg := g.Git
+		tr := c.repoURL("", p+".git.repoURL", gg.RepoURL)
+		if gg.Credentials != nil {
+			c.credentials("", p+".git.credentials", gg.Credentials, tr)
+		}
+		if strings.HasPrefix(gg.Revision, "-") || strings.IndexFunc(gg.Revision, badRevisionRune) >= 0 {
+			c.report("", p+".git.revision", ErrInvalid, "%q is not a branch, tag or commit SHA", gg.Revision)
+		}
+		if len(gg.Directories) == 0 {
+			c.report("", p+".git.directories", ErrRequired, "required: at least one pattern such as \"apps/*\"")
+		}
+		for _, l := range []struct {
+			name string
+			pats []string
+		}{{"directories", gg.Directories}, {"exclude", gg.Exclude}} {
+			for j, pat := range l.pats {
+				fp := fmt.Sprintf("%s.git.%s[%d]", p, l.name, j)
+				if _, err := path.Match(pat, ""); err != nil || pat == "" || path.IsAbs(pat) || escapes(pat) {
+					c.report("", fp, ErrInvalid, "%q is not a pattern relative to the repository", pat)
+				}
+			}
+		}
+	case "swarms":
+		for j, pat := range g.Swarms.Names {
+			if _, err := path.Match(pat, ""); err != nil || pat == "" {
+				c.report("", fmt.Sprintf("%s.swarms.names[%d]", p, j), ErrInvalid, "%q is not a name or glob", pat)
+			}
+		}
+	case "pullRequest":
+		pr := g.PullRequest
+		tr := c.repoURL("", p+".pullRequest.repoURL", pr.RepoURL)
+		if pr.Credentials != nil {
+			c.credentials("", p+".pullRequest.credentials", pr.Credentials, tr)
+		}
+		for j, r := range pr.Refs {
+			if !strings.HasPrefix(r, "refs/") || strings.Count(r, "*") != 1 {
+				c.report("", fmt.Sprintf("%s.pullRequest.refs[%d]", p, j), ErrInvalid, "%q must start with refs/ and hold one * for the number, like refs/pull/*/head", r)
+			}
+		}
+	case "matrix":
+		if !top {
+			c.report("", p+".matrix", ErrInvalid, "a matrix cannot hold another matrix")
+			return
+		}
+		if len(g.Matrix.Generators) != 2 {
+			c.report("", p+".matrix.generators", ErrInvalid, "a matrix combines exactly two generators, not %d", len(g.Matrix.Generators))
+		}
+		for j := range g.Matrix.Generators {
+			c.generator(&g.Matrix.Generators[j], fmt.Sprintf("%s.matrix.generators[%d]", p, j), false)
+		}
+	}
+}
+
+// WalkStrings calls fn on every string of a, writing copies of whatever a
+// shares with other values (pointers, slices, maps) before it changes them (fields, slice items and
+// string values of mappings, the hidden Generated excepted), with its field
+// path below a (".source.path"), and stores what fn returns. The first
+// error stops the walk. It is how a set's template is checked and expanded
+// without listing the fields of Application by hand, so a field added later
+// is templated too.
+func WalkStrings(a *Application, fn func(field, v string) (string, error)) error {
+	return walk(reflect.ValueOf(a).Elem(), "", fn)
+}
+
+func walk(v reflect.Value, p string, fn func(string, string) (string, error)) error {
+	switch v.Kind() {
+	case reflect.String:
+		out, err := fn(p, v.String())
+		if err != nil {
+			return err
+		}
+		v.SetString(out)
+	case reflect.Pointer:
+		if v.IsNil() || v.Type() == reflect.TypeFor[*Generated]() {
+			return nil
+		}
+		// Copied before writing, so that a copy of the template walked
+		// here never writes through to the template.
+		n := reflect.New(v.Elem().Type())
+		n.Elem().Set(v.Elem())
+		v.Set(n)
+		return walk(n.Elem(), p, fn)
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			sf := t.Field(i)
+			name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+			if !sf.IsExported() || name == "-" || name == "" {
+				continue
+			}
+			if err := walk(v.Field(i), p+"."+name, fn); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		if v.IsNil() {
+			return nil
+		}
+		n := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		reflect.Copy(n, v)
+		v.Set(n)
+		for i := range v.Len() {
+			if err := walk(v.Index(i), p+"["+strconv.Itoa(i)+"]", fn); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		if v.IsNil() {
+			return nil
+		}
+		// Values are any; only their strings are templates, and a copy is
+		// written so the template's own map is never changed.
+		out := reflect.MakeMapWithSize(v.Type(), v.Len())
+		for _, k := range v.MapKeys() {
+			e, err := walkAny(v.MapIndex(k).Interface(), p+"."+k.String(), fn)
+			if err != nil {
+				return err
+			}
+			out.SetMapIndex(k, reflect.ValueOf(&e).Elem())
+		}
+		v.Set(out)
+	}
+	return nil
+}
+
+func walkAny(x any, p string, fn func(string, string) (string, error)) (any, error) {
+	switch t := x.(type) {
+	case string:
+		return fn(p, t)
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			w, err := walkAny(e, p+"."+k, fn)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = w
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			w, err := walkAny(e, p+"["+strconv.Itoa(i)+"]", fn)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = w
+		}
+		return out, nil
+	}
+	return x, nil
+}
+
+// Expanded returns a new File holding f's applications followed by
+// generated, which Defaults fills, validated together: names and stacks
+// unique across both, dependencies known and acyclic, projects obeyed. A
+// problem in a generated application names its set and the application.
+func (f *File) Expanded(generated []Application) (*File, error) {
+	out := *f
+	out.meta = nil
+	out.Applications = make([]Application, 0, len(f.Applications)+len(generated))
+	out.Applications = append(out.Applications, f.Applications...)
+	out.Applications = append(out.Applications, generated...)
+	Defaults(&out)
+	probs := validateExpanded(&out)
+	if len(probs) == 0 {
+		return &out, nil
+	}
+	static := len(f.Applications)
+	file := ""
+	if f.meta != nil {
+		file = f.meta.file
+	}
+	for _, p := range probs {
+		p.File = file
+		m := appIndexRE.FindStringSubmatch(p.Field)
+		if m == nil {
+			continue
+		}
+		i, _ := strconv.Atoi(m[1])
+		switch {
+		case i < static:
+			// A static application's problem was reported by Parse
+			// already unless it concerns the generated ones (a dependency
+			// on a name no set produced); its line is known.
+			p.Line = f.meta.lineOf(p.Field)
+		default:
+			a := out.Applications[i]
+			set := ""
+			if a.Generated != nil {
+				set = fmt.Sprintf("applicationSets[%d] (set %q) generated application %q: ", a.Generated.Index, a.Generated.Set, a.Name)
+				p.Line = f.meta.lineOf(fmt.Sprintf("applicationSets[%d].template", a.Generated.Index))
+			}
+			p.Field = strings.Replace(p.Field, m[0], strings.TrimSuffix(set, ": "), 1)
+		}
+	}
+	return nil, joinFaults(probs)
+}
+
+// validateExpanded is validate over a File whose applications include
+// generated ones; its sets are not checked again.
+func validateExpanded(f *File) []*fault.Error {
+	sets := f.ApplicationSets
+	f.ApplicationSets = nil
+	defer func() { f.ApplicationSets = sets }()
+	return validate(f)
+}

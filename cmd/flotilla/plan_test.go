@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/flotilla-gitops/flotilla/api"
+	"github.com/flotilla-gitops/flotilla/api/apitest"
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/compose"
+)
+
+const planBase = `services:
+  web:
+    image: example/web:1
+    environment: {MODE: a}
+  worker:
+    image: example/worker:1
+`
+
+const planHead = `services:
+  web:
+    image: example/web:2
+    environment: {MODE: a}
+  cache:
+    image: example/cache:1
+`
+
+func gitHead(t *testing.T, dir string) string {
+	t.Helper()
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func TestPlanPrintsExactlyTheServicesAndFieldsTheHeadChanges(t *testing.T) {
+	repo := t.TempDir()
+	commitFile(t, repo, "compose.yaml", planBase)
+	base := gitHead(t, repo)
+	commitFile(t, repo, "compose.yaml", planHead)
+	head := gitHead(t, repo)
+
+	var out, errOut bytes.Buffer
+	code := runPlan(context.Background(), planOptions{Repo: repo, Base: base, Head: head, App: "shop", Path: ".", Format: "text"}, &out, &errOut)
+	if code != planChanges {
+		t.Fatalf("exit %d, want %d; stderr %s", code, planChanges, errOut.String())
+	}
+	want := "shop: head " + head[:8] + " against base " + base[:8] + "\n" +
+		"  + cache (create)\n" +
+		"  ~ web (update)\n" +
+		"      image:  example/web:1  → example/web:2\n" +
+		"  - worker (remove)\n" +
+		"  1 to create, 1 to update, 1 to remove\n"
+	if out.String() != want {
+		t.Fatalf("plan output:\n%s\nwant:\n%s", out.String(), want)
+	}
+
+	out.Reset()
+	if code := runPlan(context.Background(), planOptions{Repo: repo, Base: head, Head: head, Path: ".", Format: "markdown"}, &out, &errOut); code != planNoChanges {
+		t.Fatalf("same commit: exit %d, stderr %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "No changes.") {
+		t.Fatalf("markdown without changes: %s", out.String())
+	}
+
+	out.Reset()
+	runPlan(context.Background(), planOptions{Repo: repo, Base: base, Head: head, Path: ".", Format: "markdown"}, &out, &errOut)
+	if !strings.Contains(out.String(), "| `web` | update | `image` | `example/web:1` | `example/web:2` |") {
+		t.Fatalf("markdown plan:\n%s", out.String())
+	}
+}
+
+func TestPlanExitsOneOnBadInputSoTwoAlwaysMeansChanges(t *testing.T) {
+	repo := t.TempDir()
+	commitFile(t, repo, "compose.yaml", planBase)
+	var out, errOut bytes.Buffer
+	for _, o := range []planOptions{
+		{Repo: repo, Base: "main", Format: "text", Path: "."},
+		{Repo: repo, Base: "main", Head: "nope", Format: "text", Path: "."},
+		{Repo: repo, Base: "main", Head: "main", Format: "html", Path: "."},
+	} {
+		if code := runPlan(context.Background(), o, &out, &errOut); code != planFailed {
+			t.Errorf("%+v: exit %d, want 1", o, code)
+		}
+	}
+	if code := run([]string{"plan", "--no-such-flag"}); code != planFailed {
+		t.Errorf("unknown flag: exit %d, want 1", code)
+	}
+}
+
+func TestPlanWithAServerAlsoComparesTheHeadWithWhatTheControllerDeployed(t *testing.T) {
+	repo := t.TempDir()
+	commitFile(t, repo, "compose.yaml", planBase)
+	base := gitHead(t, repo)
+	commitFile(t, repo, "compose.yaml", planHead)
+	head := gitHead(t, repo)
+
+	// The controller runs the head's web already, and nothing else.
+	deployed, err := compose.Render("shop", compose.Dir{Root: repo, Path: ".", Files: []string{"compose.yaml"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := strings.Replace(deployed.Manifest, "example/cache:1", "example/cache:0", 1)
+	ctl := apitest.NewController(application.Status{Name: "shop", Stack: "shop", Sync: application.OutOfSync,
+		Drift: []application.Drift{{Service: "web", Field: "env.MODE", Desired: "a", Live: "b"}}})
+	ctl.SetHistory("shop", []charts.Release{{Revision: 1, Commit: base}, {Revision: 4, Commit: head, Manifest: manifest}})
+	srv := httptest.NewServer(api.New(api.Options{Controller: ctl, NoAuth: true, Logger: slog.New(slog.DiscardHandler)}))
+	defer srv.Close()
+
+	var out, errOut bytes.Buffer
+	code := runPlan(context.Background(), planOptions{Repo: repo, Base: base, Head: head, App: "shop", Path: ".", Format: "text", Server: srv.URL}, &out, &errOut)
+	if code != planChanges {
+		t.Fatalf("exit %d; stderr %s", code, errOut.String())
+	}
+	want := "shop: head " + head[:8] + " against the swarm (revision 4, " + head[:8] + ")\n" +
+		"  ~ cache (update)\n" +
+		"      image:  example/cache:0  → example/cache:1\n" +
+		"  note: live drift on web: env.MODE is b on the swarm, a in git\n" +
+		"  0 to create, 1 to update, 0 to remove\n"
+	if got := out.String(); !strings.HasSuffix(got, want) {
+		t.Fatalf("plan against the server:\n%s\nwant it to end with:\n%s", got, want)
+	}
+}
