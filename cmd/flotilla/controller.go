@@ -23,6 +23,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/internal/apiwire"
+	"github.com/flotilla-gitops/flotilla/lease"
 	"github.com/flotilla-gitops/flotilla/metrics"
 	"github.com/flotilla-gitops/flotilla/notify"
 	"github.com/flotilla-gitops/flotilla/reconcile"
@@ -67,6 +68,11 @@ type controllerOptions struct {
 
 	shutdownTimeout time.Duration
 	http            httpTimeouts
+
+	// A highly available pair (leading.go).
+	ha            bool
+	haID          string
+	leaseDuration time.Duration
 }
 
 // httpTimeouts bound the API server's connections; see the flags.
@@ -135,6 +141,9 @@ redeploys nothing.`,
 	f.DurationVar(&o.http.read, "http-read-timeout", api.DefaultReadTimeout, "longest an API request may take to send its headers and body; 0 for none")
 	f.DurationVar(&o.http.write, "http-write-timeout", api.DefaultWriteTimeout, "longest an API answer may take to write, except event streams and waited syncs; 0 for none")
 	f.DurationVar(&o.http.idle, "http-idle-timeout", api.DefaultIdleTimeout, "how long an idle keep-alive API connection stays open; 0 for none")
+	f.BoolVar(&o.ha, "ha", false, "run as one of a highly available pair: only the holder of a leader lease kept in the swarm (a config named flotilla-lease.<controller-id>) runs passes and writes; the other answers the API read-only and takes over when the lease expires")
+	f.StringVar(&o.haID, "ha-id", defaultHAID(), "this controller's name in the leader lease; unique among the controllers sharing it")
+	f.DurationVar(&o.leaseDuration, "lease-duration", lease.DefaultDuration, "with --ha, how long the leader lease lasts after each renewal; a standby takes over within two of them after the leader dies, and a leader that cannot renew stops writing a fifth of one before it runs out")
 	f.BoolVar(&o.once, "once", false, "run one pass per application (applying even manual ones is NOT implied), print a summary and exit; exit 1 if any pass failed")
 	return cmd
 }
@@ -199,7 +208,19 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		}
 	}
 	m := metrics.New()
-	be, err := backend.New(ctx, backend.Options{Logger: logger, OnRequest: m.DockerRequests(metrics.LocalSwarm), RequestTimeout: o.dockerTimeout})
+	var ls *lease.Lease
+	var gate backend.WriteGate
+	if o.ha {
+		store, err := backend.NewLeaseStore(nil, o.controllerID, o.dockerTimeout)
+		if err != nil {
+			return fmt.Errorf("connect to the swarm: %w", err)
+		}
+		if ls, err = lease.New(store, lease.Options{ID: o.haID, Duration: o.leaseDuration, Logger: logger}); err != nil {
+			return usageError{err}
+		}
+		gate = ls
+	}
+	be, err := backend.New(ctx, backend.Options{Logger: logger, OnRequest: m.DockerRequests(metrics.LocalSwarm), RequestTimeout: o.dockerTimeout, Gate: gate})
 	if err != nil {
 		return fmt.Errorf("connect to the swarm: %w", err)
 	}
@@ -265,7 +286,11 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	}
 	policy := access.NewPolicy(file.Projects)
 	r := &runner{opts: o, ctl: ctl, policy: policy, notifier: notifier, broker: broker,
-		log: logger.With("component", "controller"), apiLog: logger.With("component", "api")}
+		log: logger.With("component", "controller"), apiLog: logger.With("component", "api"), lease: ls}
+	var lead func() api.Leadership
+	if ls != nil {
+		lead = leadership(ls)
+	}
 	if o.listen != "" {
 		r.handler = func(stopping <-chan struct{}) http.Handler {
 			return api.New(api.Options{
@@ -281,8 +306,11 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 				UI:            uiHandler(o.ui),
 				Logger:        logger,
 				Stopping:      stopping,
+				Leadership:    lead,
 				Ready: func(ctx context.Context) error {
-					if !ctl.InitialPassesDone() {
+					// A standby has run no pass; it is ready to answer
+					// reads once the swarm answers.
+					if (ls == nil || ls.State().Leader) && !ctl.InitialPassesDone() {
 						return errors.New("initial sync not done")
 					}
 					if _, err := be.SwarmNodes(ctx); err != nil {

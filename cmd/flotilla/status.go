@@ -25,7 +25,12 @@ type statusReport struct {
 	Server string `json:"server"`
 	Ready  bool   `json:"ready"`
 	// NotReady is the controller's reason when Ready is false.
-	NotReady     string                     `json:"notReady,omitempty"`
+	NotReady string `json:"notReady,omitempty"`
+	// Role is "leader" or "standby" for a controller run with --ha, with
+	// the lease's Leader and Epoch; empty otherwise.
+	Role         string                     `json:"role,omitempty"`
+	Leader       string                     `json:"leader,omitempty"`
+	Epoch        uint64                     `json:"epoch,omitempty"`
 	Applications int                        `json:"applications"`
 	Sync         map[application.Sync]int   `json:"sync"`
 	Health       map[application.Health]int `json:"health"`
@@ -55,12 +60,14 @@ script.`,
 
 func runStatus(ctx context.Context, c *client.Client, o statusOptions, w io.Writer) error {
 	rep := statusReport{Server: c.Server(), Ready: true, Sync: map[application.Sync]int{}, Health: map[application.Health]int{}}
-	if err := c.Ready(ctx); err != nil {
+	rd, err := c.Readiness(ctx)
+	if err != nil {
 		if !client.IsStatus(err, 503) {
 			return fmt.Errorf("status: %w", err)
 		}
 		rep.Ready, rep.NotReady = false, err.Error()
 	}
+	rep.Role, rep.Leader, rep.Epoch = rd.Role, rd.Leader, rd.Epoch
 	list, err := c.Applications(ctx)
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
@@ -91,6 +98,14 @@ func printStatusReport(w io.Writer, rep statusReport) {
 	ready := "ready"
 	if !rep.Ready {
 		ready = "NOT READY: " + rep.NotReady
+	}
+	switch {
+	case rep.Role == "leader":
+		ready += fmt.Sprintf(" (leader, epoch %d)", rep.Epoch)
+	case rep.Role == "standby" && rep.Leader != "":
+		ready += fmt.Sprintf(" (standby: %s leads, epoch %d; writes go there)", rep.Leader, rep.Epoch)
+	case rep.Role == "standby":
+		ready += fmt.Sprintf(" (standby: no leader right now, last epoch %d)", rep.Epoch)
 	}
 	fmt.Fprintf(w, "controller %s: %s\n", rep.Server, ready)
 	fmt.Fprintf(w, "applications: %d", rep.Applications)
