@@ -87,10 +87,14 @@ func leadership(l *lease.Lease) func() api.Leadership {
 	}
 }
 
-// defaultHAID names this controller in the lease: unique per process on a
-// host, and per task in a swarm service, where the hostname is the
-// container's.
+// defaultHAID names this controller in the lease: $FLOTILLA_HA_ID (a swarm
+// service sets it to the task's name), or else hostname-pid, unique per
+// process on a host and per task of a service on an overlay network, where
+// the hostname is the container's.
 func defaultHAID() string {
+	if id := os.Getenv("FLOTILLA_HA_ID"); id != "" {
+		return id
+	}
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "flotilla"
