@@ -76,7 +76,8 @@ func docker(t *testing.T, stdin string, args ...string) string {
 
 // selfFiles turns the example's stack and applications file into this
 // test's: its own stack, secret and lease names, the given image, the host
-// network, a 3s lease.
+// network, a 6s lease (the daemon of a loaded machine can take seconds to
+// answer a renewal).
 func selfFiles(t *testing.T, stack, image, repoURL string) (stackFile, appsFile string) {
 	t.Helper()
 	read := func(p string) string {
@@ -194,9 +195,10 @@ func TestExampleSelfStackUpgradesItselfFromGitAndRollsBack(t *testing.T) {
 	swarmtest.Cleanup(t, stack)
 	t.Cleanup(func() {
 		_ = exec.Command("docker", "stack", "rm", stack).Run()
-		swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
-			_, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_controller", swarm.ServiceInspectOptions{})
-			return err != nil, "controller service still there"
+		// The lease goes only once no task is left to create it again.
+		swarmtest.Eventually(t, 90*time.Second, func() (bool, string) {
+			out, err := exec.Command("docker", "ps", "-q", "--filter", "label=com.docker.stack.namespace="+stack).Output()
+			return err == nil && strings.TrimSpace(string(out)) == "", "controller containers still running"
 		})
 		for _, name := range []string{stack + "-applications-1", stack + "-admin-token-1", "flotilla-lease." + stack} {
 			_ = exec.Command("docker", "secret", "rm", name).Run()
