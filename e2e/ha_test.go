@@ -34,7 +34,11 @@ import (
 // label it carries) and can kill its controller or cut it off. The product
 // carries no hook for either.
 
-const haLease = 3 * time.Second
+// haLease is short, so hand-overs are quick, and still several times the
+// few seconds a loaded daemon may take to answer a renewal: a lease shorter
+// than that changes hands on every slow answer (safely, with a new epoch
+// each time, but a pass then rarely finishes).
+const haLease = 6 * time.Second
 
 // haWrite is one write a controller sent towards the daemon.
 type haWrite struct {
@@ -422,14 +426,17 @@ func TestHAStandbyTakesOverFromALeaderKilledMidPassAndFinishesItOnce(t *testing.
 	}
 	t.Logf("service writes for the change: %v", updates)
 	by := checkEpochs(t, a, b)
-	if !by[a.id]["1"] || !by[b.id]["2"] || len(by[b.id]) != 1 {
-		t.Errorf("epochs written: %v; want the killed leader in 1 and the new one in 2 only", by)
+	// a wrote in epoch 1 only; b in 2, and in later ones only if a slow
+	// daemon cost it the lease and it took it back.
+	if !by[a.id]["1"] || len(by[a.id]) != 1 || !by[b.id]["2"] || by[b.id]["1"] {
+		t.Errorf("epochs written: %v; want the killed leader in 1 and the new one from 2 on", by)
 	}
-	if _, epochs := revisions(t, stack); epochs[1] != "1" || epochs[2] != "2" {
-		t.Errorf("record epochs %v, want revision 1 in epoch 1, revision 2 in epoch 2", epochs)
+	if _, epochs := revisions(t, stack); epochs[1] != "1" || epochs[2] == "1" || epochs[2] == "" {
+		t.Errorf("record epochs %v, want revision 1 in epoch 1, revision 2 in a later one", epochs)
 	}
+	rd, _ := b.readiness(t)
 	out, code := cli{t: t, bin: flotillaBinary(t), env: []string{"FLOTILLA_SERVER=" + b.url}}.run("status")
-	if !strings.Contains(out, "(leader, epoch 2)") {
+	if !strings.Contains(out, fmt.Sprintf("(leader, epoch %d)", rd.Epoch)) || rd.Epoch < 2 {
 		t.Errorf("flotilla status on the new leader (exit %d):\n%s", code, out)
 	}
 	if code, _ := b.ctl.stop(syscall.SIGTERM, stopDeadline); code != 0 {
@@ -475,8 +482,12 @@ func TestHAPartitionedLeaderStopsWritingBeforeTheStandbyTakesOver(t *testing.T) 
 	if bFirst.IsZero() {
 		t.Fatal("the new leader wrote nothing")
 	}
-	t.Logf("cut leader: %d writes attempted after the cut, %d delivered; last attempt %s after the cut, the other's first write %s after it",
-		heldSent, heldDelivered, aLast.Sub(cutAt).Round(time.Millisecond), bFirst.Sub(cutAt).Round(time.Millisecond))
+	last := "none"
+	if !aLast.IsZero() {
+		last = aLast.Sub(cutAt).Round(time.Millisecond).String() + " after the cut"
+	}
+	t.Logf("cut leader: %d writes attempted after the cut, %d delivered; last attempt %s; the other's first write %s after the cut",
+		heldSent, heldDelivered, last, bFirst.Sub(cutAt).Round(time.Millisecond))
 	if !aLast.IsZero() && !aLast.Before(bFirst) {
 		t.Errorf("the cut leader attempted a write %s after the other's first write", aLast.Sub(bFirst))
 	}

@@ -121,6 +121,10 @@ type Lease struct {
 	// While leading: writes stop at until.
 	leader bool
 	until  time.Time
+	// sent are the records this controller tried to write since its last
+	// answered write, so that one that landed though its answer was lost
+	// is recognised.
+	sent []Record
 
 	changed chan struct{}
 }
@@ -231,10 +235,12 @@ func (l *Lease) renew(ctx context.Context, until time.Time) time.Duration {
 	defer cancel()
 	sent := time.Now()
 	next := Record{Holder: l.opts.ID, Epoch: rec.Epoch, Renewed: sent.UTC(), Duration: l.opts.Duration}
+	l.setSent(next)
 	v, err := l.store.Update(rctx, version, next)
 	switch {
 	case err == nil:
 		l.mu.Lock()
+		l.sent = l.sent[:0]
 		l.rec, l.version, l.seen = next, v, sent
 		if l.leader {
 			l.until = sent.Add(l.opts.Duration - l.opts.Margin)
@@ -278,6 +284,7 @@ func (l *Lease) observe(ctx context.Context) time.Duration {
 	if errors.Is(err, ErrNoRecord) {
 		sent := time.Now()
 		first := Record{Holder: l.opts.ID, Epoch: 1, Renewed: sent.UTC(), Duration: l.opts.Duration}
+		l.setSent(first)
 		v, err := l.store.Create(rctx, first)
 		if err != nil {
 			if !errors.Is(err, ErrConflict) && ctx.Err() == nil {
@@ -305,6 +312,9 @@ func (l *Lease) observe(ctx context.Context) time.Duration {
 	if moved {
 		l.notify()
 	}
+	if l.isOwnLastWrite(rec) {
+		return l.resume(rctx, rec, v)
+	}
 	d := rec.Duration
 	if d <= 0 {
 		d = l.opts.Duration
@@ -314,6 +324,7 @@ func (l *Lease) observe(ctx context.Context) time.Duration {
 	}
 	sent := time.Now()
 	next := Record{Holder: l.opts.ID, Epoch: rec.Epoch + 1, Renewed: sent.UTC(), Duration: l.opts.Duration}
+	l.setSent(next)
 	nv, err := l.store.Update(rctx, v, next)
 	if err != nil {
 		if !errors.Is(err, ErrConflict) && ctx.Err() == nil {
@@ -326,9 +337,56 @@ func (l *Lease) observe(ctx context.Context) time.Duration {
 	return l.poll
 }
 
+func (l *Lease) setSent(r Record) {
+	l.mu.Lock()
+	if len(l.sent) >= 16 {
+		l.sent = l.sent[1:]
+	}
+	l.sent = append(l.sent, r)
+	l.mu.Unlock()
+}
+
+// isOwnLastWrite reports whether rec is exactly a record this controller
+// sent since its last answered write: a renewal or takeover that landed
+// though its answer was lost (or came too late). Holder alone would not do:
+// two processes misconfigured with one id must never both take a record
+// for theirs.
+func (l *Lease) isOwnLastWrite(rec Record) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.sent {
+		if rec.Holder == l.opts.ID && s.Holder == rec.Holder && s.Epoch == rec.Epoch && s.Renewed.Equal(rec.Renewed) {
+			return true
+		}
+	}
+	return false
+}
+
+// resume renews a lease whose last record is this controller's own, in the
+// same epoch, without waiting for it to expire. That is safe because the
+// compare-and-swap succeeds only if nobody has written since that record,
+// so no other controller has held any epoch meanwhile; and this controller
+// wrote nothing since its own deadline passed.
+func (l *Lease) resume(ctx context.Context, rec Record, version uint64) time.Duration {
+	sent := time.Now()
+	next := Record{Holder: l.opts.ID, Epoch: rec.Epoch, Renewed: sent.UTC(), Duration: l.opts.Duration}
+	l.setSent(next)
+	nv, err := l.store.Update(ctx, version, next)
+	if err != nil {
+		if !errors.Is(err, ErrConflict) && ctx.Err() == nil {
+			l.log.Warn("could not resume the lease", "error", err, "epoch", rec.Epoch)
+		}
+		return l.poll / 2
+	}
+	l.log.Info("resumed the lease after a renewal whose answer was lost", "epoch", rec.Epoch)
+	l.win(next, nv, sent)
+	return l.poll
+}
+
 // win starts leadership from a record this controller wrote at sent.
 func (l *Lease) win(rec Record, version uint64, sent time.Time) {
 	l.mu.Lock()
+	l.sent = l.sent[:0]
 	l.rec, l.version, l.seen, l.known = rec, version, sent, true
 	l.leader = true
 	l.until = sent.Add(l.opts.Duration - l.opts.Margin)

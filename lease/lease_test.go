@@ -32,8 +32,9 @@ func (m *memStore) get() (Record, uint64, bool) {
 type view struct {
 	m *memStore
 	// down fails every call at once; stall blocks it until its context
-	// ends, like a connection that stopped answering.
-	down, stall atomic.Bool
+	// ends, like a connection that stopped answering; loseAnswers applies
+	// updates and then reports a failure, like an answer lost on the way.
+	down, stall, loseAnswers atomic.Bool
 }
 
 func (v *view) fault(ctx context.Context) error {
@@ -85,6 +86,9 @@ func (v *view) Update(ctx context.Context, version uint64, r Record) (uint64, er
 	v.m.rec = r
 	v.m.version++
 	v.m.writes = append(v.m.writes, r)
+	if v.loseAnswers.Load() {
+		return 0, errors.New("answer lost")
+	}
 	return v.m.version, nil
 }
 
@@ -389,4 +393,47 @@ func TestChangedSignalsLeadershipWonAndLost(t *testing.T) {
 			t.Fatal("leadership never lost with the store down")
 		}
 	}
+}
+
+func TestALeaderWhoseRenewalsLandButWhoseAnswersAreLostResumesInItsEpoch(t *testing.T) {
+	m := &memStore{}
+	const d = 200 * time.Millisecond
+	a := start(t, m, "a", d)
+	waitLeader(t, 2*d, a)
+	a.v.loseAnswers.Store(true)
+	deadline := time.Now().Add(2 * d)
+	for a.l.State().Leader && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if a.l.State().Leader {
+		t.Fatal("a leader whose renewals are never answered kept writing")
+	}
+	a.v.loseAnswers.Store(false)
+	lost := time.Now()
+	waitLeader(t, d, a)
+	if took := time.Since(lost); took >= d/2 {
+		t.Errorf("took %s to resume its own lease; it need not wait for expiry", took)
+	}
+	if st := a.l.State(); st.Epoch != 1 {
+		t.Errorf("epoch %d after resuming, want 1: nobody else held the lease", st.Epoch)
+	}
+}
+
+func TestTwoControllersMisconfiguredWithOneIDNeverWriteAtOnce(t *testing.T) {
+	m := &memStore{}
+	const d = 120 * time.Millisecond
+	members := []*member{start(t, m, "same", d), start(t, m, "same", d)}
+	s := sample(members)
+	time.Sleep(3 * d)
+	// The leader's renewals land and their answers are lost: the other,
+	// reading a record that names its own id, must not take it for its own.
+	for _, mb := range members {
+		mb.v.loseAnswers.Store(true)
+	}
+	time.Sleep(3 * d)
+	for _, mb := range members {
+		mb.v.loseAnswers.Store(false)
+	}
+	time.Sleep(3 * d)
+	s.finish(t)
 }
