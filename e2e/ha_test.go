@@ -252,6 +252,20 @@ func (m *haMember) waitRole(t *testing.T, role, leader string, within time.Durat
 	return time.Now()
 }
 
+// waitLeaseHolder waits until the lease config in the swarm names holder,
+// returning when it first saw that.
+func waitLeaseHolder(t *testing.T, controllerID, holder string, within time.Duration) time.Time {
+	t.Helper()
+	swarmtest.Eventually(t, within, func() (bool, string) {
+		c, _, err := swarmtest.Client(t).ConfigInspectWithRaw(context.Background(), "flotilla-lease."+controllerID)
+		if err != nil {
+			return false, err.Error()
+		}
+		return c.Spec.Labels[backend.LabelLeaseHolder] == holder, fmt.Sprintf("lease labels %v", c.Spec.Labels)
+	})
+	return time.Now()
+}
+
 func (m *haMember) post(t *testing.T, path string) (int, api.Error) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, m.url+path, strings.NewReader(`{}`))
@@ -406,8 +420,11 @@ func TestHAStandbyTakesOverFromALeaderKilledMidPassAndFinishesItOnce(t *testing.
 	case <-time.After(60 * time.Second):
 		t.Fatal("the leader was never killed mid-pass")
 	}
-	led := b.waitRole(t, "leader", "", 4*haLease)
+	// The takeover as the swarm records it: readiness waits for the new
+	// leader's first passes too.
+	led := waitLeaseHolder(t, stack, b.id, 4*haLease)
 	took := led.Sub(time.Unix(0, diedAt.Load()))
+	b.waitRole(t, "leader", "", 4*haLease)
 	t.Logf("standby led %s after the leader was killed (lease %s)", took.Round(10*time.Millisecond), haLease)
 	if took > 2*haLease {
 		t.Errorf("the standby took %s to lead, more than two lease durations", took)
