@@ -141,6 +141,10 @@ type Diff struct {
 	// last applied.
 	Revision string `json:"revision,omitempty"`
 	Deployed string `json:"deployed,omitempty"`
+	// Chart and DeployedChart name the chart, its version and the values
+	// digest of each side, for an application rendered from a chart.
+	Chart         *charts.ChartRef `json:"chart,omitempty"`
+	DeployedChart *charts.ChartRef `json:"deployedChart,omitempty"`
 	// Services lists the services that differ, by unscoped name.
 	Services []ServiceDiff `json:"services,omitempty"`
 	// Manifest is a unified diff from the deployed manifest to the

@@ -256,6 +256,18 @@ type SyncPolicy struct {
 	// Wait, when present, makes a sync wait for convergence. Default: absent,
 	// a sync returns once the deploy is accepted.
 	Wait *Wait `yaml:"wait,omitempty"`
+	// Rollback, when present, rolls a sync back by itself when the
+	// application stays Degraded after it. Default: absent, never.
+	Rollback *Rollback `yaml:"rollback,omitempty"`
+}
+
+// Rollback says when a sync is rolled back without anyone asking: the
+// previous revision is redeployed and pinned until the next commit, as an
+// explicit rollback would be.
+type Rollback struct {
+	// OnDegraded is how long the application must stay Degraded after a
+	// sync applied before that sync is rolled back. Required, positive.
+	OnDegraded Duration `yaml:"onDegraded,omitempty"`
 }
 
 // Automated holds the options of an automated application. Each defaults
@@ -346,7 +358,7 @@ func NotificationEvents() []events.Type {
 	return []events.Type{
 		events.SyncStarted, events.SyncSucceeded, events.SyncFailed,
 		events.DriftDetected, events.DriftCorrected, events.OutOfBandChange,
-		events.HealthChanged, events.Pruned,
+		events.HealthChanged, events.Pruned, events.HookRan, events.RolledBack,
 	}
 }
 

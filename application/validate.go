@@ -156,6 +156,14 @@ func (c *checker) application(a *Application, p string) {
 			c.report(app, p+".syncPolicy.wait.timeout", ErrInvalid, "must be positive, not %s", sp.Wait.Timeout)
 		}
 	}
+	if rb := sp.Rollback; rb != nil {
+		switch t := rb.OnDegraded.Duration; {
+		case t == 0:
+			c.report(app, p+".syncPolicy.rollback.onDegraded", ErrRequired, "required when rollback is set, such as \"2m\"")
+		case t < 0:
+			c.report(app, p+".syncPolicy.rollback.onDegraded", ErrInvalid, "must be positive, not %s", rb.OnDegraded)
+		}
+	}
 	if a.History < 1 {
 		c.report(app, p+".history", ErrInvalid, "must be at least 1, not %d", a.History)
 	}

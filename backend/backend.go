@@ -155,6 +155,7 @@ var (
 	_ capability.ResourceLister      = (*Backend)(nil)
 	_ capability.ResourceRemover     = (*Backend)(nil)
 	_ capability.SwarmSizer          = (*Backend)(nil)
+	_ capability.SwarmNodeNamer      = (*Backend)(nil)
 	_ capability.DeclaredLister      = (*Backend)(nil)
 	_ capability.OutOfBand           = (*Backend)(nil)
 	_ capability.AllowedReferences   = (*Backend)(nil)

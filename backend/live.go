@@ -1,8 +1,10 @@
 package backend
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
@@ -162,6 +164,21 @@ func (b *Backend) SwarmNodes(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("list nodes: %w", err)
 	}
 	return len(nodes), nil
+}
+
+// SwarmNodeNames names the swarm's nodes by hostname, sorted, whatever
+// their state.
+func (b *Backend) SwarmNodeNames(ctx context.Context) ([]string, error) {
+	nodes, err := b.api.NodeList(ctx, swarm.NodeListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	names := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		names = append(names, cmp.Or(n.Description.Hostname, n.ID))
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 var _ capability.VolumeSweeper = (*Backend)(nil)

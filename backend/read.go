@@ -81,15 +81,24 @@ func (b *Backend) ReadLiveStacks(ctx context.Context, stacks []string) (map[stri
 	if err != nil {
 		return nil, nil, fmt.Errorf("read stacks: %w", err)
 	}
-	var eligible *uint64
-	for _, s := range services {
-		if (s.Spec.Mode.Global != nil || s.Spec.Mode.GlobalJob != nil) && s.ServiceStatus == nil {
-			n, err := b.readyNodes(ctx)
-			if err != nil {
-				return nil, nil, fmt.Errorf("read stacks: %w", err)
-			}
-			eligible = &n
-			break
+	// Nodes are listed only when an answer needs them, so a steady-state
+	// read stays two requests: a global service whose desired count the
+	// daemon did not report, or a task Swarm gave up on that never reported
+	// stopping (what a lost node leaves behind).
+	var (
+		eligible *uint64
+		nodes    map[string]swarm.Node
+	)
+	if needNodes(services, tasks) {
+		list, err := b.api.NodeList(ctx, swarm.NodeListOptions{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("read stacks: list nodes: %w", err)
+		}
+		n := readyCount(list)
+		eligible = &n
+		nodes = make(map[string]swarm.Node, len(list))
+		for _, node := range list {
+			nodes[node.ID] = node
 		}
 	}
 
@@ -99,7 +108,9 @@ func (b *Backend) ReadLiveStacks(ctx context.Context, stacks []string) (map[stri
 	}
 	for _, s := range services {
 		st := s.Spec.Labels[LabelNamespace]
-		out[st] = append(out[st], project(st, s, tasks[s.ID], eligible))
+		state := project(st, s, tasks[s.ID], eligible)
+		state.NodesDown = nodesDown(tasks[s.ID], nodes)
+		out[st] = append(out[st], state)
 		live[st][s.Spec.Name] = s
 	}
 	for _, states := range out {
@@ -130,20 +141,73 @@ func (b *Backend) tasksOf(ctx context.Context, services []swarm.Service) (map[st
 	return byService, nil
 }
 
-// readyNodes counts nodes that can take tasks: ready and not paused or
+// readyCount counts nodes that can take tasks: ready and not paused or
 // drained.
-func (b *Backend) readyNodes(ctx context.Context) (uint64, error) {
-	nodes, err := b.api.NodeList(ctx, swarm.NodeListOptions{})
-	if err != nil {
-		return 0, fmt.Errorf("list nodes: %w", err)
-	}
+func readyCount(nodes []swarm.Node) uint64 {
 	var n uint64
 	for _, node := range nodes {
 		if node.Status.State == swarm.NodeStateReady && node.Spec.Availability == swarm.NodeAvailabilityActive {
 			n++
 		}
 	}
-	return n, nil
+	return n
+}
+
+// needNodes says whether a read must list nodes to answer: a global service
+// without the daemon's desired count, or a stranded task.
+func needNodes(services []swarm.Service, tasks map[string][]swarm.Task) bool {
+	for _, s := range services {
+		if (s.Spec.Mode.Global != nil || s.Spec.Mode.GlobalJob != nil) && s.ServiceStatus == nil {
+			return true
+		}
+		for _, t := range tasks[s.ID] {
+			if stranded(t) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// stranded reports a task Swarm wants gone that still last said it was on
+// its way up or running. A node that is lost cannot report its tasks
+// stopping, so its tasks stay like this until it comes back; on a healthy
+// node the state catches up within the stop grace period.
+func stranded(t swarm.Task) bool {
+	if t.NodeID == "" || (t.DesiredState != swarm.TaskStateShutdown && t.DesiredState != swarm.TaskStateRemove) {
+		return false
+	}
+	switch t.Status.State {
+	case swarm.TaskStateAssigned, swarm.TaskStateAccepted, swarm.TaskStatePreparing,
+		swarm.TaskStateReady, swarm.TaskStateStarting, swarm.TaskStateRunning:
+		return true
+	}
+	return false
+}
+
+// nodesDown names, sorted, the nodes that are not ready and not drained
+// while one of tasks is stranded or meant to run there: nodes the service
+// lost rather than ones an operator took out. nodes nil (not listed) is none.
+func nodesDown(tasks []swarm.Task, nodes map[string]swarm.Node) []string {
+	if nodes == nil {
+		return nil
+	}
+	var out []string
+	for _, t := range tasks {
+		if !stranded(t) && t.DesiredState != swarm.TaskStateRunning {
+			continue
+		}
+		n, ok := nodes[t.NodeID]
+		if !ok || n.Status.State == swarm.NodeStateReady || n.Spec.Availability == swarm.NodeAvailabilityDrain {
+			continue
+		}
+		name := cmp.Or(n.Description.Hostname, n.ID)
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // project turns a service and its tasks into the display projection.

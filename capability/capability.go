@@ -147,6 +147,16 @@ type SwarmSizer interface {
 	SwarmNodes(ctx context.Context) (int, error)
 }
 
+// SwarmNodeNamer names the swarm's nodes by hostname, sorted. It only
+// makes reports more precise: a volume left on a swarm of several nodes is
+// reported with the nodes to remove it on; without it the report says "each
+// node".
+//
+// This one is Flotilla's own addition to the seed's set.
+type SwarmNodeNamer interface {
+	SwarmNodeNames(ctx context.Context) ([]string, error)
+}
+
 // ReleaseLister names every release recorded on the swarm with the owner of
 // its newest record. It is how a controller finds stacks whose application
 // was removed from its applications file, also after a restart: the records

@@ -101,7 +101,8 @@ type Chart struct {
 	// Values are values.yaml, or empty.
 	Values map[string]any
 
-	root      string            // repository root on disk
+	root      string            // repository root on disk; "" for an archive
+	shown     string            // how messages name the chart when not by Path
 	schema    []byte            // values.schema.json, nil when absent
 	templates map[string]string // "templates/x.yaml" → text
 	files     map[string][]byte // "files/x" → content
@@ -123,21 +124,40 @@ func Load(root, dir string) (*Chart, error) {
 	if err != nil {
 		return nil, &fault.Error{File: dir, Err: err}
 	}
-	c := &Chart{Path: dir, root: root, templates: map[string]string{}, files: map[string][]byte{}, all: map[string][]byte{}}
+	c := &Chart{Path: dir, root: root, all: map[string][]byte{}}
 	if err := c.readTree(abs); err != nil {
 		return nil, err
 	}
+	return c, c.build()
+}
+
+// build sorts c.all into templates and files and reads Chart.yaml, values
+// and the schema. Entries under charts/ belong to subcharts and are left
+// to them.
+func (c *Chart) build() error {
+	c.templates, c.files = map[string]string{}, map[string][]byte{}
+	for rel, data := range c.all {
+		switch {
+		case rel == notesFile:
+			// Helm prints it after an install; there is no one to print
+			// it to here, and it is not a compose fragment.
+		case strings.HasPrefix(rel, TemplatesDir+"/"):
+			c.templates[rel] = string(data)
+		case strings.HasPrefix(rel, FilesDir+"/"):
+			c.files[rel] = data
+		}
+	}
 	meta, ok := c.all[ChartFile]
 	if !ok {
-		return nil, &fault.Error{File: c.rel(ChartFile), Err: fmt.Errorf("%w: no %s in %s: %w", ErrInvalidChart, ChartFile, dir, fs.ErrNotExist)}
+		return &fault.Error{File: c.rel(ChartFile), Err: fmt.Errorf("%w: no %s in %s: %w", ErrInvalidChart, ChartFile, c.shownDir(), fs.ErrNotExist)}
 	}
 	if err := c.parseMetadata(meta); err != nil {
-		return nil, err
+		return err
 	}
 	if v, ok := c.all[ValuesFile]; ok {
 		vals, err := parseValues(c.rel(ValuesFile), v)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c.Values = vals
 	}
@@ -147,14 +167,29 @@ func Load(root, dir string) (*Chart, error) {
 	if s, ok := c.all[SchemaFile]; ok {
 		c.schema = s
 		if _, err := compileSchema(c.rel(SchemaFile), s); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return c, nil
+	return nil
 }
 
-// rel names a chart file by its repository path.
-func (c *Chart) rel(name string) string { return path.Join(c.Path, name) }
+// rel names a chart file by its repository path, or for a chart that did
+// not come from the repository (an archive, a chart repository) by where
+// it came from.
+func (c *Chart) rel(name string) string {
+	if c.shown != "" {
+		return c.shown + "/" + name
+	}
+	return path.Join(c.Path, name)
+}
+
+// shownDir names the chart directory in messages.
+func (c *Chart) shownDir() string {
+	if c.shown != "" {
+		return c.shown
+	}
+	return c.Path
+}
 
 // readTree reads every regular file under abs into c, refusing symlinks
 // and anything that is neither a file nor a directory.
@@ -194,15 +229,6 @@ func (c *Chart) readTree(abs string) error {
 		}
 		total += len(data)
 		c.all[rel] = data
-		switch {
-		case rel == notesFile:
-			// Helm prints it after an install; there is no one to print
-			// it to here, and it is not a compose fragment.
-		case strings.HasPrefix(rel, TemplatesDir+"/"):
-			c.templates[rel] = string(data)
-		case strings.HasPrefix(rel, FilesDir+"/"):
-			c.files[rel] = data
-		}
 		return nil
 	})
 }

@@ -1,7 +1,9 @@
 package chartengine
 
 import (
+	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/flotilla-gitops/flotilla/fault"
@@ -50,6 +52,38 @@ func FuzzChartValues(f *testing.F) {
 		b, err := c.Render(d, Release{Name: "shop", Revision: 1})
 		if err != nil || a.Manifest != b.Manifest || a.ValuesDigest != b.ValuesDigest {
 			t.Fatalf("second render differs (%v)", err)
+		}
+	})
+}
+
+// FuzzLoadArchive reads arbitrary bytes as a packaged chart: it either
+// loads (and then renders or fails with a *fault.Error) or fails with a
+// *fault.Error naming the archive. It never panics.
+func FuzzLoadArchive(f *testing.F) {
+	root := copyExample(f, nil)
+	c, err := Load(root, "chart")
+	if err != nil {
+		f.Fatal(err)
+	}
+	var pkg bytes.Buffer
+	if _, err := c.Package(&pkg); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(pkg.Bytes())
+	f.Add(pkg.Bytes()[:len(pkg.Bytes())/2])
+	f.Add([]byte("\x1f\x8b\x08\x00"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ch, err := LoadArchive(bytes.NewReader(data), "fuzz.tgz")
+		var fe *fault.Error
+		if err != nil {
+			if !errors.As(err, &fe) || !strings.HasPrefix(fe.File, "fuzz.tgz") {
+				t.Fatalf("error %T names %v: %v", err, fe, err)
+			}
+			return
+		}
+		if _, err := ch.Render(Dir{}, Release{Name: "shop", Revision: 1}); err != nil && !errors.As(err, &fe) {
+			t.Fatalf("render error is %T: %v", err, err)
 		}
 	})
 }

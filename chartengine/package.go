@@ -7,7 +7,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
+	"strings"
 	"time"
+
+	"github.com/Masterminds/semver/v3"
+
+	"github.com/flotilla-gitops/flotilla/fault"
 )
 
 // LintStack is the stack name Lint renders a chart for.
@@ -17,16 +23,59 @@ const LintStack = "lint"
 // Chart.yaml, the schema and values.yaml against it, every template parses
 // and renders, every output is a compose mapping, and the merged document
 // loads and converts as compose. It returns the render's warnings.
-func Lint(root, dir string) ([]string, error) {
+// Dependencies from chart repositories are fetched through resolve; nil
+// refuses them.
+func Lint(root, dir string, resolve Resolver) ([]string, error) {
 	c, err := Load(root, dir)
 	if err != nil {
 		return nil, err
 	}
-	r, err := c.Render(Dir{Root: root, Path: dir}, Release{Name: LintStack, Revision: 1})
+	r, err := c.Render(Dir{Root: root, Path: dir, Resolve: resolve}, Release{Name: LintStack, Revision: 1})
 	if err != nil {
 		return nil, err
 	}
 	return r.Warnings, nil
+}
+
+// packageFiles is c's files with every file:// dependency that is not
+// vendored added under charts/<name>/.
+func (c *Chart) packageFiles(depth int) (map[string][]byte, error) {
+	all := maps.Clone(c.all)
+	if depth >= maxDepth && len(c.Meta.Dependencies) > 0 {
+		return nil, &fault.Error{File: c.rel(ChartFile), Field: "dependencies", Err: fmt.Errorf("%w: chart %s: subcharts nest more than %d deep", ErrInvalidChart, c.Meta.Name, maxDepth)}
+	}
+	var archives []*Chart
+	for _, dep := range c.Meta.Dependencies {
+		if !strings.HasPrefix(dep.Repository, "file://") {
+			continue
+		}
+		if archives == nil {
+			var err error
+			if archives, err = c.vendoredArchives(); err != nil {
+				return nil, err
+			}
+		}
+		constraint, _ := semver.NewConstraint(dep.Version)
+		bad := func(format string, args ...any) error {
+			return &fault.Error{File: c.rel(ChartFile), Field: "dependencies", Err: fmt.Errorf("%w: chart %s: dependency %s: %s", ErrInvalidChart, c.Meta.Name, dep.Name, fmt.Sprintf(format, args...))}
+		}
+		sub, err := c.findDep(dep, constraint, archives, Dir{}, bad)
+		if err != nil {
+			return nil, err
+		}
+		dir := ChartsDir + "/" + dep.Name
+		if _, vendored := all[dir+"/"+ChartFile]; vendored || sub.root == "" {
+			continue // in charts/ already, as a directory or an archive
+		}
+		files, err := sub.packageFiles(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		for name, data := range files {
+			all[dir+"/"+name] = data
+		}
+	}
+	return all, nil
 }
 
 // packageTime is every archive entry's modification time: a package's bytes
@@ -39,15 +88,25 @@ func ArchiveName(m Metadata) string { return m.Name + "-" + m.Version + ".tgz" }
 // Package writes c as a gzipped tar, every file under "<name>/", in path
 // order, with fixed times, owners and modes, and returns the archive's
 // sha256 in hex. The same chart gives the same bytes on every machine.
+//
+// A dependency at a file:// path is written into the package under
+// charts/<name>/, since the repository it points into does not travel with
+// the package; a vendored one is there already, and one from a chart
+// repository is fetched at render as for the chart in git.
 func (c *Chart) Package(w io.Writer) (string, error) {
+	all, err := c.packageFiles(0)
+	if err != nil {
+		return "", err
+	}
+	names := sortedKeys(all)
 	h := sha256.New()
 	gz, err := gzip.NewWriterLevel(io.MultiWriter(w, h), gzip.BestCompression)
 	if err != nil {
 		return "", err
 	}
 	tw := tar.NewWriter(gz)
-	for _, name := range c.Files() {
-		data := c.all[name]
+	for _, name := range names {
+		data := all[name]
 		hdr := &tar.Header{
 			Typeflag: tar.TypeReg,
 			Name:     c.Meta.Name + "/" + name,

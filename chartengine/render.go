@@ -49,6 +49,12 @@ type Dir struct {
 	SealKey []byte
 	// Limits bound what the compose render of the output reads and writes.
 	Limits compose.Limits
+	// Resolve fetches dependencies from chart repositories; nil refuses a
+	// dependency that is neither vendored nor a file:// path.
+	Resolve Resolver
+	// APIVersion is passed to the compose render, as compose.Dir's is:
+	// each field that engine API cannot carry is named in the warnings.
+	APIVersion string
 }
 
 // ValueFile is a value file outside the chart's checkout.
@@ -94,10 +100,6 @@ func Render(d Dir, rel Release) (*Rendered, error) {
 // Render renders a loaded chart; d.Root and d.Path must be where it was
 // loaded from.
 func (c *Chart) Render(d Dir, rel Release) (_ *Rendered, err error) {
-	if len(c.Meta.Dependencies) > 0 {
-		return nil, &fault.Error{File: c.rel(ChartFile), Field: "dependencies", Err: fmt.Errorf(
-			"%w: chart %s declares dependencies; subcharts are not rendered by this build", ErrUnsupported, c.Meta.Name)}
-	}
 	if rel.Revision < 1 {
 		rel.Revision = 1
 	}
@@ -106,18 +108,25 @@ func (c *Chart) Render(d Dir, rel Release) (_ *Rendered, err error) {
 		return nil, err
 	}
 	defer func() { err = fault.Redact(err, secrets) }()
-	if err := c.validateValues(vals); err != nil {
+	units, err := c.units(d, vals)
+	if err != nil {
 		return nil, err
+	}
+	for _, u := range units {
+		if err := u.chart.validateValues(u.vals, valuesPath(u.prefix)); err != nil {
+			return nil, err
+		}
 	}
 	digest, err := valuesDigest(vals, secrets, d.SealKey)
 	if err != nil {
 		return nil, &fault.Error{File: c.Path, Err: err}
 	}
-	doc, origin, err := c.execute(vals, rel)
+	set := newRenderSet(units)
+	doc, origin, err := set.execute(rel)
 	if err != nil {
 		return nil, err
 	}
-	out, err := c.compose(rel.Name, doc, origin, d)
+	out, err := set.compose(rel.Name, doc, origin, d)
 	if err != nil {
 		return nil, err
 	}
@@ -136,15 +145,28 @@ func (c *Chart) mergedValues(d Dir) (vals map[string]any, secrets []string, err 
 	files := make([]valueFile, 0, len(d.ValueFiles)+len(d.ExtraValueFiles))
 	for _, name := range d.ValueFiles {
 		file := path.Join(c.Path, filepath.ToSlash(name))
-		files = append(files, valueFile{d.Root, file, file})
+		shown := file
+		if d.Root == "" {
+			shown = c.rel(path.Clean(filepath.ToSlash(name))) // a package: named by the archive
+		}
+		files = append(files, valueFile{d.Root, file, shown})
 	}
 	for _, x := range d.ExtraValueFiles {
 		file := path.Clean(filepath.ToSlash(x.File))
 		files = append(files, valueFile{x.Root, file, x.Origin + ": " + file})
 	}
-	for _, vf := range files {
+	for i, vf := range files {
 		file := vf.shown
-		data, decrypted, err := readRepoFile(vf.root, vf.file, d.Decrypt)
+		var (
+			data      []byte
+			decrypted bool
+			err       error
+		)
+		if i < len(d.ValueFiles) && vf.root == "" {
+			data, decrypted, err = c.readOwnFile(d.ValueFiles[i], d.Decrypt)
+		} else {
+			data, decrypted, err = readRepoFile(vf.root, vf.file, d.Decrypt)
+		}
 		if err != nil {
 			return nil, nil, &fault.Error{File: file, Err: err}
 		}
@@ -174,6 +196,28 @@ func normalizeMap(m map[string]any) map[string]any {
 		return map[string]any{}
 	}
 	return normalize(m).(map[string]any)
+}
+
+// readOwnFile reads a value file of a chart that is not on disk (a
+// package): a file inside the chart, since there is no repository around
+// it.
+func (c *Chart) readOwnFile(name string, decrypt compose.DecryptFunc) ([]byte, bool, error) {
+	rel := path.Clean(filepath.ToSlash(name))
+	if path.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, false, fmt.Errorf("%q: a value file of a packaged chart must be inside it", name)
+	}
+	data, ok := c.all[rel]
+	if !ok {
+		return nil, false, fmt.Errorf("read %s: %w", rel, os.ErrNotExist)
+	}
+	if decrypt == nil {
+		return data, false, nil
+	}
+	plain, err := decrypt(c.rel(rel), data)
+	if err != nil {
+		return nil, false, fmt.Errorf("decrypt %s: %w", rel, err)
+	}
+	return plain, !bytes.Equal(plain, data), nil
 }
 
 // readRepoFile reads one file of the repository, contained, and decrypts
@@ -225,35 +269,81 @@ type releaseData struct {
 	Service   string
 }
 
-// execute parses every template and runs each one that is not a helper,
-// in path order, merging their outputs into one compose document. origin
-// maps each field of the document to the template that set it.
-func (c *Chart) execute(vals map[string]any, rel Release) (map[string]any, map[string]string, error) {
-	names := make([]string, 0, len(c.templates))
-	for n := range c.templates {
-		names = append(names, n)
-	}
-	slices.Sort(names)
+// renderSet is the charts of one render, the chart and its subcharts,
+// whose templates run as one template set: a helper one chart defines can
+// be included by another, as in Helm. Template names are the unit's
+// prefix and the template's path in its chart.
+type renderSet struct {
+	top    *Chart
+	units  []*unit
+	byName map[string]*unit // template name → its unit
+}
 
+func newRenderSet(units []*unit) *renderSet {
+	s := &renderSet{top: units[0].chart, units: units, byName: map[string]*unit{}}
+	for _, u := range units {
+		for n := range u.chart.templates {
+			s.byName[u.prefix+n] = u
+		}
+	}
+	return s
+}
+
+// unitOf is the unit a name of the render (a template, or a file of the
+// render view) belongs to: the one with the longest matching prefix.
+func (s *renderSet) unitOf(name string) *unit {
+	if u, ok := s.byName[name]; ok {
+		return u
+	}
+	best := s.units[0]
+	for _, u := range s.units[1:] {
+		if strings.HasPrefix(name, u.prefix) && len(u.prefix) > len(best.prefix) {
+			best = u
+		}
+	}
+	return best
+}
+
+// fileOf names a template or view file by the chart file it came from.
+func (s *renderSet) fileOf(name string) string {
+	u := s.unitOf(name)
+	return u.chart.rel(strings.TrimPrefix(name, u.prefix))
+}
+
+// chartOf names the chart a template or view file belongs to.
+func (s *renderSet) chartOf(name string) string { return s.unitOf(name).chart.Meta.Name }
+
+// execute parses every template of every unit and runs each one that is
+// not a helper, in name order, merging their outputs into one compose
+// document. origin maps each field of the document to the template that
+// set it.
+func (s *renderSet) execute(rel Release) (map[string]any, map[string]string, error) {
+	names := sortedKeys(s.byName)
+	c := s.top
 	var root *template.Template
 	root = template.New(c.Meta.Name).Funcs(funcMap(&root)).Option("missingkey=zero")
 	for _, n := range names {
-		if _, err := root.New(n).Parse(c.templates[n]); err != nil {
-			return nil, nil, c.templateFault(n, err)
+		u := s.byName[n]
+		if _, err := root.New(n).Parse(u.chart.templates[strings.TrimPrefix(n, u.prefix)]); err != nil {
+			return nil, nil, s.templateFault(n, err)
 		}
 		if isHelper(n) {
 			if err := helperOnly(root.Lookup(n)); err != nil {
-				return nil, nil, &fault.Error{File: c.rel(n), Err: fmt.Errorf("%w: chart %s: %v", ErrTemplate, c.Meta.Name, err)}
+				return nil, nil, &fault.Error{File: s.fileOf(n), Err: fmt.Errorf("%w: chart %s: %v", ErrTemplate, s.chartOf(n), err)}
 			}
 		}
 	}
-	data := map[string]any{
-		"Values": vals,
-		"Chart": chartData{APIVersion: c.Meta.APIVersion, Name: c.Meta.Name, Version: c.Meta.Version,
-			AppVersion: c.Meta.AppVersion, Description: c.Meta.Description},
-		"Release": releaseData{Name: rel.Name, Namespace: rel.Name, Revision: rel.Revision,
-			IsInstall: rel.Revision == 1, IsUpgrade: rel.Revision > 1, Service: "Flotilla"},
-		"Files": Files(c.files),
+	data := make(map[*unit]map[string]any, len(s.units))
+	for _, u := range s.units {
+		m := u.chart.Meta
+		data[u] = map[string]any{
+			"Values": u.vals,
+			"Chart": chartData{APIVersion: m.APIVersion, Name: m.Name, Version: m.Version,
+				AppVersion: m.AppVersion, Description: m.Description},
+			"Release": releaseData{Name: rel.Name, Namespace: rel.Name, Revision: rel.Revision,
+				IsInstall: rel.Revision == 1, IsUpgrade: rel.Revision > 1, Service: "Flotilla"},
+			"Files": Files(u.chart.files),
+		}
 	}
 	doc := map[string]any{}
 	origin := map[string]string{}
@@ -261,12 +351,13 @@ func (c *Chart) execute(vals map[string]any, rel Release) (map[string]any, map[s
 		if isHelper(n) {
 			continue
 		}
+		u := s.byName[n]
 		var b limitedBuffer
-		if err := root.ExecuteTemplate(&b, n, data); err != nil {
-			return nil, nil, c.templateFault(n, err)
+		if err := root.ExecuteTemplate(&b, n, data[u]); err != nil {
+			return nil, nil, s.templateFault(n, err)
 		}
 		text := strings.ReplaceAll(b.String(), noValue, "")
-		if err := c.mergeOutput(doc, origin, n, text); err != nil {
+		if err := s.mergeOutput(doc, origin, n, text); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -302,23 +393,25 @@ var templateLineRE = regexp.MustCompile(`template: ([^:]+):(\d+):`)
 // templateFault names the template file and line an error happened at.
 // An error inside an include names the included template's file; that is
 // the line worth reading, so it wins.
-func (c *Chart) templateFault(name string, err error) *fault.Error {
+func (s *renderSet) templateFault(name string, err error) *fault.Error {
 	msg := err.Error()
-	fe := &fault.Error{File: c.rel(name)}
+	fe := &fault.Error{File: s.fileOf(name)}
+	chart := s.chartOf(name)
 	if ms := templateLineRE.FindAllStringSubmatch(msg, -1); ms != nil {
 		m := ms[len(ms)-1]
-		if _, ok := c.templates[m[1]]; ok {
-			fe.File = c.rel(m[1])
+		if _, ok := s.byName[m[1]]; ok {
+			fe.File, chart = s.fileOf(m[1]), s.chartOf(m[1])
 		}
 		fe.Line, _ = strconv.Atoi(m[2])
 	}
-	fe.Err = fmt.Errorf("%w: chart %s: %s", ErrTemplate, c.Meta.Name, msg)
+	fe.Err = fmt.Errorf("%w: chart %s: %s", ErrTemplate, chart, msg)
 	return fe
 }
 
 // mergeOutput parses one template's output and merges it into doc. Empty
 // output (a template switched off by a value) adds nothing.
-func (c *Chart) mergeOutput(doc map[string]any, origin map[string]string, name, text string) error {
+func (s *renderSet) mergeOutput(doc map[string]any, origin map[string]string, name, text string) error {
+	file, chart, prefix := s.fileOf(name), s.chartOf(name), s.unitOf(name).prefix
 	dec := yaml.NewDecoder(strings.NewReader(text))
 	for i := 0; ; i++ {
 		var v any
@@ -327,8 +420,8 @@ func (c *Chart) mergeOutput(doc map[string]any, origin map[string]string, name, 
 			return nil
 		}
 		if err != nil {
-			fe := yamlFault(c.rel(name), ErrOutput, err)
-			fe.Err = fmt.Errorf("chart %s: the output is not YAML (line %d of the output): %w", c.Meta.Name, fe.Line, fe.Err)
+			fe := yamlFault(file, ErrOutput, err)
+			fe.Err = fmt.Errorf("chart %s: the output is not YAML (line %d of the output): %w", chart, fe.Line, fe.Err)
 			fe.Line = 0
 			return fe
 		}
@@ -337,10 +430,15 @@ func (c *Chart) mergeOutput(doc map[string]any, origin map[string]string, name, 
 		}
 		m, ok := normalize(v).(map[string]any)
 		if !ok {
-			return &fault.Error{File: c.rel(name), Err: fmt.Errorf("%w: chart %s: the output is %s, not a compose mapping", ErrOutput, c.Meta.Name, describe(v))}
+			return &fault.Error{File: file, Err: fmt.Errorf("%w: chart %s: the output is %s, not a compose mapping", ErrOutput, chart, describe(v))}
+		}
+		if prefix != "" {
+			if field, err := relocateFiles(m, prefix); err != nil {
+				return &fault.Error{File: file, Field: field, Err: fmt.Errorf("%w: chart %s: %v", ErrOutput, chart, err)}
+			}
 		}
 		if err := mergeFragment(doc, m, "", name, origin); err != nil {
-			return &fault.Error{File: c.rel(name), Field: err.field, Err: fmt.Errorf("%w: chart %s: %s", ErrOutput, c.Meta.Name, err.msg)}
+			return &fault.Error{File: file, Field: err.field, Err: fmt.Errorf("%w: chart %s: %s", ErrOutput, chart, err.msg)}
 		}
 	}
 }
@@ -398,7 +496,8 @@ const composeFile = "compose.yaml"
 // that as a compose project, so a chart's output is loaded, contained and
 // converted by exactly the code a compose application's is: a `file:`
 // that climbs out of the directory is refused as leaving the repository.
-func (c *Chart) compose(stack string, doc map[string]any, origin map[string]string, d Dir) (*compose.Rendered, error) {
+func (s *renderSet) compose(stack string, doc map[string]any, origin map[string]string, d Dir) (*compose.Rendered, error) {
+	c := s.top
 	decrypt := d.Decrypt
 	escapeDollars(doc)
 	text, err := yaml.Marshal(doc)
@@ -417,9 +516,11 @@ func (c *Chart) compose(stack string, doc map[string]any, origin map[string]stri
 		}
 		return os.WriteFile(p, data, 0o600)
 	}
-	for _, name := range sortedKeys(c.files) {
-		if err := write(name, c.files[name]); err != nil {
-			return nil, fmt.Errorf("chart %s: render view: %w", c.Meta.Name, err)
+	for _, u := range s.units {
+		for _, name := range sortedKeys(u.chart.files) {
+			if err := write(u.prefix+name, u.chart.files[name]); err != nil {
+				return nil, fmt.Errorf("chart %s: render view: %w", c.Meta.Name, err)
+			}
 		}
 	}
 	if err := write(composeFile, text); err != nil {
@@ -429,11 +530,11 @@ func (c *Chart) compose(stack string, doc map[string]any, origin map[string]stri
 	if decrypt != nil {
 		// The decrypter picks the format by the path and may name it in
 		// messages: give it the file's repository path.
-		dec = func(file string, data []byte) ([]byte, error) { return decrypt(c.rel(file), data) }
+		dec = func(file string, data []byte) ([]byte, error) { return decrypt(s.fileOf(file), data) }
 	}
-	r, err := compose.Render(stack, compose.Dir{Root: view, Path: ".", Files: []string{composeFile}, Decrypt: dec, SealKey: d.SealKey, Limits: d.Limits})
+	r, err := compose.Render(stack, compose.Dir{Root: view, Path: ".", Files: []string{composeFile}, Decrypt: dec, SealKey: d.SealKey, Limits: d.Limits, APIVersion: d.APIVersion})
 	if err != nil {
-		return nil, c.composeFault(err, origin)
+		return nil, s.composeFault(err, origin)
 	}
 	return r, nil
 }
@@ -441,7 +542,8 @@ func (c *Chart) compose(stack string, doc map[string]any, origin map[string]stri
 // composeFault names, in an error from the compose renderer, the template
 // that produced the field at fault (or the chart file it read) instead of
 // the render view's file.
-func (c *Chart) composeFault(err error, origin map[string]string) error {
+func (s *renderSet) composeFault(err error, origin map[string]string) error {
+	c := s.top
 	var fe *fault.Error
 	if !errors.As(err, &fe) {
 		return fmt.Errorf("chart %s: %w", c.Meta.Name, err)
@@ -451,13 +553,13 @@ func (c *Chart) composeFault(err error, origin map[string]string) error {
 	case fe.File == composeFile || fe.File == "":
 		out.File = c.rel(TemplatesDir)
 		if t := originOf(origin, fe.Field); t != "" {
-			out.File = c.rel(t)
+			out.File = s.fileOf(t)
 		}
 		out.Line = 0 // a line of the merged document means nothing to the author
 		out.Err = fmt.Errorf("chart %s: rendered compose: %w", c.Meta.Name, fe.Err)
 	default:
-		out.File = c.rel(fe.File)
-		out.Err = fmt.Errorf("chart %s: %w", c.Meta.Name, fe.Err)
+		out.File = s.fileOf(fe.File)
+		out.Err = fmt.Errorf("chart %s: %w", s.chartOf(fe.File), fe.Err)
 	}
 	return &out
 }

@@ -317,14 +317,6 @@ func TestChartYAMLIsValidatedStrictly(t *testing.T) {
 	}
 }
 
-func TestChartWithDependenciesIsRefusedAsNotSupported(t *testing.T) {
-	root := copyExample(t, map[string]string{"chart/Chart.yaml": "apiVersion: v2\nname: shop\nversion: 0.1.0\ndependencies:\n  - name: redis\n    version: ~7.2\n    repository: https://charts.example.com\n"})
-	err := mustFail(render(t, root, Dir{}))
-	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "subcharts") {
-		t.Fatal(err)
-	}
-}
-
 func TestHelperFileWithOutputIsRefused(t *testing.T) {
 	root := copyExample(t, map[string]string{"chart/templates/_extra.tpl": "services: {}\n"})
 	wantFault(t, mustFail(render(t, root, Dir{})), "chart/templates/_extra.tpl", "only define")
@@ -355,7 +347,7 @@ x-dollar: "$HOME"
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, _, err := c.execute(copyValues(c.Values), Release{Name: "shop", Revision: 4})
+	doc, _, err := newRenderSet([]*unit{{chart: c, vals: copyValues(c.Values)}}).execute(Release{Name: "shop", Revision: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,11 +418,11 @@ func TestPackageIsDeterministic(t *testing.T) {
 }
 
 func TestLintAcceptsTheExampleAndRefusesABrokenChart(t *testing.T) {
-	if _, err := Lint("../examples", "chart"); err != nil {
+	if _, err := Lint("../examples", "chart", nil); err != nil {
 		t.Fatalf("example chart: %v", err)
 	}
 	root := copyExample(t, map[string]string{"chart/values.yaml": "image: {repository: x, tag: 1}\nweb: {}\nworker: {}\n"})
-	if _, err := Lint(root, "chart"); err == nil || !strings.Contains(err.Error(), "image.tag") {
+	if _, err := Lint(root, "chart", nil); err == nil || !strings.Contains(err.Error(), "image.tag") {
 		t.Fatalf("lint of a chart whose defaults break its schema: %v", err)
 	}
 }

@@ -250,8 +250,9 @@ type SchemaViolation struct {
 }
 
 // validateValues checks merged values against the chart's schema and
-// reports every violation, sorted by path.
-func (c *Chart) validateValues(vals map[string]any) error {
+// reports every violation, sorted by path. at is where vals sit in the
+// top chart's values ("cache" for a subchart), prefixed to every path.
+func (c *Chart) validateValues(vals map[string]any, at string) error {
 	if c.schema == nil {
 		return nil
 	}
@@ -277,6 +278,14 @@ func (c *Chart) validateValues(vals map[string]any) error {
 		return &fault.Error{File: file, Err: fmt.Errorf("%w: %v", ErrValues, err)}
 	}
 	vs := violations(ve, nil)
+	for i := range vs {
+		switch {
+		case at != "" && vs[i].Path != "":
+			vs[i].Path = at + "." + vs[i].Path
+		case at != "":
+			vs[i].Path = at
+		}
+	}
 	slices.SortFunc(vs, func(a, b SchemaViolation) int { return strings.Compare(a.Path+"\x00"+a.Rule, b.Path+"\x00"+b.Rule) })
 	msgs := make([]string, 0, len(vs))
 	for _, v := range vs {

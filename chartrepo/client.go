@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/Masterminds/semver/v3"
+
 	"github.com/flotilla-gitops/flotilla/chartengine"
 	"github.com/flotilla-gitops/flotilla/source"
 )
@@ -102,7 +104,24 @@ type Options struct {
 	BackoffMin, BackoffMax time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Observer is told of every index and archive request. Default: none.
+	Observer Observer
 }
+
+// Observer is told the outcome of each request to a chart repository, for
+// metrics. repo is the repository URL without credentials; kind is
+// "index" or "archive"; result is one of the Result constants; bytes is
+// the body's size (0 for a 304 or a failure).
+type Observer interface {
+	ObserveChartFetch(repo, kind, result string, bytes int64)
+}
+
+// Outcomes of one request, as an Observer is told them.
+const (
+	ResultFetched     = "fetched"     // a 200 with a body that was used
+	ResultNotModified = "notModified" // a 304: the index kept from the last fetch was used
+	ResultFailed      = "failed"      // unreachable, an HTTP error, or too large
+)
 
 // Client fetches charts from repositories. It is safe for concurrent use.
 type Client struct {
@@ -110,7 +129,16 @@ type Client struct {
 
 	mu      sync.Mutex
 	backoff map[string]*source.FailureWindow // by sanitised repository URL
+	indexes map[string]*cachedIndex          // by index URL: the last index served, for a conditional GET
 	unpack  sync.Mutex                       // serialises writes into the cache
+}
+
+// cachedIndex is the last index a repository served with a validator, so
+// that the next read can ask for it only if it changed: an unchanged index
+// then costs a 304 and no parse.
+type cachedIndex struct {
+	etag, lastModified string
+	index              *Index
 }
 
 // New returns a Client with o's defaults applied; it creates the cache
@@ -143,7 +171,7 @@ func New(o Options) (*Client, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Client{o: o, backoff: map[string]*source.FailureWindow{}}, nil
+	return &Client{o: o, backoff: map[string]*source.FailureWindow{}, indexes: map[string]*cachedIndex{}}, nil
 }
 
 // noDowngrade refuses a redirect from HTTPS to plain HTTP, which would
@@ -184,11 +212,7 @@ func (c *Client) fetch(ctx context.Context, base *url.URL, repo string, req Requ
 		return nil, err
 	}
 	indexURL := base.JoinPath("index.yaml")
-	data, err := c.get(ctx, indexURL, base, auth, c.o.MaxIndexBytes)
-	if err != nil {
-		return nil, c.failed(repo, err)
-	}
-	ix, err := parseIndex(data)
+	ix, err := c.index(ctx, indexURL, base, repo, auth)
 	if err != nil {
 		return nil, err
 	}
@@ -210,10 +234,12 @@ func (c *Client) fetch(ctx context.Context, base *url.URL, repo string, req Requ
 	if err := checkScheme(au, req.Insecure); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", e.Name, e.Version, err)
 	}
-	archive, err := c.get(ctx, au, base, auth, c.o.MaxArchiveBytes)
+	archive, _, err := c.get(ctx, au, base, auth, c.o.MaxArchiveBytes, nil)
 	if err != nil {
+		c.observe(repo, "archive", ResultFailed, 0)
 		return nil, c.failed(repo, fmt.Errorf("%s %s: %w", e.Name, e.Version, err))
 	}
+	c.observe(repo, "archive", ResultFetched, int64(len(archive)))
 	c.ok(repo)
 	got := sha256.Sum256(archive)
 	if hex.EncodeToString(got[:]) != sum {
@@ -224,6 +250,65 @@ func (c *Client) fetch(ctx context.Context, base *url.URL, repo string, req Requ
 	}
 	ch.Fetched = true
 	return ch, nil
+}
+
+// index reads a repository's index, conditionally when an earlier read
+// left a validator (ETag or Last-Modified): a 304 reuses the parsed index.
+// Credentials are part of the key, so one token's index is never served
+// for another's.
+func (c *Client) index(ctx context.Context, indexURL, base *url.URL, repo, auth string) (*Index, error) {
+	sum := sha256.Sum256([]byte(auth))
+	key := indexURL.String() + " " + hex.EncodeToString(sum[:8])
+	c.mu.Lock()
+	prev := c.indexes[key]
+	c.mu.Unlock()
+	data, resp, err := c.get(ctx, indexURL, base, auth, c.o.MaxIndexBytes, prev)
+	if err != nil {
+		c.observe(repo, "index", ResultFailed, 0)
+		return nil, c.failed(repo, err)
+	}
+	if resp.StatusCode == http.StatusNotModified {
+		c.observe(repo, "index", ResultNotModified, 0)
+		return prev.index, nil
+	}
+	c.observe(repo, "index", ResultFetched, int64(len(data)))
+	ix, err := parseIndex(data)
+	if err != nil {
+		return nil, err
+	}
+	etag, lm := resp.Header.Get("ETag"), strongLastModified(resp.Header)
+	c.mu.Lock()
+	if etag != "" || lm != "" {
+		c.indexes[key] = &cachedIndex{etag: etag, lastModified: lm, index: ix}
+	} else {
+		delete(c.indexes, key)
+	}
+	c.mu.Unlock()
+	return ix, nil
+}
+
+// strongLastModified is the response's Last-Modified if it can tell two
+// versions apart: it has a one-second resolution, so an index changed in
+// the same second it was served would later be answered 304 with the old
+// one kept. Only a Last-Modified at least two seconds older than the
+// response's Date is used.
+func strongLastModified(h http.Header) string {
+	lm := h.Get("Last-Modified")
+	mod, err := http.ParseTime(lm)
+	if err != nil {
+		return ""
+	}
+	date, err := http.ParseTime(h.Get("Date"))
+	if err != nil || date.Sub(mod) < 2*time.Second {
+		return ""
+	}
+	return lm
+}
+
+func (c *Client) observe(repo, kind, result string, n int64) {
+	if c.o.Observer != nil {
+		c.o.Observer.ObserveChartFetch(repo, kind, result, n)
+	}
 }
 
 // cached reports whether root holds an unpacked chart. A cache entry is
@@ -267,36 +352,48 @@ func (c *Client) store(archive []byte, ch *Chart) error {
 }
 
 // get reads u with a deadline, sending auth only to base's host, and
-// refuses a body longer than limit.
-func (c *Client) get(ctx context.Context, u, base *url.URL, auth string, limit int64) ([]byte, error) {
+// refuses a body longer than limit. With prev it asks for the body only if
+// it changed since; a 304 then returns no data and the response.
+func (c *Client) get(ctx context.Context, u, base *url.URL, auth string, limit int64, prev *cachedIndex) ([]byte, *http.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if auth != "" && strings.EqualFold(u.Host, base.Host) {
 		req.Header.Set("Authorization", auth)
 	}
+	if prev != nil {
+		if prev.etag != "" {
+			req.Header.Set("If-None-Match", prev.etag)
+		}
+		if prev.lastModified != "" {
+			req.Header.Set("If-Modified-Since", prev.lastModified)
+		}
+	}
 	resp, err := c.o.HTTP.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, redactURL(u), unwrapURLError(err))
+		return nil, nil, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, redactURL(u), unwrapURLError(err))
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotModified && prev != nil {
+		return nil, resp, nil
+	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%w: GET %s: %s", ErrUnreachable, redactURL(u), resp.Status)
+		return nil, nil, fmt.Errorf("%w: GET %s: %s", ErrUnreachable, redactURL(u), resp.Status)
 	}
 	if resp.ContentLength > limit {
-		return nil, fmt.Errorf("%w: GET %s: %d bytes, the limit is %d", ErrTooLarge, redactURL(u), resp.ContentLength, limit)
+		return nil, nil, fmt.Errorf("%w: GET %s: %d bytes, the limit is %d", ErrTooLarge, redactURL(u), resp.ContentLength, limit)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, redactURL(u), err)
+		return nil, nil, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, redactURL(u), err)
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%w: GET %s: more than %d bytes", ErrTooLarge, redactURL(u), limit)
+		return nil, nil, fmt.Errorf("%w: GET %s: more than %d bytes", ErrTooLarge, redactURL(u), limit)
 	}
-	return data, nil
+	return data, resp, nil
 }
 
 // unwrapURLError drops *url.Error's own copy of the URL, which would carry
@@ -428,4 +525,40 @@ func (c *Client) ok(repo string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.backoff, repo)
+}
+
+// Cached returns the newest chart called name in the cache whose version
+// matches constraint, without asking any repository: what an offline
+// render can fall back on. The cache is keyed by digest, not repository,
+// so the chart may have come from any repository this cache served.
+func (c *Client) Cached(name, constraint string) (*Chart, error) {
+	cons, err := semver.NewConstraint(constraint)
+	if err != nil {
+		return nil, fmt.Errorf("%w: version %q is not a SemVer constraint: %w", ErrNoVersion, constraint, err)
+	}
+	dirs, err := os.ReadDir(c.o.CacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("chart cache: %w", err)
+	}
+	var best *Chart
+	var bestVer *semver.Version
+	for _, d := range dirs {
+		if !d.IsDir() || len(d.Name()) != sha256.Size*2 || !cached(filepath.Join(c.o.CacheDir, d.Name()), name) {
+			continue
+		}
+		root := filepath.Join(c.o.CacheDir, d.Name())
+		ch, err := chartengine.Load(root, name)
+		if err != nil {
+			continue
+		}
+		v, err := semver.NewVersion(ch.Meta.Version)
+		if err != nil || !cons.Check(v) || bestVer != nil && !v.GreaterThan(bestVer) {
+			continue
+		}
+		best, bestVer = &Chart{Name: name, Version: ch.Meta.Version, AppVersion: ch.Meta.AppVersion, Digest: "sha256:" + d.Name(), Root: root}, v
+	}
+	if best == nil {
+		return nil, fmt.Errorf("%w: the cache holds no version of %q matching %q", ErrNoVersion, name, constraint)
+	}
+	return best, nil
 }

@@ -13,6 +13,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,6 +66,7 @@ type testRepo struct {
 	hits  map[string]int
 	auth  []string
 	index []byte // overrides the built index when set
+	etag  bool   // serve index.yaml with an ETag of its content
 }
 
 func newTestRepo(t *testing.T, tls bool) *testRepo {
@@ -75,6 +78,14 @@ func newTestRepo(t *testing.T, tls bool) *testRepo {
 		override := r.index
 		r.mu.Unlock()
 		name := strings.TrimPrefix(req.URL.Path, "/charts/")
+		r.mu.Lock()
+		etag := r.etag
+		r.mu.Unlock()
+		if name == "index.yaml" && etag {
+			data, _ := os.ReadFile(filepath.Join(r.dir, name))
+			sum := sha256.Sum256(data)
+			w.Header().Set("ETag", `"`+hex.EncodeToString(sum[:8])+`"`)
+		}
 		if name == "index.yaml" && override != nil {
 			w.Write(override)
 			return
@@ -413,5 +424,91 @@ func TestAnIndexWithNoLengthIsCutAtItsLimit(t *testing.T) {
 	_, err := newClient(t, Options{MaxIndexBytes: 16 << 10}).Fetch(context.Background(), Request{RepoURL: srv.URL, Name: "web", Version: "*", Insecure: true})
 	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "more than 16384 bytes") {
 		t.Fatalf("got %v, want ErrTooLarge while reading", err)
+	}
+}
+
+// observed records what a Client reports to its Observer.
+type observed struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (o *observed) ObserveChartFetch(repo, kind, result string, n int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seen = append(o.seen, kind+" "+result+" "+strconv.FormatInt(n, 10))
+}
+
+func (o *observed) take() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := o.seen
+	o.seen = nil
+	return s
+}
+
+func TestAnUnchangedIndexCostsA304AndAChangedOneIsRead(t *testing.T) {
+	for _, validator := range []string{"etag", "last-modified"} {
+		t.Run(validator, func(t *testing.T) {
+			r := newTestRepo(t, false)
+			r.etag = validator == "etag"
+			r.publish("web-1.0.0.tgz", packageChart(t, "web", "1.0.0"))
+			index := filepath.Join(r.dir, "index.yaml")
+			old := time.Now().Add(-time.Hour)
+			if err := os.Chtimes(index, old, old); err != nil {
+				t.Fatal(err)
+			}
+			size := func() string {
+				st, err := os.Stat(index)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return strconv.FormatInt(st.Size(), 10)
+			}
+			obs := &observed{}
+			c := newClient(t, Options{Observer: obs})
+			req := Request{RepoURL: r.url(), Name: "web", Version: "1.x", Insecure: true}
+			fetch := func(want string) {
+				t.Helper()
+				ch, err := c.Fetch(context.Background(), req)
+				if err != nil || ch.Version != want {
+					t.Fatalf("fetch: %v %v, want %s", ch, err, want)
+				}
+			}
+			fetch("1.0.0")
+			if got := obs.take(); !slices.Equal(got, []string{"index fetched " + size(), "archive fetched " + strconv.Itoa(len(packageChart(t, "web", "1.0.0")))}) {
+				t.Fatalf("first fetch reported %q", got)
+			}
+			fetch("1.0.0")
+			if got := obs.take(); !slices.Equal(got, []string{"index notModified 0"}) {
+				t.Fatalf("unchanged index reported %q", got)
+			}
+			// A new version is seen at once, though published within the
+			// second the index was last read.
+			r.publish("web-1.1.0.tgz", packageChart(t, "web", "1.1.0"))
+			fetch("1.1.0")
+			if got := obs.take(); len(got) != 2 || got[0] != "index fetched "+size() {
+				t.Fatalf("changed index reported %q", got)
+			}
+			r.publish("web-1.2.0.tgz", packageChart(t, "web", "1.2.0"))
+			fetch("1.2.0")
+		})
+	}
+}
+
+func TestAnUnreachableRepositoryIsReportedAsAFailedFetch(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	obs := &observed{}
+	_, err = newClient(t, Options{Observer: obs}).Fetch(context.Background(), Request{RepoURL: "http://" + addr + "/charts", Name: "web", Version: "1.x", Insecure: true})
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "http://"+addr+"/charts") {
+		t.Fatal(err)
+	}
+	if got := obs.take(); !slices.Equal(got, []string{"index failed 0"}) {
+		t.Fatalf("reported %q", got)
 	}
 }

@@ -128,6 +128,10 @@ type ServiceState struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// HasHealthcheck is true when the task template defines a healthcheck.
 	HasHealthcheck bool `json:"hasHealthcheck,omitempty"`
+	// NodesDown names (by hostname) the nodes that are down, and not
+	// drained, while they hold a task of this service: nodes it lost. Empty
+	// when the backend did not need to, or cannot, list nodes.
+	NodesDown []string `json:"nodesDown,omitempty"`
 }
 
 // TaskState is one task of a service as health judgements need it.

@@ -33,6 +33,9 @@ func FuzzRender(f *testing.F) {
 		"version: '3.0'\nservices:\n  web:\n    image: nginx\n    extra_hosts: {a: 1.2.3.4}\n",
 		"services:\n  a: &a {image: x}\n  b: *a\n",
 		"services:\n  web:\n    image: nginx\n    healthcheck: {test: 1}\n",
+		"version: '3.5'\nservices:\n  web:\n    image: nginx\n    x-flotilla: {wave: 2}\n",
+		"services:\n  m:\n    image: x\n    deploy: {mode: replicated-job}\n    x-flotilla: {hook: PreSync, deletePolicy: HookFailed}\n",
+		"services:\n  web:\n    image: nginx\n    x-flotilla: {wave: [1], hook: 3}\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -48,6 +51,9 @@ func FuzzRender(f *testing.F) {
 				t.Fatalf("error is %T, not *fault.Error: %v", err, err)
 			}
 			return
+		}
+		if _, err := ReadOrdering(r.Manifest); err != nil {
+			t.Fatalf("a rendered manifest's x-flotilla does not read back: %v", err)
 		}
 		if _, err := Convert(context.Background(), r.Manifest, "fuzz", nil); err != nil {
 			// A render that the loader accepted but convert refuses (an

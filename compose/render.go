@@ -573,8 +573,13 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 	if err := p.sealEnv(cfg, out); err != nil {
 		return nil, err
 	}
+	ord, err := p.readOrdering(cfg)
+	if err != nil {
+		return nil, err
+	}
 	stripExtras(cfg)
 	cfg.Version = manifestVersion(cfg.Version)
+	keepOrdering(cfg, ord)
 	text, err := encodeManifest(m)
 	if err != nil {
 		return nil, err

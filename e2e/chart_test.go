@@ -1,16 +1,20 @@
 package e2e
 
 import (
+	"context"
 	"io/fs"
 	"maps"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/reconcile"
 )
 
 // exampleChartFiles is the worked example chart, placed at deploy/ in the
@@ -124,9 +128,25 @@ func TestBrokenChartGivesItsErrorAndWritesNothing(t *testing.T) {
 			[]string{"deploy/templates/worker.yaml:3", "chart shop", "nosuchfunc"}},
 		{"schema violation", map[string]string{"deploy/values-prod.yaml": prodValues + "  replicas: 99\n"},
 			[]string{"deploy/values.schema.json", "worker.replicas", `"maximum"`}},
+		{"missing required value", map[string]string{"deploy/values-prod.yaml": "worker:\n  queue: null\n"},
+			[]string{"deploy/templates/worker.yaml:6", "worker.queue is required"}},
+		{"output not a compose document", map[string]string{"deploy/templates/worker.yaml": "- not\n- a mapping\n"},
+			[]string{"deploy/templates/worker.yaml", "the output is a list, not a compose mapping"}},
+		{"file escaping the chart", map[string]string{"deploy/templates/worker.yaml": "configs:\n  stolen:\n    file: ../values-prod.yaml\n"},
+			[]string{"deploy/templates/worker.yaml", "configs.stolen.file", "path leaves the repository checkout"}},
+		{"symlink in the chart", map[string]string{"deploy/files/link.conf": "symlink:../values-prod.yaml"},
+			[]string{"deploy/files/link.conf", "symlinks are not allowed in a chart"}},
 	} {
 		files := maps.Clone(good)
-		maps.Copy(files, b.edit)
+		for name, content := range b.edit {
+			if target, ok := strings.CutPrefix(content, "symlink:"); ok {
+				if err := os.Symlink(target, filepath.Join(h.repo.Dir, filepath.FromSlash(name))); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			files[name] = content
+		}
 		h.repo.Commit(b.name, files)
 		stats := h.backend.Stats()
 		res := h.reconcile(ctl)
@@ -144,5 +164,64 @@ func TestBrokenChartGivesItsErrorAndWritesNothing(t *testing.T) {
 		if !maps.Equal(running, versions(h.services())) {
 			t.Fatalf("%s: running services changed", b.name)
 		}
+	}
+}
+
+func TestRollbackToAnOlderChartVersionInGitRedeploysItWithGitGone(t *testing.T) {
+	t.Parallel()
+	h := chartHarness(t)
+	h.repo.Commit("chart 0.1.0", exampleChartFiles(t, prodValues))
+	ctl := h.controller(false)
+	if res := h.reconcile(ctl); res.Err != nil || res.Revision != 1 {
+		t.Fatalf("install: %+v", res)
+	}
+	h.waitRunning(2)
+	newer := exampleChartFiles(t, strings.Replace(prodValues, "jobs-prod", "jobs-0.2", 1))
+	newer["deploy/Chart.yaml"] = strings.Replace(newer["deploy/Chart.yaml"], "version: 0.1.0", "version: 0.2.0", 1)
+	h.repo.Commit("chart 0.2.0", newer)
+	if res := h.reconcile(ctl); res.Err != nil || res.Revision != 2 {
+		t.Fatalf("upgrade: %+v", res)
+	}
+	queue := func() string {
+		for _, e := range h.services()["worker"].Spec.TaskTemplate.ContainerSpec.Env {
+			if q, ok := strings.CutPrefix(e, "QUEUE="); ok {
+				return q
+			}
+		}
+		return ""
+	}
+	if q := queue(); q != "jobs-0.2" {
+		t.Fatalf("worker queue %q", q)
+	}
+
+	// The git repository goes away; the rollback needs only the records.
+	gone := h.repo.Dir + ".gone"
+	if err := os.Rename(h.repo.Dir, gone); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Rename(gone, h.repo.Dir) })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- ctl.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	ch, err := ctl.Rollback(h.app.Name, 1, "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res reconcile.Result
+	select {
+	case res = <-ch:
+	case <-time.After(60 * time.Second):
+		t.Fatal("rollback not served")
+	}
+	if res.Err != nil || res.Revision != 3 {
+		t.Fatalf("rollback with git gone: %+v", res)
+	}
+	if q := queue(); q != "jobs-prod" {
+		t.Fatalf("after rollback the worker queue is %q", q)
+	}
+	rs, _ := h.backend.Releases(t.Context(), h.app.Stack)
+	if rs[0].Manifest != rs[2].Manifest || rs[0].Chart == nil || rs[0].Chart.Version != "0.1.0" || rs[0].Chart.ValuesDigest != rs[2].Chart.ValuesDigest {
+		t.Fatalf("revision 3 is not revision 1: %+v %+v", rs[0], rs[0].Chart)
 	}
 }

@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
+	"maps"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -150,5 +153,82 @@ func TestChartFromARepositoryFollowsItsConstraintAndRollsBackWithTheRepositorySt
 	rs, _ = h.backend.Releases(t.Context(), h.app.Stack)
 	if rs[0].Manifest != rs[2].Manifest || rs[0].Chart.Version != "1.0.0" {
 		t.Fatalf("revision 3 is not revision 1: %+v", rs[0])
+	}
+}
+
+func TestBadInputFromAChartRepositoryGivesItsErrorAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, true)
+	repo := newChartServer(t)
+	repo.publish("1.0.0")
+	h.app.Source = application.Source{Revision: "HEAD", Path: ".",
+		Chart: &application.Chart{RepoURL: repo.url, Name: "greeter", Version: "~1.0", Insecure: true}}
+	cl, err := chartrepo.New(chartrepo.Options{CacheDir: filepath.Join(h.cache, "charts"), MaxArchiveBytes: 16 << 10,
+		BackoffMin: 10 * time.Millisecond, BackoffMax: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := reconcile.New(reconcile.Options{
+		ControllerID: h.id, Backend: h.backend, Charts: cl, Logger: quiet, Tick: 50 * time.Millisecond,
+		Fetcher: source.New(source.Options{CacheDir: filepath.Join(h.cache, "git"), Logger: quiet}),
+	}, []application.Application{h.app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := h.reconcile(ctl); res.Err != nil || res.Status.Revision != "greeter@1.0.0" {
+		t.Fatalf("install: %+v", res)
+	}
+	h.waitRunning(1)
+	running := versions(h.services())
+
+	for _, b := range []struct {
+		name      string
+		break_    func()
+		transient bool
+		wants     []string
+	}{
+		{"digest mismatch", func() {
+			repo.publish("1.0.1")
+			// The archive is swapped after the index named its digest.
+			data, err := os.ReadFile(filepath.Join(repo.dir, "greeter-1.0.0.tgz"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(repo.dir, "greeter-1.0.1.tgz"), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, false, []string{"archive digest mismatch", "greeter 1.0.1", repo.url}},
+		{"oversize archive", func() {
+			os.Remove(filepath.Join(repo.dir, "greeter-1.0.1.tgz")) // the index is rebuilt without the swapped one
+			blob := make([]byte, 64<<10)
+			rand.Read(blob)
+			chartrepotest.Publish(t, repo.dir, "greeter", map[string]string{
+				"greeter/Chart.yaml":         "apiVersion: v2\nname: greeter\nversion: 1.0.2\n",
+				"greeter/files/blob.bin":     string(blob),
+				"greeter/templates/web.yaml": "services:\n  web:\n    image: flotilla-test/app:1\n",
+			})
+		}, false, []string{"too large", "greeter-1.0.2.tgz", "the limit is 16384"}},
+		{"unreachable repository", func() { repo.srv.Close() }, true, []string{"repository unreachable", repo.url}},
+	} {
+		b.break_()
+		stats := h.backend.Stats()
+		res := h.reconcile(ctl)
+		if res.Err == nil {
+			t.Fatalf("%s: pass succeeded", b.name)
+		}
+		if got := reconcile.KindOf(res.Err) == reconcile.Transient; got != b.transient {
+			t.Errorf("%s: transient %v, want %v (%v)", b.name, got, b.transient, res.Err)
+		}
+		for _, w := range append(b.wants, `application "`+h.app.Name+`"`, "chart greeter") {
+			if !strings.Contains(res.Status.LastError, w) {
+				t.Errorf("%s: error %q lacks %q", b.name, res.Status.LastError, w)
+			}
+		}
+		if d := h.backend.Stats().Sub(stats); d.Writes != 0 {
+			t.Fatalf("%s: wrote %v", b.name, d.Requests)
+		}
+		if !maps.Equal(running, versions(h.services())) {
+			t.Fatalf("%s: running services changed", b.name)
+		}
 	}
 }

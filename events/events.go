@@ -30,6 +30,12 @@ const (
 	// state moved (see Progress).
 	HealthChanged Type = "health.changed"
 	Pruned        Type = "pruned"
+	// HookRan is published when a hook job of a sync starts, succeeds or
+	// fails (Data "outcome"; a failure carries its last log lines).
+	HookRan Type = "hook.ran"
+	// RolledBack is published when an application that stayed Degraded
+	// after a sync is rolled back automatically (syncPolicy.rollback).
+	RolledBack Type = "sync.rolledback"
 )
 
 // Markers a Broker itself puts into a subscription. They are never
@@ -50,7 +56,7 @@ const (
 func (t Type) Valid() bool {
 	switch t {
 	case SyncStarted, SyncSucceeded, SyncFailed, DriftDetected, DriftCorrected,
-		OutOfBandChange, HealthChanged, Pruned, Lagged, Gap:
+		OutOfBandChange, HealthChanged, Pruned, HookRan, RolledBack, Lagged, Gap:
 		return true
 	}
 	return false

@@ -11,6 +11,7 @@ package health
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/application"
@@ -119,8 +120,42 @@ const (
 )
 
 // Service judges one service. The checks run from the most specific signal
-// to the least: an update Swarm itself stopped or reverted, then the tasks.
+// to the least: an update Swarm itself stopped or reverted, then the tasks;
+// a node the service lost is named in the answer.
 func Service(s charts.ServiceState, now time.Time, opts Options) Result {
+	return withNodesDown(s, service(s, now, opts))
+}
+
+// withNodesDown adds the nodes s lost to r. Swarm stops counting a down
+// node among a global service's desired tasks, so without this a global
+// service one node short would look Healthy; it is Degraded until the node
+// is back (or drained or removed by an operator). A replicated service whose
+// tasks Swarm moved elsewhere keeps its verdict, with the node named.
+func withNodesDown(s charts.ServiceState, r Result) Result {
+	if len(s.NodesDown) == 0 {
+		return r
+	}
+	down := "node " + s.NodesDown[0] + " is down"
+	if len(s.NodesDown) > 1 {
+		down = "nodes " + strings.Join(s.NodesDown, ", ") + " are down"
+	}
+	if s.Mode == ModeGlobal {
+		r.Desired += uint64(len(s.NodesDown))
+		if r.Health == application.Healthy || r.Health == application.Progressing {
+			return r.with(application.Degraded, "%d/%d running; %s", r.Running, r.Desired, down)
+		}
+		r.Message += "; " + down
+		return r
+	}
+	if r.Health == application.Healthy {
+		r.Message += "; " + down + " and Swarm moved its tasks"
+		return r
+	}
+	r.Message += "; " + down
+	return r
+}
+
+func service(s charts.ServiceState, now time.Time, opts Options) Result {
 	opts = opts.withDefaults()
 	job := s.Mode == ModeReplicatedJob || s.Mode == ModeGlobalJob
 	t := judgeTasks(s, now, opts, job)

@@ -424,3 +424,63 @@ func TestWorst(t *testing.T) {
 		t.Errorf("Message = %q", got.Message)
 	}
 }
+
+func TestAServiceThatLostANodeNamesItAndAGlobalOneIsDegradedUntilItIsBack(t *testing.T) {
+	tests := []struct {
+		name    string
+		s       charts.ServiceState
+		want    application.Health
+		desired uint64
+		msg     string
+	}{
+		{
+			// Swarm's own desired count drops to the nodes still up.
+			name: "global service, one of three nodes down",
+			s: charts.ServiceState{Mode: ModeGlobal, Desired: 2, Running: 2, NodesDown: []string{"edge-3"},
+				Tasks: []charts.TaskState{onNode("n1", "running", time.Hour), onNode("n2", "running", time.Hour)}},
+			want:    application.Degraded,
+			desired: 3,
+			msg:     "2/3 running; node edge-3 is down",
+		},
+		{
+			name: "global service, two nodes down",
+			s: charts.ServiceState{Mode: ModeGlobal, Desired: 1, Running: 1, NodesDown: []string{"a", "b"},
+				Tasks: []charts.TaskState{onNode("n1", "running", time.Hour)}},
+			want:    application.Degraded,
+			desired: 3,
+			msg:     "1/3 running; nodes a, b are down",
+		},
+		{
+			name: "replicated service whose task Swarm moved",
+			s: charts.ServiceState{Mode: ModeReplicated, Desired: 2, Running: 2, NodesDown: []string{"edge-3"},
+				Tasks: []charts.TaskState{task(1, "running", time.Hour), task(2, "running", time.Second)}},
+			want:    application.Healthy,
+			desired: 2,
+			msg:     "2/2 running; node edge-3 is down and Swarm moved its tasks",
+		},
+		{
+			name: "replicated service whose replacement is starting",
+			s: charts.ServiceState{Mode: ModeReplicated, Desired: 2, Running: 1, NodesDown: []string{"edge-3"},
+				Tasks: []charts.TaskState{task(1, "running", time.Hour), task(2, "preparing", time.Second)}},
+			want:    application.Progressing,
+			desired: 2,
+			msg:     "1 task(s) starting; node edge-3 is down",
+		},
+		{
+			name: "global service with every node up",
+			s: charts.ServiceState{Mode: ModeGlobal, Desired: 2, Running: 2,
+				Tasks: []charts.TaskState{onNode("n1", "running", time.Hour), onNode("n2", "running", time.Hour)}},
+			want:    application.Healthy,
+			desired: 2,
+			msg:     "2/2 running",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Service(tt.s, now, Options{})
+			if got.Health != tt.want || got.Desired != tt.desired || !strings.Contains(got.Message, tt.msg) {
+				t.Errorf("got %s %d/%d %q, want %s desired %d with %q", got.Health, got.Running, got.Desired, got.Message, tt.want, tt.desired, tt.msg)
+			}
+		})
+	}
+}

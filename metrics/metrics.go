@@ -73,6 +73,8 @@ type Metrics struct {
 	swarmWrites      *prometheus.CounterVec
 	driftFields      *prometheus.GaugeVec
 	webhooks         *prometheus.CounterVec
+	chartFetches     *prometheus.CounterVec
+	chartBytes       *prometheus.CounterVec
 }
 
 // New returns Metrics registered on a fresh registry, together with the Go
@@ -118,10 +120,18 @@ func New() *Metrics {
 			Name: "flotilla_webhook_deliveries_total",
 			Help: "Webhook deliveries by provider and result.",
 		}, []string{"provider", "result"}),
+		chartFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flotilla_chart_fetches_total",
+			Help: "Requests to chart repositories by repository, kind (index, archive) and result (fetched, notModified, failed).",
+		}, []string{"repo", "kind", "result"}),
+		chartBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flotilla_chart_fetch_bytes_total",
+			Help: "Bytes downloaded from chart repositories by repository and kind; an unchanged index (304) adds none.",
+		}, []string{"repo", "kind"}),
 	}
 	m.reg.MustRegister(
 		m.syncStatus, m.healthStatus, m.reconcileSeconds, m.gitFetchSeconds, m.gitFetchErrors,
-		m.dockerRequests, m.swarmWrites, m.driftFields, m.webhooks,
+		m.dockerRequests, m.swarmWrites, m.driftFields, m.webhooks, m.chartFetches, m.chartBytes,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -203,6 +213,20 @@ func (m *Metrics) ObserveGitFetch(repoURL string, d time.Duration, err error) {
 	m.gitFetchSeconds.WithLabelValues(repo).Observe(d.Seconds())
 	if err != nil {
 		m.gitFetchErrors.WithLabelValues(repo).Inc()
+	}
+}
+
+// ObserveChartFetch records one request to a chart repository: kind is
+// "index" or "archive", result how it ended, n the bytes of its body. It
+// makes *Metrics a chartrepo.Observer. The URL is reduced as RepoLabel does.
+func (m *Metrics) ObserveChartFetch(repoURL, kind, result string, n int64) {
+	if m == nil {
+		return
+	}
+	repo := RepoLabel(repoURL)
+	m.chartFetches.WithLabelValues(repo, kind, result).Inc()
+	if n > 0 {
+		m.chartBytes.WithLabelValues(repo, kind).Add(float64(n))
 	}
 }
 

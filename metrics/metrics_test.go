@@ -204,3 +204,24 @@ func TestRepoLabel(t *testing.T) {
 		}
 	}
 }
+
+func TestMetrics_chartFetchesCountRequestsAndIndexBytes(t *testing.T) {
+	m := New()
+	m.ObserveChartFetch("https://charts.example.com/stable?token=x", "index", "fetched", 1200)
+	m.ObserveChartFetch("https://charts.example.com/stable", "index", "notModified", 0)
+	m.ObserveChartFetch("https://charts.example.com/stable", "index", "notModified", 0)
+	m.ObserveChartFetch("https://charts.example.com/stable", "archive", "fetched", 300)
+	fams := scrape(t, m)
+	repo := "charts.example.com/stable"
+	if v := value(t, fams, "flotilla_chart_fetches_total", map[string]string{"repo": repo, "kind": "index", "result": "notModified"}); v != 2 {
+		t.Errorf("not modified %v", v)
+	}
+	if v := value(t, fams, "flotilla_chart_fetch_bytes_total", map[string]string{"repo": repo, "kind": "index"}); v != 1200 {
+		t.Errorf("index bytes %v", v)
+	}
+	if v := value(t, fams, "flotilla_chart_fetch_bytes_total", map[string]string{"repo": repo, "kind": "archive"}); v != 300 {
+		t.Errorf("archive bytes %v", v)
+	}
+	var nilm *Metrics
+	nilm.ObserveChartFetch("https://h/p", "index", "fetched", 1)
+}

@@ -41,12 +41,8 @@ func (c *Controller) fetchChart(ctx context.Context, p *pass) error {
 	}
 	got, err := c.opts.Charts.Fetch(ctx, req)
 	if err != nil {
-		if p.request != nil && p.request.Rollback > 0 {
-			if rev := c.lastResolved(ctx, p); rev != nil {
-				p.log.Warn("chart repository unavailable; rolling back from the release records alone", "error", err)
-				p.rev, p.status.SeenRevision = rev, rev.Commit
-				return nil
-			}
+		if c.rollbackWithoutSource(ctx, p, err) {
+			return nil
 		}
 		for _, bad := range []error{chartrepo.ErrNoVersion, chartrepo.ErrBadIndex, chartrepo.ErrDigest, chartrepo.ErrBadArchive, chartrepo.ErrTooLarge, chartrepo.ErrInsecure, chartengine.ErrInvalidChart} {
 			if errors.Is(err, bad) {
@@ -74,9 +70,27 @@ func (c *Controller) fetchChart(ctx context.Context, p *pass) error {
 // end is what tells two apart.
 func isChartRevision(c string) bool { return strings.Contains(c, "@") }
 
-// lastResolved is the version the newest release record says the
-// repository resolved to (the pinned one, for a record of a rollback), as a
-// revision with no tree; nil without a record.
+// rollbackWithoutSource lets a rollback go ahead when its source (a git
+// repository or a chart repository) could not be fetched: a rollback
+// redeploys a record and needs no tree, only the commit its pin holds at,
+// which is then the one the newest record says the source was at. It
+// reports whether it did; any other pass fails on err as usual.
+func (c *Controller) rollbackWithoutSource(ctx context.Context, p *pass, err error) bool {
+	if p.request == nil || p.request.Rollback <= 0 {
+		return false
+	}
+	rev := c.lastResolved(ctx, p)
+	if rev == nil {
+		return false
+	}
+	p.log.Warn("source unavailable; rolling back from the release records alone", "error", err)
+	p.rev, p.status.SeenRevision = rev, rev.Commit
+	return true
+}
+
+// lastResolved is the commit (or chart version) the newest release record
+// says the source was at (the pinned one, for a record of a rollback), as
+// a revision with no tree; nil without a record.
 func (c *Controller) lastResolved(ctx context.Context, p *pass) *source.Revision {
 	latest, err := c.latestRelease(ctx, p.app.Stack)
 	if err != nil || latest == nil {
@@ -86,7 +100,11 @@ func (c *Controller) lastResolved(ctx context.Context, p *pass) *source.Revision
 	if latest.PinnedCommit != "" {
 		commit = latest.PinnedCommit
 	}
-	return &source.Revision{Commit: commit, Author: p.app.Source.Chart.RepoURL}
+	author := p.app.Source.RepoURL
+	if p.app.Source.FromRepository() {
+		author = p.app.Source.Chart.RepoURL
+	}
+	return &source.Revision{Commit: commit, Author: source.SanitizeString(author)}
 }
 
 // renderChart is the render step for an application whose source is a
@@ -120,6 +138,7 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 		Decrypt:    ids.Decrypt,
 		SealKey:    ids.SealKey(),
 		Limits:     c.opts.RenderLimits,
+		Resolve:    c.dependencyResolver(ctx, p),
 	}
 	if v := src.Values; v != nil && p.values != nil {
 		origin := "values repository " + source.SanitizeString(v.RepoURL)
@@ -137,12 +156,12 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 	}
 	r, err := chart.Render(d, rel)
 	if err != nil {
-		return stalled("render", err)
+		return chartRenderFailed(err)
 	}
 	if latest != nil && r.Manifest != latest.Manifest {
 		rel.Revision++
 		if r, err = chart.Render(d, rel); err != nil {
-			return stalled("render", err)
+			return chartRenderFailed(err)
 		}
 	}
 	declared, err := compose.Convert(ctx, r.Manifest, p.app.Stack, nil)
@@ -155,6 +174,39 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 		p.chart.ValuesCommit = p.values.Commit
 	}
 	return nil
+}
+
+// chartRenderFailed types a failed chart render: bad input waits for a
+// new revision, except a dependency's chart repository that could not be
+// reached, which is retried.
+func chartRenderFailed(err error) error {
+	if errors.Is(err, chartrepo.ErrUnreachable) {
+		return transient("render", err)
+	}
+	return stalled("render", err)
+}
+
+// dependencyResolver fetches a chart's dependencies from chart repositories
+// through the controller's chart repository client, with its cache,
+// digest checks and backoff. The application's chart credentials go only
+// to the application's own chart repository; insecure: true allows
+// plain-HTTP dependencies too.
+func (c *Controller) dependencyResolver(ctx context.Context, p *pass) chartengine.Resolver {
+	if c.opts.Charts == nil {
+		return nil
+	}
+	ch := p.app.Source.Chart
+	return func(repo, name, constraint string) (*chartengine.Chart, error) {
+		req := chartrepo.Request{RepoURL: repo, Name: name, Version: constraint, Insecure: ch.Insecure}
+		if cr := ch.Credentials; cr != nil && ch.RepoURL != "" && strings.TrimRight(ch.RepoURL, "/") == strings.TrimRight(repo, "/") {
+			req.Credentials = &chartrepo.Credentials{UsernameFile: cr.UsernameFile, PasswordFile: cr.PasswordFile, TokenFile: cr.TokenFile}
+		}
+		got, err := c.opts.Charts.Fetch(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return chartengine.LoadFetched(got.Root, got.Name, fmt.Sprintf("chart %s %s from %s", got.Name, got.Version, source.SanitizeString(repo)))
+	}
 }
 
 // fetchValues fetches the git repository of source.values, through the

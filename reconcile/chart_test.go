@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -157,5 +158,76 @@ func TestRollbackOfAChartRevisionNeedsNoChart(t *testing.T) {
 	rs, _ := b.Releases(context.Background(), "shop")
 	if rs[0].Manifest != rs[2].Manifest || *rs[0].Chart != *rs[2].Chart {
 		t.Fatalf("revision 3 is not revision 1:\n%+v\n%+v", rs[0], rs[2])
+	}
+}
+
+func TestDiffOfAChartApplicationNamesTheChartAndValuesDigestOfBothSides(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, chartRepo("ignored"))
+	c := newTestController(t, b, f, chartApp("shop"))
+	if res := mustReconcile(t, c, "shop"); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	c2 := chartApp("shop")
+	c2.Source.Chart.Set["queue"] = "urgent"
+	c.SetApplications([]application.Application{c2})
+	d, err := c.Diff(context.Background(), "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Chart == nil || d.DeployedChart == nil || d.Chart.Name != "shop" || d.Chart.Version != "1.2.3" || d.DeployedChart.Version != "1.2.3" {
+		t.Fatalf("diff charts %+v %+v", d.Chart, d.DeployedChart)
+	}
+	if d.Chart.ValuesDigest == d.DeployedChart.ValuesDigest || !strings.HasPrefix(d.Chart.ValuesDigest, "sha256:") {
+		t.Fatalf("values digests %q and %q", d.Chart.ValuesDigest, d.DeployedChart.ValuesDigest)
+	}
+}
+
+func TestRollbackOfAChartInGitGoesAheadWithGitUnreachable(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, chartRepo("ignored"))
+	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Tick: 10 * time.Millisecond, Logger: quiet}, []application.Application{chartApp("shop")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Revision != 1 {
+		t.Fatalf("install: %+v", res)
+	}
+	up := chartRepo("ignored")
+	up["chart/Chart.yaml"] = "apiVersion: v2\nname: shop\nversion: 1.3.0\n"
+	up["chart/templates/worker.yaml"] = strings.Replace(up["chart/templates/worker.yaml"], "worker:1", "worker:2", 1)
+	f.commit(t, up) // a newer chart version
+	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Revision != 2 {
+		t.Fatalf("upgrade: %+v", res)
+	}
+	f.mu.Lock()
+	f.err = errors.New("dial tcp: connection refused")
+	f.mu.Unlock()
+	if res := mustReconcile(t, c, "shop"); res.Err == nil || KindOf(res.Err) != Transient {
+		t.Fatalf("an ordinary pass with git down: %+v", res)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	ch, err := c.Rollback("shop", 1, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Result
+	select {
+	case res = <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("rollback not served")
+	}
+	if res.Err != nil || res.Revision != 3 {
+		t.Fatalf("rollback with git down: %+v", res)
+	}
+	rs, _ := b.Releases(context.Background(), "shop")
+	if rs[0].Manifest != rs[2].Manifest || *rs[0].Chart != *rs[2].Chart || rs[0].Chart.Version != "1.2.3" || rs[0].PinnedCommit != rs[1].Commit {
+		t.Fatalf("revision 3 is not revision 1 pinned at revision 2's commit:\n%+v\n%+v", rs[0], rs[2])
 	}
 }

@@ -184,6 +184,8 @@ type appState struct {
 	rolledBackManifest string
 	// drift is what the drift comparison remembers between passes.
 	drift driftMemory
+	// degraded watches the newest sync for an automatic rollback.
+	degraded degradedWatch
 
 	// refreshed is set by Refresh while a pass runs: another pass is due
 	// as soon as this one ends.
@@ -297,6 +299,8 @@ func (c *Controller) unavailable() []string {
 	check(ok, "trusted health reads", "StackServicesReader")
 	_, ok = capability.As[capability.StacksReader](b)
 	check(ok, "batched swarm reads", "StacksReader")
+	_, ok = capability.As[capability.ServiceLogs](b)
+	check(ok, "hook logs", "ServiceLogs")
 	return out
 }
 

@@ -29,6 +29,10 @@ type Diff struct {
 	// Notes are the status's warnings about the same services: one that
 	// does not settle, a field the daemon does not keep.
 	Notes []string
+	// Chart and DeployedChart are the chart, version and values digest
+	// the repository declares now and the newest record was rendered
+	// from; nil for compose.
+	Chart, DeployedChart *charts.ChartRef
 }
 
 // Service changes beyond create, update, drift and remove.
@@ -72,10 +76,10 @@ func (c *Controller) Diff(ctx context.Context, name string) (Diff, error) {
 			return Diff{}, err
 		}
 	}
-	d := Diff{App: name, Revision: p.rev.Commit, Action: p.action, Unavailable: c.unavailable()}
+	d := Diff{App: name, Revision: p.rev.Commit, Chart: p.chart, Action: p.action, Unavailable: c.unavailable()}
 	old := ""
 	if p.latest != nil {
-		d.Deployed, old = p.latest.Commit, p.latest.Manifest
+		d.Deployed, d.DeployedChart, old = p.latest.Commit, p.latest.Chart, p.latest.Manifest
 	}
 	if old != p.rendered.Manifest {
 		text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{

@@ -278,7 +278,12 @@ func readComparison(ctx context.Context, p *pass) (comparison, bool, error) {
 	if !ok {
 		return comparison{}, false, nil
 	}
-	desired, err := ld.DesiredServices(ctx, p.rendered.Manifest, p.app.Stack)
+	// Hook jobs are compared with nothing: they are never drift.
+	manifest, err := p.serviceManifest()
+	if err != nil {
+		return comparison{}, false, err
+	}
+	desired, err := ld.DesiredServices(ctx, manifest, p.app.Stack)
 	if err != nil {
 		// Converting against today's swarm fails when a config or secret
 		// the manifest mounts is gone (the stack was removed by hand): that
@@ -290,7 +295,7 @@ func readComparison(ctx context.Context, p *pass) (comparison, bool, error) {
 		if !ok {
 			return comparison{}, false, fmt.Errorf("convert for drift: %w", err)
 		}
-		if desired, err = dl.DeclaredResources(ctx, p.rendered.Manifest, p.app.Stack); err != nil {
+		if desired, err = dl.DeclaredResources(ctx, manifest, p.app.Stack); err != nil {
 			return comparison{}, false, fmt.Errorf("convert for drift: %w", err)
 		}
 	}
@@ -327,9 +332,13 @@ func (c *Controller) correct(ctx context.Context, p *pass) error {
 		return nil
 	}
 	heal := slices.Concat(p.drifted)
+	manifest, err := p.serviceManifest()
+	if err != nil {
+		return stalled("correct", err)
+	}
 	res, err := p.backend.DeployStack(ctx, charts.DeployRequest{
 		Stack:    p.app.Stack,
-		Manifest: p.rendered.Manifest,
+		Manifest: manifest,
 		Secrets:  p.rendered.Secrets,
 		Sealed:   p.rendered.Sealed,
 		Labels:   p.deployLabels(p.latestRevision()),

@@ -162,7 +162,11 @@ func declaredOf(p *pass) []expected {
 	}
 	out := make([]expected, 0, len(p.declared.Services))
 	for _, scoped := range sortedKeys(p.declared.Services) {
-		out = append(out, expected{name: strings.TrimPrefix(scoped, p.app.Stack+"_"), desired: declaredReplicas(p, scoped)})
+		name := strings.TrimPrefix(scoped, p.app.Stack+"_")
+		if p.isHook(name) {
+			continue // a hook job's outcome is its sync's, not the stack's health
+		}
+		out = append(out, expected{name: name, desired: declaredReplicas(p, scoped)})
 	}
 	return out
 }

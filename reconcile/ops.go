@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
@@ -185,6 +186,10 @@ func pinned(latest *charts.Release, p *pass) bool {
 }
 
 func pinMessage(r *charts.Release) string {
-	return fmt.Sprintf("rolled back to revision %d (commit %s); automated sync resumes at the next commit or an explicit sync",
-		r.Revision, shortCommit(r.Commit))
+	by := ""
+	if strings.HasPrefix(r.Trigger, "rollback") {
+		by = " (" + r.Trigger + ")"
+	}
+	return fmt.Sprintf("rolled back to revision %d (commit %s)%s; automated sync resumes at the next commit or an explicit sync",
+		r.Revision, shortCommit(r.Commit), by)
 }

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/flotilla-gitops/flotilla/application"
@@ -19,7 +18,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/events"
-	"github.com/flotilla-gitops/flotilla/fault"
 	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
 )
@@ -61,6 +59,13 @@ type pass struct {
 
 	drifted []string // scoped services whose live spec drifted
 	missing []string // scoped services declared but absent
+
+	// ord is the order of the manifest (waves, hooks), see waves.go.
+	ord *ordered
+	// syncBegun is set by the first step that writes for a sync;
+	// syncFailRan once the SyncFail hooks ran; waved when applyWaves
+	// deployed every service, leaving apply only the record to write.
+	syncBegun, syncFailRan, waved bool
 
 	// rollbackOf is the record a rollback pass redeploys.
 	rollbackOf *charts.Release
@@ -202,11 +207,16 @@ var steps = []step{
 	{"observe", (*Controller).observe},
 	{"drift", (*Controller).detectDrift},
 	{"gate", (*Controller).gate},
-	{"apply", (*Controller).apply},
+	{"presync", syncStep((*Controller).preSync)},
+	{"waves", syncStep((*Controller).applyWaves)},
+	{"postsync", syncStep((*Controller).postSync)},
+	{"apply", syncStep((*Controller).apply)},
 	{"correct", (*Controller).correct},
-	{"wait", (*Controller).wait},
+	{"wait", syncStep((*Controller).wait)},
 	{"sweep", (*Controller).sweepStep},
+	{"hooks", (*Controller).cleanHooks},
 	{"confirm", (*Controller).confirm},
+	{"rollback", (*Controller).autoRollback},
 }
 
 // writingSteps are the steps that write to the swarm. A stopping controller
@@ -242,6 +252,9 @@ func (c *Controller) fetchSource(ctx context.Context, p *pass) error {
 	})
 	c.opts.Metrics.ObserveGitFetch(p.app.Source.RepoURL, c.now().Sub(began), err)
 	if err != nil {
+		if c.rollbackWithoutSource(ctx, p, err) {
+			return nil
+		}
 		if errors.Is(err, source.ErrRevisionNotFound) {
 			return stalled("fetch", err)
 		}
@@ -407,29 +420,31 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 	if p.action == charts.Unchanged {
 		return nil
 	}
-	if err := c.checkLatest(ctx, p); err != nil || p.action == charts.Unchanged {
-		return err
-	}
-	next := p.latestRevision() + 1
-	c.emit(p, events.SyncStarted, "", fmt.Sprintf("deploying revision %d (%s)", next, p.action), nil)
-	res, err := p.backend.DeployStack(ctx, charts.DeployRequest{
-		Stack:    p.app.Stack,
-		Manifest: p.rendered.Manifest,
-		Secrets:  p.rendered.Secrets,
-		Sealed:   p.rendered.Sealed,
-		Labels:   p.deployLabels(next),
-		Adopt:    p.app.Adopt,
-	})
-	if err != nil {
-		// The daemon's InvalidArgument is bad input too: the same
-		// manifest would be refused again, so wait for a new commit.
-		var fe *fault.Error
-		if errors.As(err, &fe) || cerrdefs.IsInvalidArgument(err) {
+	if !p.waved {
+		if err := c.beginSync(ctx, p); err != nil || p.action == charts.Unchanged {
+			return err
+		}
+		manifest, err := p.serviceManifest()
+		if err != nil {
 			return stalled("apply", err)
 		}
-		return transient("apply", err)
+		// Hook jobs are not part of it: the hook steps run them.
+		res, err := p.backend.DeployStack(ctx, charts.DeployRequest{
+			Stack:    p.app.Stack,
+			Manifest: manifest,
+			Secrets:  p.rendered.Secrets,
+			Sealed:   p.rendered.Sealed,
+			Labels:   p.deployLabels(p.latestRevision() + 1),
+			Adopt:    p.app.Adopt,
+		})
+		if err != nil {
+			// The daemon's InvalidArgument is bad input too: the same
+			// manifest would be refused again, so wait for a new commit.
+			return deployError("apply", err)
+		}
+		p.deployed = &res
 	}
-	p.deployed = &res
+	next := p.latestRevision() + 1
 	rec := charts.Release{
 		Name:     p.app.Stack,
 		Revision: next,
@@ -531,6 +546,8 @@ func (c *Controller) recordTaken(ctx context.Context, p *pass, rec charts.Releas
 		"revision", rec.Revision, "newest", latest.Revision, "owner", latest.Owner)
 	p.latest = latest
 	p.action = charts.Plan(p.rendered.Manifest, p.owner, latest)
+	// Another manifest was deployed meanwhile: deploy this one whole again.
+	p.waved = false
 	return c.apply(ctx, p)
 }
 

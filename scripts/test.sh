@@ -15,6 +15,16 @@ if ! command -v git >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq git >/dev/null
 fi
 command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+# The multi-node tests (e2e/multinode) start extra dockerds in namespaces
+# through scripts/swarm-nodes.sh: ip, iptables, nsenter, unshare, flock.
+nodes_pkgs=()
+command -v ip >/dev/null || nodes_pkgs+=(iproute2)
+command -v iptables >/dev/null || nodes_pkgs+=(iptables)
+{ command -v nsenter && command -v unshare && command -v flock; } >/dev/null || nodes_pkgs+=(util-linux)
+if [ ${#nodes_pkgs[@]} -gt 0 ]; then
+  step "installing ${nodes_pkgs[*]} (multi-node swarm tests)"
+  apt-get update -qq && apt-get install -y -qq "${nodes_pkgs[@]}" >/dev/null
+fi
 
 step "swarm"
 bash scripts/swarm-up.sh

@@ -134,6 +134,12 @@ type Input struct {
 	// swarm. A volume is local to a node: without this, deleting the one
 	// listed would leave its namesakes elsewhere, so none is deleted.
 	VolumesCoverSwarm bool
+	// Nodes names the swarm's nodes (hostnames) when it has more than one
+	// and they are known. A kept volume's reason then says where to run
+	// the command that removes it, and a volume this application declared
+	// that the listing lacks is reported too: the listing covers one node,
+	// and the volume may remain on the others.
+	Nodes []string
 	// Failures maps a resource (by Key) to its consecutive failed deletions.
 	Failures map[string]int
 }
@@ -280,9 +286,46 @@ func Decide(in Input) Plan {
 			}
 		}
 	}
+	p.Kept = append(p.Kept, elsewhere(in, claims, current)...)
 	sortItems(p.Unmanaged)
 	sortItems(p.Kept)
 	return p
+}
+
+// removeOnEachNode is the instruction for a volume Flotilla leaves: a named
+// volume is local to a node, so it goes by one command on every node that
+// has it, which only the operator can reach.
+func removeOnEachNode(in Input, name string) string {
+	where := "each node"
+	if len(in.Nodes) > 0 {
+		where += " (" + strings.Join(in.Nodes, ", ") + ")"
+	}
+	return "to remove it, run on " + where + ": docker volume rm " + name
+}
+
+// elsewhere reports the volumes this application's records declared, the
+// current revision does not, and the listing lacks, on a swarm of several
+// nodes: the listing is the manager's node's, and a volume created where a
+// task ran on another node is still there. Nothing is deleted for them;
+// they are Kept with the command that removes them.
+func elsewhere(in Input, claims map[string]*claimed, current map[string]bool) []Item {
+	if len(in.Nodes) < 2 || in.Live.Volumes == nil || in.Current == nil {
+		return nil
+	}
+	var out []Item
+	for key, cl := range claims {
+		name, ok := strings.CutPrefix(key, string(KindVolume)+"/")
+		if !ok || current[key] || cl.own < 0 || (cl.foreign >= 0 && cl.foreign < cl.own) {
+			continue
+		}
+		if _, listed := in.Live.Volumes[name]; listed {
+			continue
+		}
+		out = append(out, Item{Kind: KindVolume, Name: name, ID: name,
+			Reason: fmt.Sprintf("declared by revision %d and not on the node the listing covers, but it may remain on the other nodes; %s",
+				in.History[cl.own].Revision, removeOnEachNode(in, name))})
+	}
+	return out
 }
 
 // judge decides, among proven resources of one kind, which are still needed.
@@ -301,10 +344,10 @@ func judge(in Input, k Kind, proven []Item, claims map[string]*claimed, currentF
 		users := stillUsedBy(in.Live.ServiceRefs[it.Key()], deleting)
 		switch {
 		case k == KindVolume && !in.PruneVolumes:
-			it.Reason = "pruneVolumes is off; to remove it, run on each node: docker volume rm " + it.Name
+			it.Reason = "pruneVolumes is off; " + removeOnEachNode(in, it.Name)
 			kept = append(kept, it)
 		case k == KindVolume && !in.VolumesCoverSwarm:
-			it.Reason = "the volume listing may not cover every node; to remove it, run on each node: docker volume rm " + it.Name
+			it.Reason = "the volume listing may not cover every node; " + removeOnEachNode(in, it.Name)
 			kept = append(kept, it)
 		case retained[it.Name]:
 			it.Reason = fmt.Sprintf("kept for rollback: one of the %d newest superseded versions (retainRotated)", in.RetainRotated)

@@ -315,6 +315,42 @@ func TestDecide(t *testing.T) {
 			reasons: map[string]string{"volume/s_data": "may not cover every node; to remove it, run on each node: docker volume rm s_data"},
 		},
 		{
+			name: "on a swarm of several nodes a kept volume names the nodes to remove it on",
+			in: Input{
+				Stack: "s", Owner: owner, PruneVolumes: true, Nodes: []string{"n1", "n2", "n3"},
+				Current: decl(),
+				History: []Claim{{Revision: 1, Owner: owner, Declared: decl("volume/s_data")}},
+				Live:    liveOf("volume/s_data"),
+			},
+			kept:    []string{"volume/s_data"},
+			reasons: map[string]string{"volume/s_data": "to remove it, run on each node (n1, n2, n3): docker volume rm s_data"},
+		},
+		{
+			// The manager lists its own node's volumes; a task on a worker
+			// made its own copy there.
+			name: "on a swarm of several nodes a declared volume the listing lacks is kept with the command, not forgotten",
+			in: Input{
+				Stack: "s", Owner: owner, PruneVolumes: true, Nodes: []string{"n1", "n2"},
+				Current: decl("volume/s_still"),
+				History: []Claim{
+					{Revision: 3, Owner: "other/app", Declared: decl("volume/s_theirs")},
+					{Revision: 2, Owner: owner, Declared: decl("volume/s_worker", "volume/s_still", "volume/s_theirs")},
+				},
+				Live: liveOf(),
+			},
+			kept:    []string{"volume/s_worker"},
+			reasons: map[string]string{"volume/s_worker": "may remain on the other nodes; to remove it, run on each node (n1, n2): docker volume rm s_worker"},
+		},
+		{
+			name: "on a single node a declared volume the listing lacks is gone",
+			in: Input{
+				Stack: "s", Owner: owner, PruneVolumes: true, VolumesCoverSwarm: true,
+				Current: decl(),
+				History: []Claim{{Revision: 2, Owner: owner, Declared: decl("volume/s_worker")}},
+				Live:    liveOf(),
+			},
+		},
+		{
 			name: "volumes go with pruneVolumes and a listing of the whole swarm",
 			in: Input{
 				Stack: "s", Owner: owner, PruneVolumes: true, VolumesCoverSwarm: true,

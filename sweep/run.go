@@ -159,6 +159,7 @@ func Run(ctx context.Context, b charts.Backend, in RunInput) (Report, error) {
 		return rep, fmt.Errorf("sweep %s: %w", in.Stack, err)
 	}
 	coverSwarm := false
+	var nodes []string
 	if vs, ok := capability.As[capability.VolumeSweeper](b); ok {
 		vols, err := vs.LiveVolumes(ctx, in.Stack)
 		if err != nil {
@@ -169,8 +170,17 @@ func Run(ctx context.Context, b charts.Backend, in RunInput) (Report, error) {
 		// whole swarm's when the swarm is that one node, and that is known
 		// only if b implements SwarmSizer.
 		if sz, ok := capability.As[capability.SwarmSizer](b); ok {
-			if n, err := sz.SwarmNodes(ctx); err == nil && n == 1 {
+			n, err := sz.SwarmNodes(ctx)
+			if err == nil && n == 1 {
 				coverSwarm = true
+			}
+			// The names only make the report say where to remove what is
+			// kept; a swarm of one node needs none, and a failed read
+			// leaves the report saying "each node".
+			if nn, ok := capability.As[capability.SwarmNodeNamer](b); ok && err == nil && n > 1 {
+				if names, err := nn.SwarmNodeNames(ctx); err == nil {
+					nodes = names
+				}
 			}
 		} else if in.PruneVolumes {
 			rep.Degraded = append(rep.Degraded, (&capability.ErrUnavailable{Feature: "volume removal", Capability: "SwarmSizer"}).Error())
@@ -191,6 +201,7 @@ func Run(ctx context.Context, b charts.Backend, in RunInput) (Report, error) {
 		Failures:      in.Failures,
 
 		VolumesCoverSwarm: coverSwarm,
+		Nodes:             nodes,
 	})
 
 	rm, ok := capability.As[capability.ResourceRemover](b)

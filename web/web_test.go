@@ -118,7 +118,8 @@ func TestBrowser_afterSignInTheListShowsEveryApplicationWithItsSyncAndHealth(t *
 func TestBrowser_theDetailPageShowsServicesDriftSweepAndHistory(t *testing.T) {
 	f := newFixture(t, false, sample()...)
 	f.ctl.SetHistory("drifty", []charts.Release{
-		{Name: "drifty", Revision: 2, Commit: strings.Repeat("c", 40), Trigger: "sync by admin", Time: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)},
+		{Name: "drifty", Revision: 2, Commit: strings.Repeat("c", 40), Trigger: "sync by admin", Time: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC),
+			Chart: &charts.ChartRef{Name: "shop", Version: "0.2.0", ValuesDigest: "sha256:0123"}},
 		{Name: "drifty", Revision: 1, Commit: strings.Repeat("d", 40), Trigger: "automated", Time: time.Date(2026, 2, 1, 12, 0, 0, 0, time.UTC)},
 	})
 	ctx := newTab(t)
@@ -138,7 +139,7 @@ func TestBrowser_theDetailPageShowsServicesDriftSweepAndHistory(t *testing.T) {
 		"web|image|nginx:1.27|nginx:1.25",
 		"web|env.API_KEY (masked)|***|***",
 		"web|env.DEBUG|(none)|1",
-		"2|ccccccc|", "1|ddddddd|",
+		"2|ccccccc|shop-0.2.0|", "1|ddddddd||",
 	} {
 		if !containsPrefix(detail, want) {
 			t.Errorf("detail tables have no row starting %q; rows:\n%s", want, strings.Join(detail, "\n"))
@@ -150,7 +151,7 @@ func TestBrowser_theDetailPageShowsServicesDriftSweepAndHistory(t *testing.T) {
 			t.Errorf("detail text shows %q:\n%s", leak, text)
 		}
 	}
-	for _, want := range []string{"Pending removals (prune is off)", "config drifty_old-conf", "Unmanaged (never touched)", "network drifty_manual", "Changed by another writer"} {
+	for _, want := range []string{"Chartshop 0.2.0, values sha256:0123", "Pending removals (prune is off)", "config drifty_old-conf", "Unmanaged (never touched)", "network drifty_manual", "Changed by another writer"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("detail text lacks %q", want)
 		}
@@ -395,6 +396,7 @@ func sample() []application.Status {
 		Health: application.Degraded, HealthMessage: "web: 0 of 2 tasks running",
 		Revision: strings.Repeat("c", 40), SeenRevision: strings.Repeat("c", 40), LastAppliedRevision: 2,
 		Pinned:    "revision 1 until the next commit",
+		Chart:     "shop 0.2.0, values sha256:0123",
 		LastError: "apply web: update out of sequence",
 		Services: []application.ServiceStatus{
 			{Name: "web", Health: application.Degraded, Running: 0, Desired: 2, Message: "task exited (1)"},

@@ -62,6 +62,9 @@ func printDiff(w io.Writer, d api.Diff) {
 	if d.Revision != "" || d.Deployed != "" {
 		fmt.Fprintf(w, "%s: deployed %s, repository at %s\n", d.App, shortSHA(d.Deployed), shortSHA(d.Revision))
 	}
+	if d.Chart != nil || d.DeployedChart != nil {
+		fmt.Fprintf(w, "chart: deployed %s, repository at %s\n", chartCell(d.DeployedChart), chartCell(d.Chart))
+	}
 	if len(d.Services) == 0 && d.Manifest == "" && len(d.PendingRemovals) == 0 {
 		fmt.Fprintln(w, "no differences")
 	}

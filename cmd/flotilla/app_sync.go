@@ -323,6 +323,10 @@ func describeEvent(e events.Event) string {
 		what = "health changed"
 	case events.Pruned:
 		what = "pruned"
+	case events.HookRan:
+		what = "hook"
+	case events.RolledBack:
+		what = "rolled back"
 	case events.Lagged, events.Gap:
 		what = "event stream interrupted"
 	}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -19,17 +21,29 @@ func newChartCmd() *cobra.Command {
 	return cmd
 }
 
-// chartRoot splits a chart directory argument into its parent, the root
-// nothing may be read outside of, and the directory's name, so messages
-// name files as "shop/templates/web.yaml". A chart reads nothing outside
-// itself anyway: lint and package take no value files.
-func chartRoot(dir string) (root, rel string, err error) {
+// chartRoot splits a chart directory argument into the root nothing may
+// be read outside of and the chart's path in it, so messages name files as
+// "shop/templates/web.yaml". The root is the chart's parent unless root
+// names another directory holding it, such as the repository a file://
+// dependency reaches into.
+func chartRoot(dir, root string) (string, string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", "", err
 	}
-	if filepath.Dir(abs) == abs {
-		return abs, ".", nil
+	if root == "" {
+		if filepath.Dir(abs) == abs {
+			return abs, ".", nil
+		}
+		return filepath.Dir(abs), filepath.Base(abs), nil
 	}
-	return filepath.Dir(abs), filepath.Base(abs), nil
+	absRoot, err := filepath.Abs(root)
+	if err != nil {
+		return "", "", err
+	}
+	rel, err := filepath.Rel(absRoot, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", "", errors.New("--root must hold the chart directory")
+	}
+	return absRoot, filepath.ToSlash(rel), nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +18,9 @@ type chartPackageOptions struct {
 	Dir string
 	// Destination is the directory the archive is written to. Default ".".
 	Destination string
+	// Root, CacheDir and Insecure are as for chart lint.
+	Root, CacheDir string
+	Insecure       bool
 }
 
 func newChartPackageCmd() *cobra.Command {
@@ -27,28 +31,35 @@ func newChartPackageCmd() *cobra.Command {
 		Long: `Package lints the chart in DIR and writes it as NAME-VERSION.tgz: every file
 under NAME/, in path order, with fixed times, owners and modes, so the same
 chart gives the same bytes, and the same sha256, on every machine. It prints
-the archive's path and sha256. Exit 0 on success, 1 when the chart is invalid
+the archive's path and sha256. A file:// dependency is written into the
+package under charts/NAME/, so the package renders on its own. Exit 0 on success, 1 when the chart is invalid
 or the archive cannot be written.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Dir = args[0]
-			if code := runChartPackage(o, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != exitOK {
+			if code := runChartPackage(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != exitOK {
 				return exitError{code}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&o.Destination, "destination", "d", ".", "directory the archive is written to")
+	cmd.Flags().StringVar(&o.Root, "root", "", "directory nothing may be read outside of, such as the repository a file:// dependency is in (default: the chart's parent)")
+	addRepoFlags(cmd.Flags(), &o.CacheDir, &o.Insecure)
 	return cmd
 }
 
-func runChartPackage(o chartPackageOptions, stdout, stderr io.Writer) int {
-	root, rel, err := chartRoot(o.Dir)
+func runChartPackage(ctx context.Context, o chartPackageOptions, stdout, stderr io.Writer) int {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	root, rel, err := chartRoot(o.Dir, o.Root)
 	if err != nil {
 		fmt.Fprintln(stderr, "flotilla chart package:", err)
 		return exitMisuse
 	}
-	if _, err := chartengine.Lint(root, rel); err != nil {
+	repos := &chartRepos{cacheDir: o.CacheDir, insecure: o.Insecure, stderr: stderr}
+	if _, err := chartengine.Lint(root, rel, repos.resolver(ctx)); err != nil {
 		fmt.Fprintln(stderr, formatProblem(err))
 		return exitFailed
 	}

@@ -3,14 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/chartengine"
 	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/compose"
 )
 
 const exampleChart = "../../examples/chart"
@@ -59,7 +63,7 @@ func TestRenderOfAChartWithABadValueNamesTheSchemaRule(t *testing.T) {
 
 func TestChartLintAcceptsTheExampleAndRefusesABrokenTemplate(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := runChartLint(chartLintOptions{Dir: exampleChart}, &out, &errb); code != exitOK {
+	if code := runChartLint(t.Context(), chartLintOptions{Dir: exampleChart}, &out, &errb); code != exitOK {
 		t.Fatalf("example: exit %d: %s", code, errb.String())
 	}
 	dir := copyChart(t)
@@ -67,7 +71,7 @@ func TestChartLintAcceptsTheExampleAndRefusesABrokenTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	errb.Reset()
-	if code := runChartLint(chartLintOptions{Dir: dir}, &out, &errb); code != exitFailed || !strings.Contains(errb.String(), filepath.Base(dir)+"/templates/web.yaml:3") {
+	if code := runChartLint(t.Context(), chartLintOptions{Dir: dir}, &out, &errb); code != exitFailed || !strings.Contains(errb.String(), filepath.Base(dir)+"/templates/web.yaml:3") {
 		t.Fatalf("broken: exit %d: %s", code, errb.String())
 	}
 }
@@ -78,7 +82,7 @@ func TestChartPackageWritesTheSameArchiveEveryTime(t *testing.T) {
 	for range 2 {
 		dest := t.TempDir()
 		var out, errb bytes.Buffer
-		if code := runChartPackage(chartPackageOptions{Dir: copyChart(t), Destination: dest}, &out, &errb); code != exitOK {
+		if code := runChartPackage(t.Context(), chartPackageOptions{Dir: copyChart(t), Destination: dest}, &out, &errb); code != exitOK {
 			t.Fatalf("exit %d: %s", code, errb.String())
 		}
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -131,7 +135,7 @@ func copyChart(t *testing.T) string {
 func TestChartIndexListsThePackagesTheSameWayEveryTime(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	if code := runChartPackage(chartPackageOptions{Dir: copyChart(t), Destination: dir}, &out, &errb); code != exitOK {
+	if code := runChartPackage(t.Context(), chartPackageOptions{Dir: copyChart(t), Destination: dir}, &out, &errb); code != exitOK {
 		t.Fatalf("package: exit %d: %s", code, errb.String())
 	}
 	sum := strings.TrimPrefix(strings.Split(strings.TrimSpace(out.String()), "\n")[1], "sha256:")
@@ -170,5 +174,68 @@ func TestAChartRepositoryRevisionIsShownWhole(t *testing.T) {
 	}
 	if got := shortSHA("0123456789abcdef0123456789abcdef01234567"); got != "01234567" {
 		t.Errorf("shortSHA of a commit: %q", got)
+	}
+}
+
+func TestDiffShowsTheChartAndValuesDigestOfBothSides(t *testing.T) {
+	var out bytes.Buffer
+	printDiff(&out, api.Diff{App: "shop", Revision: "shop@0.2.0", Deployed: "shop@0.1.0",
+		Chart:         &charts.ChartRef{Name: "shop", Version: "0.2.0", ValuesDigest: "sha256:bbbbbbbbbbbbbbbb"},
+		DeployedChart: &charts.ChartRef{Name: "shop", Version: "0.1.0", ValuesDigest: "sha256:aaaaaaaaaaaaaaaa"}})
+	if !strings.Contains(out.String(), "chart: deployed shop-0.1.0 (values aaaaaaaaaaaa), repository at shop-0.2.0 (values bbbbbbbbbbbb)\n") {
+		t.Fatalf("diff output:\n%s", out.String())
+	}
+}
+
+// TestTheChartSiteExampleValidatesAndRendersEachApplication checks the
+// worked example: its applications file is valid, and each application
+// whose chart is in this repository renders as the controller would render
+// it, with the subchart switched on in one region and off in the other.
+func TestTheChartSiteExampleValidatesAndRendersEachApplication(t *testing.T) {
+	const file = "../../examples/chart-site/applications.yaml"
+	var out, errb bytes.Buffer
+	if code := runValidate(validateOptions{File: file}, &out, &errb); code != exitOK {
+		t.Fatalf("validate: exit %d: %s", code, errb.String())
+	}
+	f, err := application.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"site-eu": {"APP_MESSAGE=hallo", "CACHE_ADDR=cache:6379", "REGION=eu", "x2", "cache: MAX_MEMORY=64mb,REGION=eu"},
+		"site-us": {"APP_MESSAGE=howdy", "REGION=us", "x3"},
+	}
+	rendered := 0
+	for _, app := range f.Applications {
+		if app.Source.FromRepository() {
+			continue
+		}
+		ch := app.Source.Chart
+		r, err := chartengine.Render(chartengine.Dir{Root: "../..", Path: app.Source.Path, ValueFiles: ch.ValueFiles, Values: ch.Values, Set: ch.Set},
+			chartengine.Release{Name: app.Stack, Revision: 1})
+		if err != nil {
+			t.Fatalf("%s: %v", app.Name, err)
+		}
+		st, err := compose.Convert(t.Context(), r.Manifest, app.Stack, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", app.Name, err)
+		}
+		web := st.Services[app.Stack+"_web"]
+		desc := strings.Join(web.TaskTemplate.ContainerSpec.Env, ",") + fmt.Sprintf(" x%d", *web.Mode.Replicated.Replicas)
+		if c, ok := st.Services[app.Stack+"_cache"]; ok {
+			desc += " cache: " + strings.Join(c.TaskTemplate.ContainerSpec.Env, ",")
+		}
+		for _, w := range want[app.Name] {
+			if !strings.Contains(desc, w) {
+				t.Errorf("%s: %q lacks %q", app.Name, desc, w)
+			}
+		}
+		if app.Name == "site-us" && strings.Contains(desc, "cache") {
+			t.Errorf("site-us runs the cache it switched off: %s", desc)
+		}
+		rendered++
+	}
+	if rendered != len(want) {
+		t.Fatalf("rendered %d applications, want %d", rendered, len(want))
 	}
 }

@@ -233,7 +233,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	be = be.WithSelf(self)
 	fetcher := source.New(source.Options{CacheDir: filepath.Join(o.dataDir, "git"), Logger: logger,
 		RemoteTimeout: o.gitTimeout, FetchTimeout: o.gitFetchTimeout})
-	chartRepos, err := chartrepo.New(chartrepo.Options{CacheDir: filepath.Join(o.dataDir, "charts")})
+	chartRepos, err := chartrepo.New(chartrepo.Options{CacheDir: filepath.Join(o.dataDir, "charts"), Observer: m})
 	if err != nil {
 		return err
 	}

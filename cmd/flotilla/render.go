@@ -51,8 +51,12 @@ type renderOptions struct {
 	// environment points at (DOCKER_HOST), or compose.MinAPIVersion when
 	// none answers.
 	APIVersion string
-	// Chart options, for a --path that holds Chart.yaml: see render_chart.go.
+	// Chart options, for a --path that holds Chart.yaml or is a packaged
+	// chart, or a chart from --repo: see render_chart.go.
 	chartFlags
+	// stackDefaulted: no --stack was given, and a packaged or repository
+	// chart is named for the chart instead of the file.
+	stackDefaulted bool
 }
 
 func newRenderCmd() *cobra.Command {
@@ -68,7 +72,11 @@ It needs no controller and no swarm. Exit 0 on success, 1 when the project is
 invalid, 2 on misuse.
 
 A --path holding Chart.yaml is rendered as a chart: values.yaml, then each
---values file in order, then each --set (dotted keys, highest precedence).`,
+--values file in order (relative to the chart), each --extra-values file,
+then each --set (dotted keys, highest precedence). A --path that is a .tgz
+is rendered as a packaged chart, and --repo URL --chart NAME [--version C]
+renders the newest matching version from a chart repository (from the chart
+cache when the repository cannot be reached).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if code := runRender(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != exitOK {
@@ -119,7 +127,7 @@ func runRender(ctx context.Context, opts renderOptions, stdout, stderr io.Writer
 			fmt.Fprintln(stderr, "flotilla render:", err)
 			return exitMisuse
 		}
-		stack = filepath.Base(abs)
+		stack, opts.stackDefaulted = filepath.Base(abs), opts.Repo != "" || isArchive(opts.Path)
 	}
 
 	if opts.SOPSKeyFile != "" {
@@ -130,7 +138,7 @@ func runRender(ctx context.Context, opts renderOptions, stdout, stderr io.Writer
 		}
 		dir.Decrypt, dir.SealKey = ids.Decrypt, ids.SealKey()
 	}
-	r, err := renderProject(stack, dir, opts)
+	r, stack, err := renderProject(ctx, stack, dir, opts, stderr)
 	if err != nil && isUsageError(err) {
 		fmt.Fprintln(stderr, "flotilla render:", err)
 		return exitMisuse

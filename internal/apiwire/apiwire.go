@@ -66,7 +66,7 @@ func (a Controller) Diff(ctx context.Context, name string) (api.Diff, error) {
 	if err != nil {
 		return api.Diff{}, apiErr(err)
 	}
-	out := api.Diff{App: d.App, Revision: d.Revision, Deployed: d.Deployed, Manifest: d.Manifest,
+	out := api.Diff{App: d.App, Revision: d.Revision, Deployed: d.Deployed, Chart: d.Chart, DeployedChart: d.DeployedChart, Manifest: d.Manifest,
 		PendingRemovals: d.PendingRemovals, Unavailable: d.Unavailable, Notes: d.Notes}
 	for _, s := range d.Services {
 		out.Services = append(out.Services, api.ServiceDiff{Name: s.Name, Change: api.ServiceChange(s.Change), Fields: s.Fields})

@@ -251,6 +251,7 @@ function renderDetail(name) {
       el('dt', {}, 'Deployed'), el('dd', { title: a.revision || '' }, shortRev(a.revision),
         a.lastAppliedRevision ? ` (release ${a.lastAppliedRevision})` : ''),
       el('dt', {}, 'Seen'), el('dd', { title: a.seenRevision || '' }, shortRev(a.seenRevision)),
+      a.chart ? [el('dt', {}, 'Chart'), el('dd', {}, a.chart)] : null,
       el('dt', {}, 'Last sync'), el('dd', {}, when(a.lastSyncTime)),
       el('dt', {}, 'Last pass'), el('dd', {}, when(a.lastPass))),
     el('div', { class: 'notes' }, notes(a)),
@@ -270,8 +271,9 @@ function renderDetail(name) {
     el('h3', {}, 'History'),
     !hist ? el('p', { class: 'muted' }, 'Loading…')
       : hist.error ? el('p', { class: 'muted' }, 'History unavailable: ' + hist.error)
-        : table(['Release', 'Commit', 'Time', 'Trigger', 'Message'], hist.items.map((r) => [
+        : table(['Release', 'Commit', 'Chart', 'Time', 'Trigger', 'Message'], hist.items.map((r) => [
           String(r.revision), el('code', { title: r.commit || '' }, shortRev(r.commit)),
+          r.chart ? el('span', { title: r.chart.valuesDigest || '' }, `${r.chart.name}-${r.chart.version}`) : '',
           when(r.time), r.trigger || '', r.message || '']), 'No releases recorded.'),
   ];
   $('detail').replaceChildren(...parts.filter(Boolean));
