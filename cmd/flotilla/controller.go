@@ -142,7 +142,7 @@ redeploys nothing.`,
 	f.DurationVar(&o.http.write, "http-write-timeout", api.DefaultWriteTimeout, "longest an API answer may take to write, except event streams and waited syncs; 0 for none")
 	f.DurationVar(&o.http.idle, "http-idle-timeout", api.DefaultIdleTimeout, "how long an idle keep-alive API connection stays open; 0 for none")
 	f.BoolVar(&o.ha, "ha", false, "run as one of a highly available pair: only the holder of a leader lease kept in the swarm (a config named flotilla-lease.<controller-id>) runs passes and writes; the other answers the API read-only and takes over when the lease expires")
-	f.StringVar(&o.haID, "ha-id", defaultHAID(), "this controller's name in the leader lease; unique among the controllers sharing it (default $FLOTILLA_HA_ID, else hostname-pid)")
+	f.StringVar(&o.haID, "ha-id", "", "this controller's name in the leader lease; unique among the controllers sharing it (default $FLOTILLA_HA_ID, else hostname-pid)")
 	f.DurationVar(&o.leaseDuration, "lease-duration", lease.DefaultDuration, "with --ha, how long the leader lease lasts after each renewal; a standby takes over within two of them after the leader dies, and a leader that cannot renew stops writing a fifth of one before it runs out")
 	f.BoolVar(&o.once, "once", false, "run one pass per application (applying even manual ones is NOT implied), print a summary and exit; exit 1 if any pass failed")
 	return cmd

@@ -45,7 +45,7 @@ func (o *controllerOptions) validate() error {
 			return usageError{fmt.Errorf("--lease-duration must be at least 100ms, not %s", o.leaseDuration)}
 		}
 		if o.haID == "" {
-			return usageError{fmt.Errorf("--ha-id must not be empty")}
+			o.haID = defaultHAID()
 		}
 	}
 	for name, n := range map[string]int{"--queue-limit": o.queueLimit, "--max-concurrent-passes": o.maxPasses} {
