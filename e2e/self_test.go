@@ -39,7 +39,7 @@ func buildSelfImage(t *testing.T, tag string) string {
 	if err != nil {
 		t.Fatalf("build-flotilla-image.sh %s: %v\n%s", tag, err, out)
 	}
-	t.Cleanup(func() { _ = exec.Command("docker", "image", "rm", "flotilla:"+tag).Run() })
+	t.Cleanup(func() { _ = exec.Command("docker", "image", "rm", "-f", "flotilla:"+tag).Run() })
 	return "flotilla:" + tag
 }
 
