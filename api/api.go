@@ -48,6 +48,10 @@ type Options struct {
 	// ReadyTimeout; nil means always ready. A check that has not answered
 	// by then is a 503, so a hung daemon cannot hang the probe.
 	Ready func(ctx context.Context) error
+	// Leadership, when set, says whether this controller leads or stands
+	// by: /readyz reports it, and a standby refuses every write with 503
+	// naming the leader. Nil: a controller without a leader lease.
+	Leadership func() Leadership
 	// ReadyTimeout bounds one /readyz check. Default 2s.
 	ReadyTimeout time.Duration
 	// Stopping, when closed, ends every event stream and answers every
@@ -168,12 +172,12 @@ func New(opts Options) http.Handler {
 	// authentication; every other request goes through it, and every write
 	// among them must look like it came from the CLI or the UI (guardWrites).
 	root := http.NewServeMux()
-	root.Handle("POST /api/v1/webhooks/{provider}", s.handler(newWebhooks(s, opts.Webhooks).serve))
+	root.Handle("POST /api/v1/webhooks/{provider}", s.standbyRefusesWrites(s.handler(newWebhooks(s, opts.Webhooks).serve)))
 	if opts.UI != nil {
 		root.Handle("GET /ui/", http.StripPrefix("/ui", opts.UI))
 		root.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	}
-	root.Handle("/", s.authenticate(s.guardWrites(mux)))
+	root.Handle("/", s.authenticate(s.guardWrites(s.standbyRefusesWrites(mux))))
 
 	return s.recover(s.accessLog(root))
 }

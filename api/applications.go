@@ -246,13 +246,17 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) error {
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.Ready != nil {
 		if err := s.ready(r.Context()); err != nil {
-			e := classify(&Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "not ready: " + err.Error()})
+			msg := "not ready: " + err.Error()
+			if rd := s.readiness(); rd.Role != "" {
+				msg = fmt.Sprintf("not ready (%s, epoch %d): %s", rd.Role, rd.Epoch, err)
+			}
+			e := classify(&Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: msg})
 			s.log.DebugContext(r.Context(), "not ready", "error", e.Message)
 			writeJSON(w, e.Status, e)
 			return nil
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, http.StatusOK, s.readiness())
 	return nil
 }
 

@@ -41,6 +41,7 @@ const (
 	CodeConflict       = "conflict"
 	CodeNotImplemented = "not_implemented"
 	CodeUnavailable    = "unavailable"
+	CodeStandby        = "standby" // 503: a write sent to a controller that stands by
 	CodeInternal       = "internal"
 )
 

@@ -96,6 +96,9 @@ type Options struct {
 	// drops a field written to it: that is how the reconciler's check for a
 	// write that did not stick is exercised against a real daemon.
 	FieldsAPIVersion string
+	// Gate, when set, is asked before every request that may change the
+	// swarm; see WriteGate. Nil writes whenever asked.
+	Gate WriteGate
 }
 
 // DefaultRequestTimeout is Options.RequestTimeout's default: far longer than
@@ -116,6 +119,7 @@ type Backend struct {
 	resolve        ResolveImage
 	resolveTimeout time.Duration
 	fieldsVersion  string // Options.FieldsAPIVersion
+	gate           WriteGate
 
 	// Per-application settings, set on copies.
 	outOfBand func(service string)
@@ -182,6 +186,7 @@ func New(_ context.Context, opts Options) (*Backend, error) {
 
 	cnt := newCounter()
 	cnt.onRequest = opts.OnRequest
+	cnt.gate = opts.Gate
 	api, err := countingClient(opts.Client, cnt, opts.RequestTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("backend: docker client: %w", err)
@@ -189,6 +194,7 @@ func New(_ context.Context, opts Options) (*Backend, error) {
 	return &Backend{
 		api:            api,
 		counter:        cnt,
+		gate:           opts.Gate,
 		log:            logger.With("component", "backend"),
 		resolve:        opts.ResolveImage,
 		resolveTimeout: opts.ResolveTimeout,

@@ -66,6 +66,11 @@ func (b *Backend) DeployStack(ctx context.Context, req charts.DeployRequest) (ch
 	if req.Stack == "" {
 		return res, errors.New("deploy: empty stack name")
 	}
+	ctx, epoch, err := b.permitWrites(ctx)
+	if err != nil {
+		return res, fmt.Errorf("deploy stack %s: %w", req.Stack, err)
+	}
+	req.Labels = withEpochLabel(req.Labels, epoch)
 	p, err := b.plan(ctx, req)
 	if err != nil {
 		return res, fmt.Errorf("deploy stack %s: %w", req.Stack, err)

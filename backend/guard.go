@@ -101,6 +101,17 @@ type guardCheck struct {
 	faults    []error
 }
 
+// ownSecretsFor is the forbidden set for a deploy of stack: the
+// controller's own secrets and configs are refused to every stack but its
+// own, which already mounts them, so that a controller running as a service
+// can deploy (and upgrade) itself from git. Records stay refused to all.
+func (b *Backend) ownSecretsFor(stack string) map[string]struct{} {
+	if b.self.Stack != "" && stack == b.self.Stack {
+		return nil
+	}
+	return b.forbidden
+}
+
 // guard checks what a deploy would write against b's allowlist, forbidden
 // names, the ownership of the services already in the namespace and of the
 // existing objects the stack names itself. It returns nil or errors.Join of
@@ -111,7 +122,7 @@ func (b *Backend) guard(req charts.DeployRequest, decl *compose.Stack, live map[
 		owner:     req.Labels[LabelOwner],
 		adopt:     req.Adopt,
 		allow:     b.allow,
-		forbidden: b.forbidden,
+		forbidden: b.ownSecretsFor(req.Stack),
 		decl:      decl,
 		keys:      readManifestKeys(req.Manifest, req.Stack),
 		existing:  existing,

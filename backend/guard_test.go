@@ -315,6 +315,32 @@ func TestGuard_forbiddenSecretsAndRecordsWhateverTheAllowlist(t *testing.T) {
 	})
 }
 
+func TestGuard_theControllersOwnStackMayMountItsSecretsAndNoOtherMay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newBackend(t)
+	self, other := swarmtest.Name(t, "gself"), swarmtest.Name(t, "gother")
+	swarmtest.Cleanup(t, self)
+	swarmtest.Cleanup(t, other)
+	ctlSecret := self + "-tokens"
+	sec, err := swarmtest.Client(t).SecretCreate(ctx, swarm.SecretSpec{Annotations: swarm.Annotations{Name: ctlSecret}, Data: []byte("t")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = swarmtest.Client(t).SecretRemove(context.Background(), sec.ID) })
+	running := b.WithSelf(Self{ServiceID: "not-a-service", Stack: self, Secrets: []string{ctlSecret}})
+	g := running.WithForbiddenSecrets(running.self.Forbidden()).(*Backend).
+		WithAllowedReferences(application.Allow{Secrets: []string{ctlSecret}})
+	file := webWith("    secrets: [tokens]\n", "secrets:\n  tokens:\n    external: true\n    name: "+ctlSecret+"\n")
+
+	if _, _, err := tryDeploy(t, g, b.Stats, self, renderProject(t, self, file), false); err != nil {
+		t.Fatalf("the controller's own stack mounting its own secret: %v", err)
+	}
+	_, writes, err := tryDeploy(t, g, b.Stats, other, renderProject(t, other, file), false)
+	wantRefused(t, err, "secrets.tokens", ctlSecret, "controller")
+	assertNothingCreated(t, b, other, writes)
+}
+
 // handDeploy creates a service in stack's namespace the way `docker stack
 // deploy` would, with labels of the caller's choosing.
 func handDeploy(t *testing.T, stack string, labels map[string]string) string {

@@ -32,7 +32,44 @@ const (
 	maxRecordSize = 500 * 1024
 	// maxObjectName is Swarm's limit on a config's name.
 	maxObjectName = 64
+
+	// LabelRecordFormat numbers the layout of a record's data. A record
+	// without it is format 1. A controller reads only the formats it
+	// knows and writes recordFormat.
+	LabelRecordFormat = "io.flotilla.record-format"
+	recordFormat      = 1
 )
+
+// NewerRecordError is a release record written in a format newer than this
+// controller understands, as by a newer controller that has since been
+// rolled back. Planning from it, or recording a revision over it, could
+// lose what the newer format says, so both are refused until a controller
+// that knows the format runs again.
+type NewerRecordError struct {
+	Record string
+	Format int
+}
+
+func (e *NewerRecordError) Error() string {
+	return fmt.Sprintf("release record %s has format %d, newer than this controller understands (%d); refusing to plan from it or record over it: run a controller that knows format %d",
+		e.Record, e.Format, recordFormat, e.Format)
+}
+
+// checkFormat refuses a record newer than recordFormat.
+func checkFormat(c swarm.Config) error {
+	v, ok := c.Spec.Labels[LabelRecordFormat]
+	if !ok {
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return fmt.Errorf("release record %s: label %s=%q is not a format number", c.Spec.Name, LabelRecordFormat, v)
+	}
+	if n > recordFormat {
+		return &NewerRecordError{Record: c.Spec.Name, Format: n}
+	}
+	return nil
+}
 
 // objectNameRE is what Swarm accepts as a config name.
 var objectNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
@@ -105,6 +142,10 @@ func (b *Backend) RecordRelease(ctx context.Context, r charts.Release, keep int)
 	if r.Name == "" || r.Revision < 1 {
 		return fmt.Errorf("record release %q revision %d: need a name and a revision of 1 or more", r.Name, r.Revision)
 	}
+	ctx, epoch, err := b.permitWrites(ctx)
+	if err != nil {
+		return fmt.Errorf("record release %s revision %d: %w", r.Name, r.Revision, err)
+	}
 	name := recordName(r.Name, r.Revision)
 	data, err := encodeRecord(r)
 	if err != nil {
@@ -119,6 +160,9 @@ func (b *Backend) RecordRelease(ctx context.Context, r charts.Release, keep int)
 		return fmt.Errorf("record release %s revision %d: %w", r.Name, r.Revision, err)
 	}
 	for _, c := range existing {
+		if err := checkFormat(c); err != nil {
+			return fmt.Errorf("record release %s revision %d: %w", r.Name, r.Revision, err)
+		}
 		if c.Spec.Labels[LabelRevision] == strconv.Itoa(r.Revision) {
 			return fmt.Errorf("record release %s revision %d: %w; records are never overwritten", r.Name, r.Revision, charts.ErrRecordExists)
 		}
@@ -126,13 +170,15 @@ func (b *Backend) RecordRelease(ctx context.Context, r charts.Release, keep int)
 	spec := swarm.ConfigSpec{
 		Annotations: swarm.Annotations{
 			Name: name,
-			Labels: map[string]string{
+			Labels: withEpochLabel(map[string]string{
 				LabelRecord:   recordKind,
 				LabelRelease:  r.Name,
 				LabelRevision: strconv.Itoa(r.Revision),
 				LabelOwner:    r.Owner,
 				LabelCommit:   r.Commit,
-			},
+
+				LabelRecordFormat: strconv.Itoa(recordFormat),
+			}, epoch),
 		},
 		Data: data,
 	}
@@ -203,6 +249,9 @@ func encodeRecord(r charts.Release) ([]byte, error) {
 
 func decodeRecord(c swarm.Config) (charts.Release, error) {
 	var r charts.Release
+	if err := checkFormat(c); err != nil {
+		return r, err
+	}
 	zr, err := gzip.NewReader(bytes.NewReader(c.Spec.Data))
 	if err != nil {
 		return r, fmt.Errorf("read record %s: %w", c.Spec.Name, err)

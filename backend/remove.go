@@ -160,6 +160,9 @@ func (b *Backend) RemoveConfig(ctx context.Context, id string) error {
 	if c.Spec.Labels[LabelRecord] != "" {
 		return fmt.Errorf("remove config %s: %s is a release record, which is never swept", id, c.Spec.Name)
 	}
+	if c.Spec.Labels[LabelLease] != "" {
+		return fmt.Errorf("remove config %s: %s is the controllers' leader lease, which is never swept", id, c.Spec.Name)
+	}
 	if err := b.api.ConfigRemove(ctx, id); err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove config %s: %w", id, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strconv"
 
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
@@ -64,8 +65,24 @@ func ownerStamped(labels map[string]string, deploy map[string]string) map[string
 	if owner == "" {
 		return labels
 	}
-	out := make(map[string]string, len(labels)+1)
+	out := make(map[string]string, len(labels)+2)
 	maps.Copy(out, labels)
 	out[LabelOwner] = owner
+	if e := deploy[LabelEpoch]; e != "" {
+		out[LabelEpoch] = e
+	}
+	return out
+}
+
+// withEpochLabel returns labels with the leader epoch a write is made in,
+// on a copy; epoch 0 (no lease) adds nothing. The epoch is metadata about
+// the write, like the owner stamp, so it changes no spec hash and no drift.
+func withEpochLabel(labels map[string]string, epoch uint64) map[string]string {
+	if epoch == 0 {
+		return labels
+	}
+	out := make(map[string]string, len(labels)+1)
+	maps.Copy(out, labels)
+	out[LabelEpoch] = strconv.FormatUint(epoch, 10)
 	return out
 }

@@ -25,6 +25,9 @@ type Stats struct {
 	// Conflicts counts service writes refused because the version they
 	// carried was out of date, each of which was retried from a fresh read.
 	Conflicts int
+	// Gated counts writes the WriteGate refused; they never reached the
+	// daemon and are in neither Requests nor Writes.
+	Gated int
 }
 
 // Total is the number of requests of every kind.
@@ -42,6 +45,7 @@ func (s Stats) Sub(earlier Stats) Stats {
 		Requests:  make(map[string]int),
 		Writes:    s.Writes - earlier.Writes,
 		Conflicts: s.Conflicts - earlier.Conflicts,
+		Gated:     s.Gated - earlier.Gated,
 	}
 	for k, v := range s.Requests {
 		if d := v - earlier.Requests[k]; d != 0 {
@@ -57,6 +61,7 @@ type counter struct {
 	mu        sync.Mutex
 	stats     Stats
 	onRequest func(op string)
+	gate      WriteGate
 	// negotiated is set once the daemon has answered a ping with its API
 	// version, which is when the client settles on the version it speaks;
 	// asking again would cost a request per conversion and change nothing.
@@ -104,12 +109,83 @@ type countingTransport struct {
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	write := req.Method != http.MethodGet && req.Method != http.MethodHead
 	op := operation(req.Method, req.URL.Path)
+	var cancel context.CancelFunc
+	if write && t.c.gate != nil {
+		r, err := gateWrite(req, op, t.c.gate)
+		if err != nil {
+			t.c.mu.Lock()
+			t.c.stats.Gated++
+			t.c.mu.Unlock()
+			return nil, err
+		}
+		req, cancel = r.req, r.cancel
+	}
 	t.c.request(op, write)
 	resp, err := t.next.RoundTrip(req)
+	if cancel != nil {
+		if err != nil {
+			cancel()
+		} else {
+			resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+		}
+	}
 	if op == "ping" && err == nil && resp.Header.Get("API-Version") != "" {
 		t.c.negotiated.Store(true)
 	}
 	return resp, err
+}
+
+// WriteGate decides whether this controller may change the swarm now. A
+// leader lease implements it: Permit answers with the epoch the lease is
+// held in and the time writing must be done by, or an error saying who
+// writes instead.
+//
+// The gate is asked at the HTTP layer, for every request that is not a GET
+// or HEAD, so no write of any step of any pass, present or future, can
+// reach the daemon past it.
+type WriteGate interface {
+	Permit() (epoch uint64, until time.Time, err error)
+}
+
+// ErrWriteRefused marks a write the WriteGate did not let through.
+var ErrWriteRefused = errors.New("write refused")
+
+type gated struct {
+	req    *http.Request
+	cancel context.CancelFunc
+}
+
+// gateWrite asks the gate about one write. A write started under one epoch
+// (see withEpoch) is refused under any other, even one this controller won
+// back: its labels already name the old epoch. A permitted write must be
+// answered by the time the lease says writing stops, so its context ends
+// then.
+func gateWrite(req *http.Request, op string, g WriteGate) (gated, error) {
+	epoch, until, err := g.Permit()
+	if err != nil {
+		return gated{}, fmt.Errorf("%w: %s: %w", ErrWriteRefused, op, err)
+	}
+	if e, ok := req.Context().Value(epochKey{}).(uint64); ok && e != epoch {
+		return gated{}, fmt.Errorf("%w: %s: started in leader epoch %d, but the lease is now in epoch %d", ErrWriteRefused, op, e, epoch)
+	}
+	ctx, cancel := context.WithDeadline(req.Context(), until)
+	return gated{req: req.WithContext(ctx), cancel: cancel}, nil
+}
+
+type epochKey struct{}
+
+// permitWrites asks the gate once for a whole operation (a deploy, a
+// record) and returns a context that ties all of its writes to that epoch,
+// and the epoch to stamp on what it writes (0 without a gate: no stamp).
+func (b *Backend) permitWrites(ctx context.Context) (context.Context, uint64, error) {
+	if b.gate == nil {
+		return ctx, 0, nil
+	}
+	epoch, _, err := b.gate.Permit()
+	if err != nil {
+		return ctx, 0, fmt.Errorf("%w: %w", ErrWriteRefused, err)
+	}
+	return context.WithValue(ctx, epochKey{}, epoch), epoch, nil
 }
 
 // deadlineTransport gives every request to the daemon a deadline, from the

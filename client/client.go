@@ -166,6 +166,14 @@ func (c *Client) Ready(ctx context.Context) error {
 	return c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)
 }
 
+// Readiness is Ready with the controller's answer: for one run with a
+// leader lease, whether it leads or stands by, and the epoch.
+func (c *Client) Readiness(ctx context.Context) (api.Readiness, error) {
+	var rd api.Readiness
+	err := c.do(ctx, http.MethodGet, "/readyz", nil, nil, &rd)
+	return rd, err
+}
+
 func appPath(parts ...string) string {
 	p := "/api/v1/applications"
 	for _, s := range parts {

@@ -22,6 +22,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/internal/apiwire"
+	"github.com/flotilla-gitops/flotilla/lease"
 	"github.com/flotilla-gitops/flotilla/metrics"
 	"github.com/flotilla-gitops/flotilla/notify"
 	"github.com/flotilla-gitops/flotilla/reconcile"
@@ -69,6 +70,11 @@ type controllerOptions struct {
 
 	shutdownTimeout time.Duration
 	http            httpTimeouts
+
+	// A highly available pair (leading.go).
+	ha            bool
+	haID          string
+	leaseDuration time.Duration
 }
 
 // httpTimeouts bound the API server's connections; see the flags.
@@ -142,6 +148,9 @@ redeploys nothing.`,
 	f.DurationVar(&o.http.read, "http-read-timeout", api.DefaultReadTimeout, "longest an API request may take to send its headers and body; 0 for none")
 	f.DurationVar(&o.http.write, "http-write-timeout", api.DefaultWriteTimeout, "longest an API answer may take to write, except event streams and waited syncs; 0 for none")
 	f.DurationVar(&o.http.idle, "http-idle-timeout", api.DefaultIdleTimeout, "how long an idle keep-alive API connection stays open; 0 for none")
+	f.BoolVar(&o.ha, "ha", false, "run as one of a highly available pair: only the holder of a leader lease kept in the swarm (a config named flotilla-lease.<controller-id>) runs passes and writes; the other answers the API read-only and takes over when the lease expires")
+	f.StringVar(&o.haID, "ha-id", "", "this controller's name in the leader lease; unique among the controllers sharing it (default $FLOTILLA_HA_ID, else hostname-pid)")
+	f.DurationVar(&o.leaseDuration, "lease-duration", lease.DefaultDuration, "with --ha, how long the leader lease lasts after each renewal; a standby takes over within two of them after the leader dies, and a leader that cannot renew stops writing a fifth of one before it runs out")
 	f.BoolVar(&o.once, "once", false, "run one pass per application (applying even manual ones is NOT implied), print a summary and exit; exit 1 if any pass failed")
 	return cmd
 }
@@ -210,7 +219,19 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		}
 	}
 	m := metrics.New()
-	be, err := backend.New(ctx, backend.Options{Logger: logger, OnRequest: m.DockerRequests(metrics.LocalSwarm), RequestTimeout: o.dockerTimeout})
+	var ls *lease.Lease
+	var gate backend.WriteGate
+	if o.ha {
+		store, err := backend.NewLeaseStore(nil, o.controllerID, o.dockerTimeout)
+		if err != nil {
+			return fmt.Errorf("connect to the swarm: %w", err)
+		}
+		if ls, err = lease.New(store, lease.Options{ID: o.haID, Duration: o.leaseDuration, Logger: logger}); err != nil {
+			return usageError{err}
+		}
+		gate = ls
+	}
+	be, err := backend.New(ctx, backend.Options{Logger: logger, OnRequest: m.DockerRequests(metrics.LocalSwarm), RequestTimeout: o.dockerTimeout, Gate: gate})
 	if err != nil {
 		return fmt.Errorf("connect to the swarm: %w", err)
 	}
@@ -234,7 +255,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	}
 	reg, err := swarms.New(ctx, file.Swarms, swarms.Options{
 		File: fileName, Local: be, Metrics: m, Logger: logger, SSHFlags: sshFlags,
-		Backend: backend.Options{Logger: logger, RequestTimeout: o.dockerTimeout},
+		Backend: backend.Options{Logger: logger, RequestTimeout: o.dockerTimeout, Gate: gate},
 	})
 	if err != nil {
 		return fmt.Errorf("connect to the swarms: %w", err)
@@ -296,7 +317,11 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	policy := access.NewPolicy(file.Projects)
 	rl.policy = policy
 	r := &runner{opts: o, ctl: ctl, policy: policy, reloader: rl, notifier: notifier, broker: broker,
-		log: logger.With("component", "controller"), apiLog: logger.With("component", "api")}
+		log: logger.With("component", "controller"), apiLog: logger.With("component", "api"), lease: ls}
+	var lead func() api.Leadership
+	if ls != nil {
+		lead = leadership(ls)
+	}
 	if o.listen != "" {
 		r.handler = func(stopping <-chan struct{}) http.Handler {
 			return api.New(api.Options{
@@ -313,8 +338,11 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 				UI:            uiHandler(o.ui),
 				Logger:        logger,
 				Stopping:      stopping,
+				Leadership:    lead,
 				Ready: func(ctx context.Context) error {
-					if !ctl.InitialPassesDone() {
+					// A standby has run no pass; it is ready to answer
+					// reads once the swarm answers.
+					if (ls == nil || ls.State().Leader) && !ctl.InitialPassesDone() {
 						return errors.New("initial sync not done")
 					}
 					if _, err := be.SwarmNodes(ctx); err != nil {

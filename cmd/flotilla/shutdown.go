@@ -13,6 +13,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/lease"
 	"github.com/flotilla-gitops/flotilla/notify"
 	"github.com/flotilla-gitops/flotilla/reconcile"
 )
@@ -36,6 +37,17 @@ func (o *controllerOptions) validate() error {
 			return usageError{fmt.Errorf("%s must be positive, not %s", name, d)}
 		}
 	}
+	if o.ha {
+		if o.once {
+			return usageError{fmt.Errorf("--ha and --once do not go together: a single pass has no one to hand over to")}
+		}
+		if o.leaseDuration < 100*time.Millisecond {
+			return usageError{fmt.Errorf("--lease-duration must be at least 100ms, not %s", o.leaseDuration)}
+		}
+		if o.haID == "" {
+			o.haID = defaultHAID()
+		}
+	}
 	for name, n := range map[string]int{"--queue-limit": o.queueLimit, "--max-concurrent-passes": o.maxPasses} {
 		if n < 1 {
 			return usageError{fmt.Errorf("%s must be 1 or more, not %d", name, n)}
@@ -55,6 +67,9 @@ type runner struct {
 	broker   *events.Broker
 	log      *slog.Logger
 	apiLog   *slog.Logger // for the HTTP server's own errors
+	// lease, with --ha, decides when passes run (leading.go); nil runs
+	// them always.
+	lease *lease.Lease
 	// handler builds the API; stopping closes when the stop begins. Nil
 	// without --listen.
 	handler func(stopping <-chan struct{}) http.Handler
@@ -109,7 +124,7 @@ func (r *runner) run(ctx context.Context) error {
 	}()
 	go r.reloader.watch(work)
 	ran := make(chan error, 1)
-	go func() { ran <- r.ctl.Run(work) }()
+	go func() { ran <- r.runPasses(work) }()
 
 	var failed error
 	select {

@@ -49,3 +49,23 @@ func TestControllerFlags_shutdownAndHTTPTimeoutsHaveTheirDefaults(t *testing.T) 
 		}
 	}
 }
+
+func TestControllerOptions_validateHA(t *testing.T) {
+	base := controllerOptions{shutdownTimeout: 10 * time.Second, swarmReadTimeout: time.Second, orphanSweepTimeout: time.Second,
+		queueLimit: 1, maxPasses: 1, ha: true, leaseDuration: 3 * time.Second}
+	t.Setenv("FLOTILLA_HA_ID", "task-7")
+	o := base
+	if err := o.validate(); err != nil || o.haID != "task-7" {
+		t.Fatalf("--ha without --ha-id: %v, id %q; want $FLOTILLA_HA_ID", err, o.haID)
+	}
+	for name, change := range map[string]func(*controllerOptions){
+		"with --once":         func(o *controllerOptions) { o.once = true },
+		"a lease under 100ms": func(o *controllerOptions) { o.leaseDuration = 50 * time.Millisecond },
+	} {
+		o := base
+		change(&o)
+		if err := o.validate(); err == nil || !isUsageError(err) {
+			t.Errorf("--ha %s: %v, want a usage error", name, err)
+		}
+	}
+}

@@ -27,10 +27,15 @@ type statusReport struct {
 	// NotReady is the controller's reason when Ready is false.
 	NotReady string `json:"notReady,omitempty"`
 	// ConfigProblem is why the newest applications file was not loaded.
-	ConfigProblem string                     `json:"configProblem,omitempty"`
-	Applications  int                        `json:"applications"`
-	Sync          map[application.Sync]int   `json:"sync"`
-	Health        map[application.Health]int `json:"health"`
+	ConfigProblem string `json:"configProblem,omitempty"`
+	// Role is "leader" or "standby" for a controller run with --ha, with
+	// the lease's Leader and Epoch; empty otherwise.
+	Role         string                     `json:"role,omitempty"`
+	Leader       string                     `json:"leader,omitempty"`
+	Epoch        uint64                     `json:"epoch,omitempty"`
+	Applications int                        `json:"applications"`
+	Sync         map[application.Sync]int   `json:"sync"`
+	Health       map[application.Health]int `json:"health"`
 	// Attention lists the applications that are not Synced and Healthy.
 	Attention []api.ApplicationSummary `json:"attention"`
 }
@@ -57,12 +62,14 @@ applications file was not loaded (it says why), so it can gate a script.`,
 
 func runStatus(ctx context.Context, c *client.Client, o statusOptions, w io.Writer) error {
 	rep := statusReport{Server: c.Server(), Ready: true, Sync: map[application.Sync]int{}, Health: map[application.Health]int{}}
-	if err := c.Ready(ctx); err != nil {
+	rd, err := c.Readiness(ctx)
+	if err != nil {
 		if !client.IsStatus(err, 503) {
 			return fmt.Errorf("status: %w", err)
 		}
 		rep.Ready, rep.NotReady = false, err.Error()
 	}
+	rep.Role, rep.Leader, rep.Epoch = rd.Role, rd.Leader, rd.Epoch
 	list, err := c.Applications(ctx)
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
@@ -94,6 +101,14 @@ func printStatusReport(w io.Writer, rep statusReport) {
 	ready := "ready"
 	if !rep.Ready {
 		ready = "NOT READY: " + rep.NotReady
+	}
+	switch {
+	case rep.Role == "leader":
+		ready += fmt.Sprintf(" (leader, epoch %d)", rep.Epoch)
+	case rep.Role == "standby" && rep.Leader != "":
+		ready += fmt.Sprintf(" (standby: %s leads, epoch %d; writes go there)", rep.Leader, rep.Epoch)
+	case rep.Role == "standby":
+		ready += fmt.Sprintf(" (standby: no leader right now, last epoch %d)", rep.Epoch)
 	}
 	fmt.Fprintf(w, "controller %s: %s\n", rep.Server, ready)
 	if rep.ConfigProblem != "" {

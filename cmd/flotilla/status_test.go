@@ -52,3 +52,21 @@ func TestStatus_allGoodExitsZero(t *testing.T) {
 		t.Fatalf("output: %s", out.String())
 	}
 }
+
+func TestStatus_saysWhetherAnHAControllerLeadsOrStandsByAndTheEpoch(t *testing.T) {
+	for _, c := range []struct {
+		rep  statusReport
+		want string
+	}{
+		{statusReport{Ready: true, Role: "leader", Leader: "a", Epoch: 3}, "ready (leader, epoch 3)"},
+		{statusReport{Ready: true, Role: "standby", Leader: "a", Epoch: 3}, "ready (standby: a leads, epoch 3; writes go there)"},
+		{statusReport{Ready: true, Role: "standby", Epoch: 3}, "ready (standby: no leader right now, last epoch 3)"},
+		{statusReport{Ready: true}, "ready\n"},
+	} {
+		var out bytes.Buffer
+		printStatusReport(&out, c.rep)
+		if !strings.Contains(out.String(), c.want) {
+			t.Errorf("report %+v printed\n%s\nwant %q", c.rep, out.String(), c.want)
+		}
+	}
+}
