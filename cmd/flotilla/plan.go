@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/chartengine"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/client"
 	"github.com/flotilla-gitops/flotilla/compose"
@@ -179,11 +180,11 @@ func runPlan(ctx context.Context, o planOptions, stdout, stderr io.Writer) int {
 	}
 	var plans []appPlan
 	for _, a := range apps {
-		headStack, err := renderPlan(ctx, a, head)
+		headStack, err := renderPlan(ctx, a, head, stderr)
 		if err != nil {
 			return fail(fmt.Errorf("%s at head %s: %w", a.Name, shortSHA(head.Commit), err))
 		}
-		baseStack, err := renderPlan(ctx, a, base)
+		baseStack, err := renderPlan(ctx, a, base, stderr)
 		if err != nil {
 			return fail(fmt.Errorf("%s at base %s: %w", a.Name, shortSHA(base.Commit), err))
 		}
@@ -210,7 +211,7 @@ func runPlan(ctx context.Context, o planOptions, stdout, stderr io.Writer) int {
 }
 
 // apps lists what to plan: the applications of --config sourced from
-// --repo (compose ones; a chart is refused by name), or the implicit one.
+// --repo (compose projects and charts kept in git), or the implicit one.
 func (o *planOptions) apps() ([]planApp, error) {
 	if o.Config == "" {
 		name := o.App
@@ -239,8 +240,11 @@ func (o *planOptions) apps() ([]planApp, error) {
 			}
 			continue
 		}
-		if a.Source.Chart != nil {
-			return nil, fmt.Errorf("application %q is a chart; plan renders compose applications only", a.Name)
+		switch {
+		case a.Source.FromRepository():
+			return nil, fmt.Errorf("application %q deploys a chart from a chart repository; plan compares two commits of one git repository, so it renders compose projects and charts kept in git only", a.Name)
+		case a.Source.Values != nil:
+			return nil, fmt.Errorf("application %q takes values from a second repository; plan renders one repository at two commits, so it cannot plan it", a.Name)
 		}
 		out = append(out, planApp{Name: a.Name, Stack: a.Stack, Source: a.Source})
 	}
@@ -254,13 +258,40 @@ func (o *planOptions) apps() ([]planApp, error) {
 }
 
 // renderPlan renders a at rev and converts it without a daemon, as the
-// controller's render step does.
-func renderPlan(ctx context.Context, a planApp, rev *source.Revision) (*compose.Stack, error) {
-	r, err := compose.Render(a.Stack, compose.Dir{Root: rev.Dir, Path: a.Source.Path, Files: a.Source.Compose.Files, EnvFiles: a.Source.Compose.EnvFiles})
+// controller's render step does: a chart kept in git with the
+// application's value files, inline values and set, a compose project
+// otherwise. Chart dependencies from chart repositories are fetched into
+// the user's chart cache, as `flotilla render` does.
+func renderPlan(ctx context.Context, a planApp, rev *source.Revision, stderr io.Writer) (*compose.Stack, error) {
+	var r *compose.Rendered
+	var err error
+	if c := a.Source.Chart; c != nil {
+		r, err = renderPlanChart(ctx, a, rev, stderr)
+	} else {
+		r, err = compose.Render(a.Stack, compose.Dir{Root: rev.Dir, Path: a.Source.Path, Files: a.Source.Compose.Files, EnvFiles: a.Source.Compose.EnvFiles})
+	}
 	if err != nil {
 		return nil, err
 	}
 	return compose.Convert(ctx, r.Manifest, a.Stack, nil)
+}
+
+// renderPlanChart renders the chart at a's path in rev. Both sides of a
+// plan render as revision 1, so a template that prints .Release.Revision
+// does not show as a change.
+func renderPlanChart(ctx context.Context, a planApp, rev *source.Revision, stderr io.Writer) (*compose.Rendered, error) {
+	c := a.Source.Chart
+	repos := &chartRepos{stderr: stderr}
+	d := chartengine.Dir{Root: rev.Dir, Path: a.Source.Path, ValueFiles: c.ValueFiles, Values: c.Values, Set: c.Set, Resolve: repos.resolver(ctx)}
+	chart, err := chartengine.Load(d.Root, d.Path)
+	if err != nil {
+		return nil, err
+	}
+	r, err := chart.Render(d, chartengine.Release{Name: a.Stack, Revision: 1})
+	if err != nil {
+		return nil, err
+	}
+	return r.Rendered, nil
 }
 
 // compareStacks lists the services head creates, removes or changes

@@ -5,7 +5,9 @@ import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -127,5 +129,41 @@ func TestPlanWithAServerAlsoComparesTheHeadWithWhatTheControllerDeployed(t *test
 		"  0 to create, 1 to update, 0 to remove\n"
 	if got := out.String(); !strings.HasSuffix(got, want) {
 		t.Fatalf("plan against the server:\n%s\nwant it to end with:\n%s", got, want)
+	}
+}
+
+func TestPlanOfAChartInGitComparesWhatItsValuesRenderAtEachCommit(t *testing.T) {
+	repo := t.TempDir()
+	for _, d := range []string{"charts/site/templates"} {
+		if err := os.MkdirAll(filepath.Join(repo, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commitFile(t, repo, "charts/site/Chart.yaml", "apiVersion: v2\nname: site\nversion: 0.1.0\n")
+	commitFile(t, repo, "charts/site/templates/stack.yaml",
+		"services:\n  web:\n    image: example/web:{{ .Values.tag }}\n    deploy: {replicas: {{ .Values.replicas }}}\n  worker:\n    image: example/worker:1\n")
+	commitFile(t, repo, "charts/site/values.yaml", "tag: \"1\"\nreplicas: 1\n")
+	commitFile(t, repo, "charts/site/values-eu.yaml", "replicas: 2\n")
+	base := gitHead(t, repo)
+	commitFile(t, repo, "charts/site/values-eu.yaml", "replicas: 3\n")
+	head := gitHead(t, repo)
+
+	config := filepath.Join(t.TempDir(), "apps.yaml")
+	if err := os.WriteFile(config, []byte("apiVersion: flotilla/v1\napplications:\n  - name: site-eu\n    stack: site-eu\n    source:\n      repoURL: "+repo+
+		"\n      path: charts/site\n      chart:\n        valueFiles: [values-eu.yaml]\n        set: {tag: \"2\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code := runPlan(context.Background(), planOptions{Repo: repo, Base: base, Head: head, Config: config, Path: ".", Format: "text"}, &out, &errOut)
+	if code != planChanges {
+		t.Fatalf("exit %d, want %d; stderr %s\nstdout %s", code, planChanges, errOut.String(), out.String())
+	}
+	// Only the value file changed between the commits, and only web's
+	// replicas read it; the set tag is the same on both sides.
+	if !strings.Contains(out.String(), "~ web (update)") || strings.Contains(out.String(), "worker") || strings.Contains(out.String(), "image") {
+		t.Fatalf("plan of the chart:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "replicas") || !strings.Contains(out.String(), "0 to create, 1 to update, 0 to remove") {
+		t.Fatalf("plan does not name the replicas change:\n%s", out.String())
 	}
 }
