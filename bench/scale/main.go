@@ -24,6 +24,7 @@ import (
 	"log"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -39,8 +40,15 @@ type row struct {
 	Step     string
 	Tool     string // "docker" or "flotilla"
 	Seconds  float64
+	CPU      float64 // user and system seconds of the process (summed over a loop)
 	counts
 	RSSKB int64 // peak RSS of the process (the largest one for a loop)
+}
+
+// usage is what one process, or a loop of them, cost.
+type usage struct {
+	wall, cpu time.Duration
+	rssKB     int64
 }
 
 type options struct {
@@ -77,7 +85,9 @@ func main() {
 	if o.apps, err = sizes(apps); err != nil {
 		log.Fatalf("-apps: %v", err)
 	}
-	if err := run(context.Background(), o); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -206,6 +216,7 @@ func medians(all []row) []row {
 		rs := groups[k]
 		r := rs[0]
 		r.Seconds = med(rs, func(r row) float64 { return r.Seconds })
+		r.CPU = med(rs, func(r row) float64 { return r.CPU })
 		r.Requests = int(med(rs, func(r row) float64 { return float64(r.Requests) }))
 		r.Writes = int(med(rs, func(r row) float64 { return float64(r.Writes) }))
 		for _, x := range rs {
@@ -217,7 +228,7 @@ func medians(all []row) []row {
 }
 
 // timed runs one process through the proxy and measures it.
-func (b *bench) timed(ctx context.Context, dir string, name string, args ...string) (time.Duration, int64, error) {
+func (b *bench) timed(ctx context.Context, dir string, name string, args ...string) (usage, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "DOCKER_HOST=unix://"+b.px.socket)
@@ -225,34 +236,34 @@ func (b *bench) timed(ctx context.Context, dir string, name string, args ...stri
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	err := cmd.Run()
-	d := time.Since(start)
+	u := usage{wall: time.Since(start)}
 	if err != nil {
-		return d, 0, fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.String())
+		return u, fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.String())
 	}
-	var rss int64
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = ru.Maxrss // kilobytes on Linux
+		u.rssKB = ru.Maxrss // kilobytes on Linux
 	}
-	return d, rss, nil
+	u.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	return u, nil
 }
 
 // step runs fn once for tool and returns its row, with the proxy's counts
 // of what fn sent.
-func (b *bench) step(workload string, size int, step, tool string, fn func() (time.Duration, int64, error)) (row, error) {
+func (b *bench) step(workload string, size int, step, tool string, fn func() (usage, error)) (row, error) {
 	b.px.take()
-	d, rss, err := fn()
+	u, err := fn()
 	c := b.px.take()
 	if err != nil {
 		return row{}, err
 	}
-	r := row{Workload: workload, Size: size, Step: step, Tool: tool, Seconds: d.Seconds(), counts: c, RSSKB: rss}
-	fmt.Fprintf(os.Stderr, "%-12s %5d %-20s %-8s %8.3fs %6d requests %5d writes %6.1f MB\n",
-		workload, size, step, tool, r.Seconds, c.Requests, c.Writes, float64(rss)/1024)
+	r := row{Workload: workload, Size: size, Step: step, Tool: tool, Seconds: u.wall.Seconds(), CPU: u.cpu.Seconds(), counts: c, RSSKB: u.rssKB}
+	fmt.Fprintf(os.Stderr, "%-12s %5d %-20s %-8s %8.3fs %7.3fs cpu %6d requests %5d writes %6.1f MB\n",
+		workload, size, step, tool, r.Seconds, r.CPU, c.Requests, c.Writes, float64(u.rssKB)/1024)
 	return r, nil
 }
 
 // flotillaOnce runs one `controller --once` over apps in dir.
-func (b *bench) flotillaOnce(ctx context.Context, dir string) (time.Duration, int64, error) {
+func (b *bench) flotillaOnce(ctx context.Context, dir string) (usage, error) {
 	return b.timed(ctx, dir, b.o.flotilla, "controller", "--once", "--controller-id", b.id,
 		"--config", "apps.yaml", "--data", "cache", "--log-level", "warn")
 }
@@ -260,16 +271,16 @@ func (b *bench) flotillaOnce(ctx context.Context, dir string) (time.Duration, in
 // dockerDeploy runs `docker stack deploy` once per stack, one after the
 // other, as a script deploying them would; the time and counts are the
 // loop's, the RSS the largest process's.
-func (b *bench) dockerDeploy(ctx context.Context, dir string, stacks []string, file func(stack string) string) (time.Duration, int64, error) {
-	var total time.Duration
-	var peak int64
+func (b *bench) dockerDeploy(ctx context.Context, dir string, stacks []string, file func(stack string) string) (usage, error) {
+	var total usage
 	for _, s := range stacks {
-		d, rss, err := b.timed(ctx, dir, "docker", "stack", "deploy", "--resolve-image", "never", "-c", file(s), s)
+		u, err := b.timed(ctx, dir, "docker", "stack", "deploy", "--resolve-image", "never", "-c", file(s), s)
 		if err != nil {
-			return total, peak, err
+			return total, err
 		}
-		total += d
-		peak = max(peak, rss)
+		total.wall += u.wall
+		total.cpu += u.cpu
+		total.rssKB = max(total.rssKB, u.rssKB)
 	}
-	return total, peak, nil
+	return total, nil
 }

@@ -24,6 +24,7 @@ func drawPlots(dir string, rows []row, st *steadyResult) error {
 			get     func(row) float64
 		}{
 			{"time", "wall time (s)", func(r row) float64 { return r.Seconds }},
+			{"cpu", "user+system CPU (s)", func(r row) float64 { return r.CPU }},
 			{"requests", "Docker API requests", func(r row) float64 { return float64(r.Requests) }},
 		} {
 			if err := costPlot(filepath.Join(dir, fmt.Sprintf("%s-%s.png", w.name, m.file)), w.name, w.x, m.y, rows, m.get); err != nil {

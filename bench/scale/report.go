@@ -47,9 +47,9 @@ func ratio(f, d float64) string {
 
 func formatReport(rows []row, st *steadyResult, wh *webhookResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%-12s %6s %-19s | %9s %9s %7s | %8s %8s | %7s %7s | %7s %7s\n",
-		"workload", "size", "step", "docker s", "flotilla", "ratio", "dock req", "flot req", "dock wr", "flot wr", "dock MB", "flot MB")
-	b.WriteString(strings.Repeat("-", 132) + "\n")
+	fmt.Fprintf(&b, "\n%-12s %5s %-19s | %8s %8s %6s | %8s %8s %6s | %8s %8s | %7s %7s | %7s %7s\n",
+		"workload", "size", "step", "docker s", "flot s", "ratio", "dock cpu", "flot cpu", "ratio", "dock req", "flot req", "dock wr", "flot wr", "dock MB", "flot MB")
+	b.WriteString(strings.Repeat("-", 150) + "\n")
 	for _, p := range pairs(rows) {
 		d, f := p.docker, p.flotilla
 		if d == nil {
@@ -58,12 +58,13 @@ func formatReport(rows []row, st *steadyResult, wh *webhookResult) string {
 		if f == nil {
 			f = &row{}
 		}
-		fmt.Fprintf(&b, "%-12s %6d %-19s | %9.3f %9.3f %7s | %8d %8d | %7d %7d | %7.1f %7.1f\n",
-			p.workload, p.size, p.step, d.Seconds, f.Seconds, ratio(f.Seconds, d.Seconds),
+		fmt.Fprintf(&b, "%-12s %5d %-19s | %8.3f %8.3f %6s | %8.3f %8.3f %6s | %8d %8d | %7d %7d | %7.1f %7.1f\n",
+			p.workload, p.size, p.step, d.Seconds, f.Seconds, ratio(f.Seconds, d.Seconds), d.CPU, f.CPU, ratio(f.CPU, d.CPU),
 			d.Requests, f.Requests, d.Writes, f.Writes, float64(d.RSSKB)/1024, float64(f.RSSKB)/1024)
 	}
 	b.WriteString("size: services in the one stack, or applications of the many-applications workload.\n")
-	b.WriteString("ratio = flotilla time / docker stack deploy time (below 1: flotilla is faster); req = Docker API requests;\n")
+	b.WriteString("s = median wall time; cpu = median user+system time of the process(es); ratio = flotilla / docker (below 1: flotilla costs less);\n")
+	b.WriteString("req = Docker API requests;\n")
 	b.WriteString("wr = requests that may write (not GET/HEAD); MB = peak RSS of the process (the largest of a docker loop).\n")
 
 	if st != nil && len(st.Samples) > 0 {

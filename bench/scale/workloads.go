@@ -97,13 +97,13 @@ func (b *bench) servicesWorkload(ctx context.Context, n int) ([]row, error) {
 	}
 	dsFile := filepath.Join(dir, "docker-compose.yml")
 	write := func(marker string) error { return os.WriteFile(dsFile, []byte(composeFile(n, 0, marker)), 0o644) }
-	dockerOnce := func() (time.Duration, int64, error) {
+	dockerOnce := func() (usage, error) {
 		return b.dockerDeploy(ctx, dir, []string{ds}, func(string) string { return dsFile })
 	}
-	flotillaOnce := func() (time.Duration, int64, error) { return b.flotillaOnce(ctx, dir) }
+	flotillaOnce := func() (usage, error) { return b.flotillaOnce(ctx, dir) }
 
 	var rows []row
-	add := func(step, tool string, fn func() (time.Duration, int64, error)) error {
+	add := func(step, tool string, fn func() (usage, error)) error {
 		r, err := b.step("services", n, step, tool, fn)
 		rows = append(rows, r)
 		return err
@@ -168,15 +168,15 @@ func (b *bench) appsWorkload(ctx context.Context, n int) ([]row, error) {
 		return nil, err
 	}
 	var rows []row
-	add := func(step, tool string, fn func() (time.Duration, int64, error)) error {
+	add := func(step, tool string, fn func() (usage, error)) error {
 		r, err := b.step("applications", n, step, tool, fn)
 		rows = append(rows, r)
 		return err
 	}
-	dockerAll := func() (time.Duration, int64, error) {
+	dockerAll := func() (usage, error) {
 		return b.dockerDeploy(ctx, dir, ds, func(string) string { return dsFile })
 	}
-	flotillaOnce := func() (time.Duration, int64, error) { return b.flotillaOnce(ctx, dir) }
+	flotillaOnce := func() (usage, error) { return b.flotillaOnce(ctx, dir) }
 	if b.o.docker {
 		if err := add("first deploy", "docker", dockerAll); err != nil {
 			return nil, err
