@@ -102,6 +102,10 @@ func steadyPlot(file string, st *steadyResult) error {
 		p.Add(l)
 		p.Legend.Add(se.name, l)
 	}
-	p.Y.Min = 0
+	top := 0.0
+	for _, s := range st.Samples {
+		top = max(top, s.RSSMB, s.HeapMB, s.Goroutines/10)
+	}
+	p.Y.Min, p.Y.Max = 0, top*1.35 // room for the legend above the lines
 	return p.Save(7*vg.Inch, 4.5*vg.Inch, file)
 }
