@@ -311,15 +311,13 @@ func (b *Backend) apply(ctx context.Context, req charts.DeployRequest, p *deploy
 
 	created, n, err := b.createResources(ctx, log, req, p)
 	res.Writes += n
-	if err != nil {
-		return res, err
-	}
-
 	outcomes := make([]serviceOutcome, len(p.services))
-	err = bounded(len(p.services), func(i int) error {
-		outcomes[i] = b.writeService(ctx, log, req, p, p.services[i], created)
-		return outcomes[i].err
-	})
+	if err == nil {
+		err = bounded(len(p.services), func(i int) error {
+			outcomes[i] = b.writeService(ctx, log, req, p, p.services[i], created)
+			return outcomes[i].err
+		})
+	}
 	for i, o := range outcomes {
 		short := unscoped(req.Stack, p.services[i])
 		switch o.action {
