@@ -202,7 +202,7 @@ func (b *bench) cleanup() {
 	if len(b.stacks) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	c, err := client.NewClientWithOpts(client.WithHost("unix://"+b.o.daemon), client.WithAPIVersionNegotiation())
 	if err != nil {
