@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/distribution/reference"
 	"github.com/docker/docker/api/types/filters"
@@ -296,86 +298,198 @@ func (e *StaleNetworkError) Error() string {
 		"under its name until the node drops it (check `docker network inspect %s` for containers still attached)", e.Network, e.Network)
 }
 
-// apply performs the writes plan decided on, in dependency order.
+// writeConcurrency bounds the writes one deploy has in flight at once. The
+// daemon commits each through its raft log, and several in flight let it
+// batch them; more than a handful only queue behind each other there and
+// crowd out other clients of the same manager.
+const writeConcurrency = 8
+
+// apply performs the writes plan decided on, in dependency order: every
+// network, config and secret first, then the services that name them. The
+// objects of one kind do not depend on each other, so they are written
+// concurrently, writeConcurrency at a time. After the first failure no
+// further write is started; those already in flight finish, and the result
+// lists every write that succeeded, so a partial deploy is reported as one.
 func (b *Backend) apply(ctx context.Context, req charts.DeployRequest, p *deployPlan) (charts.DeployResult, error) {
 	var res charts.DeployResult
 	log := b.log.With("stack", req.Stack)
 
-	for _, name := range p.networks {
-		opts := p.stack.Networks[name]
-		opts.Labels = ownerStamped(opts.Labels, req.Labels)
-		if _, err := b.api.NetworkCreate(ctx, name, opts); err != nil {
-			return res, fmt.Errorf("create network %s: %w", name, err)
-		}
-		res.Writes++
-		log.Info("created network", "network", name)
+	created, n, err := b.createResources(ctx, log, req, p)
+	res.Writes += n
+	outcomes := make([]serviceOutcome, len(p.services))
+	if err == nil {
+		err = bounded(len(p.services), func(i int) error {
+			outcomes[i] = b.writeService(ctx, log, req, p, p.services[i], created)
+			return outcomes[i].err
+		})
 	}
-	created := make(map[string]string) // pending id -> real id
-	for _, name := range p.configs {
-		spec := p.stack.Configs[name]
-		spec.Labels = ownerStamped(spec.Labels, req.Labels)
-		r, err := b.api.ConfigCreate(ctx, spec)
-		if err != nil {
-			return res, fmt.Errorf("create config %s: %w", name, err)
-		}
-		res.Writes++
-		created[pendingPrefix+name] = r.ID
-		log.Info("created config", "config", name)
-	}
-	for _, name := range p.secrets {
-		spec := p.stack.Secrets[name]
-		spec.Data = req.Secrets[name]
-		spec.Labels = ownerStamped(spec.Labels, req.Labels)
-		r, err := b.api.SecretCreate(ctx, spec)
-		if err != nil {
-			return res, fmt.Errorf("create secret %s: %w", name, err)
-		}
-		res.Writes++
-		created[pendingPrefix+name] = r.ID
-		log.Info("created secret", "secret", name)
-	}
-
-	for _, name := range p.services {
-		short := unscoped(req.Stack, name)
-		desired := p.stack.Services[name]
-		if err := resolvePending(&desired, created); err != nil {
-			return res, fmt.Errorf("service %s: %w", short, err)
-		}
-		if desired.Labels == nil {
-			desired.Labels = map[string]string{}
-		}
-		if _, ok := desired.Labels[LabelImage]; !ok && desired.TaskTemplate.ContainerSpec != nil {
-			desired.Labels[LabelImage] = desired.TaskTemplate.ContainerSpec.Image
-		}
-		hash, err := specHash(hashedSpec(desired, p.sealedEnv[name]))
-		if err != nil {
-			return res, fmt.Errorf("service %s: %w", short, err)
-		}
-
-		live, exists := p.live[name]
-		switch {
-		case !exists:
-			if b.hooks != nil && b.hooks.beforeServiceCreate != nil {
-				b.hooks.beforeServiceCreate(ctx, name)
-			}
-			if err := b.createService(ctx, desired, req.Labels, hash, p.auth[name]); err != nil {
-				return res, fmt.Errorf("create service %s: %w", short, err)
-			}
+	for i, o := range outcomes {
+		short := unscoped(req.Stack, p.services[i])
+		switch o.action {
+		case serviceCreated:
 			res.Writes++
 			res.Created = append(res.Created, short)
-			log.Info("created service", "service", short)
-		case live.Spec.Labels[LabelSpecHash] == hash && !p.heal[name]:
-			res.Unchanged = append(res.Unchanged, short)
-		default:
-			if err := b.updateService(ctx, log.With("service", short), live, desired, req.Labels, hash, p.auth[name]); err != nil {
-				return res, fmt.Errorf("update service %s: %w", short, err)
-			}
+		case serviceUpdated:
 			res.Writes++
 			res.Updated = append(res.Updated, short)
-			log.Info("updated service", "service", short, "heal", p.heal[name])
+		case serviceUnchanged:
+			res.Unchanged = append(res.Unchanged, short)
 		}
 	}
-	return res, nil
+	if err != nil && res.Writes > 0 {
+		err = fmt.Errorf("%w (the deploy stopped part-way: %d objects were written, %d services created and %d updated)",
+			err, res.Writes, len(res.Created), len(res.Updated))
+	}
+	return res, err
+}
+
+// createResources creates the networks, configs and secrets plan found
+// missing, concurrently. It returns the real id of each config and secret by
+// its pending id, and how many creates succeeded.
+func (b *Backend) createResources(ctx context.Context, log *slog.Logger, req charts.DeployRequest, p *deployPlan) (map[string]string, int, error) {
+	type create struct {
+		kind, name string
+		do         func() (string, error) // returns the new id
+	}
+	var todo []create
+	for _, name := range p.networks {
+		todo = append(todo, create{"network", name, func() (string, error) {
+			opts := p.stack.Networks[name]
+			opts.Labels = ownerStamped(opts.Labels, req.Labels)
+			r, err := b.api.NetworkCreate(ctx, name, opts)
+			return r.ID, err
+		}})
+	}
+	for _, name := range p.configs {
+		todo = append(todo, create{"config", name, func() (string, error) {
+			spec := p.stack.Configs[name]
+			spec.Labels = ownerStamped(spec.Labels, req.Labels)
+			r, err := b.api.ConfigCreate(ctx, spec)
+			return r.ID, err
+		}})
+	}
+	for _, name := range p.secrets {
+		todo = append(todo, create{"secret", name, func() (string, error) {
+			spec := p.stack.Secrets[name]
+			spec.Data = req.Secrets[name]
+			spec.Labels = ownerStamped(spec.Labels, req.Labels)
+			r, err := b.api.SecretCreate(ctx, spec)
+			return r.ID, err
+		}})
+	}
+	ids := make([]string, len(todo))
+	done := make([]bool, len(todo))
+	err := bounded(len(todo), func(i int) error {
+		c := todo[i]
+		id, err := c.do()
+		if err != nil {
+			return fmt.Errorf("create %s %s: %w", c.kind, c.name, err)
+		}
+		ids[i], done[i] = id, true
+		log.Info("created "+c.kind, c.kind, c.name)
+		return nil
+	})
+	created := make(map[string]string) // pending id -> real id
+	n := 0
+	for i, c := range todo {
+		if !done[i] {
+			continue
+		}
+		n++
+		if c.kind != "network" {
+			created[pendingPrefix+c.name] = ids[i]
+		}
+	}
+	return created, n, err
+}
+
+// serviceAction is what one service's write did.
+type serviceAction int
+
+const (
+	serviceNotWritten serviceAction = iota // failed, or never started
+	serviceCreated
+	serviceUpdated
+	serviceUnchanged
+)
+
+type serviceOutcome struct {
+	action serviceAction
+	err    error
+}
+
+// writeService creates, updates or leaves alone one scoped service.
+func (b *Backend) writeService(ctx context.Context, log *slog.Logger, req charts.DeployRequest, p *deployPlan, name string, created map[string]string) serviceOutcome {
+	short := unscoped(req.Stack, name)
+	desired := p.stack.Services[name]
+	if err := resolvePending(&desired, created); err != nil {
+		return serviceOutcome{err: fmt.Errorf("service %s: %w", short, err)}
+	}
+	labels := make(map[string]string, len(desired.Labels)+1)
+	maps.Copy(labels, desired.Labels)
+	desired.Labels = labels
+	if _, ok := desired.Labels[LabelImage]; !ok && desired.TaskTemplate.ContainerSpec != nil {
+		desired.Labels[LabelImage] = desired.TaskTemplate.ContainerSpec.Image
+	}
+	hash, err := specHash(hashedSpec(desired, p.sealedEnv[name]))
+	if err != nil {
+		return serviceOutcome{err: fmt.Errorf("service %s: %w", short, err)}
+	}
+
+	live, exists := p.live[name]
+	switch {
+	case !exists:
+		if b.hooks != nil && b.hooks.beforeServiceCreate != nil {
+			b.hooks.beforeServiceCreate(ctx, name)
+		}
+		if err := b.createService(ctx, desired, req.Labels, hash, p.auth[name]); err != nil {
+			return serviceOutcome{err: fmt.Errorf("create service %s: %w", short, err)}
+		}
+		log.Info("created service", "service", short)
+		return serviceOutcome{action: serviceCreated}
+	case live.Spec.Labels[LabelSpecHash] == hash && !p.heal[name]:
+		return serviceOutcome{action: serviceUnchanged}
+	default:
+		if err := b.updateService(ctx, log.With("service", short), live, desired, req.Labels, hash, p.auth[name]); err != nil {
+			return serviceOutcome{err: fmt.Errorf("update service %s: %w", short, err)}
+		}
+		log.Info("updated service", "service", short, "heal", p.heal[name])
+		return serviceOutcome{action: serviceUpdated}
+	}
+}
+
+// bounded calls fn(0) … fn(n-1), writeConcurrency at a time, and returns
+// the errors they returned, joined. Once one has failed no further call is
+// started, so a failing daemon is not sent the rest of a deploy; calls
+// already running are waited for, never cancelled, since a write cut off
+// mid-way leaves the swarm in a state nobody recorded.
+func bounded(n int, fn func(i int) error) error {
+	if n == 0 {
+		return nil
+	}
+	var (
+		wg     sync.WaitGroup
+		failed atomic.Bool
+	)
+	errs := make([]error, n) // by call, so the joined error reads in order
+	sem := make(chan struct{}, writeConcurrency)
+	for i := range n {
+		sem <- struct{}{}
+		if failed.Load() {
+			<-sem
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fn(i); err != nil {
+				failed.Store(true)
+				errs[i] = err
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // createService writes a new service. auth is its registry credential,

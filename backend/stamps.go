@@ -12,48 +12,71 @@ import (
 	"github.com/flotilla-gitops/flotilla/capability"
 )
 
-var _ capability.OwnerStamps = (*Backend)(nil)
+var (
+	_ capability.OwnerStamps   = (*Backend)(nil)
+	_ capability.LiveResources = (*Backend)(nil)
+)
 
 // LiveOwners reads the owner stamp of every service, network, config and
 // secret in the stack's namespace, from one listing of each kind. Release
 // records carry a stamp too but are not the stack's objects, so they are
 // left out.
 func (b *Backend) LiveOwners(ctx context.Context, stack string) (capability.Owners, error) {
-	out := capability.Owners{Services: map[string]string{}, Networks: map[string]string{}, Configs: map[string]string{}, Secrets: map[string]string{}}
-	add := func(m map[string]string, name string, labels map[string]string) {
+	r, err := b.LiveResources(ctx, stack)
+	if err != nil {
+		return capability.Owners{}, fmt.Errorf("owner stamps of %s: %w", stack, err)
+	}
+	return r.Owners, nil
+}
+
+// LiveResources reads the stack's networks, configs, secrets and services
+// and their owner stamps from one listing of each kind: what LiveNetworks,
+// LiveConfigs, LiveSecrets, LiveServices and LiveOwners answer, together.
+func (b *Backend) LiveResources(ctx context.Context, stack string) (capability.Resources, error) {
+	r := capability.Resources{
+		Networks: map[string]string{}, Configs: map[string]string{}, Secrets: map[string]string{}, Services: map[string]swarm.Service{},
+		Owners: capability.Owners{Services: map[string]string{}, Networks: map[string]string{}, Configs: map[string]string{}, Secrets: map[string]string{}},
+	}
+	stamp := func(m map[string]string, name string, labels map[string]string) {
 		if o := labels[LabelOwner]; o != "" && labels[LabelRecord] == "" {
 			m[name] = o
 		}
 	}
 	services, err := b.api.ServiceList(ctx, swarm.ServiceListOptions{Filters: namespace(stack)})
 	if err != nil {
-		return out, fmt.Errorf("owner stamps of %s: list services: %w", stack, err)
+		return r, fmt.Errorf("live services of %s: %w", stack, err)
 	}
 	for _, s := range services {
-		add(out.Services, s.Spec.Name, s.Spec.Labels)
+		r.Services[s.Spec.Name] = s
+		stamp(r.Owners.Services, s.Spec.Name, s.Spec.Labels)
 	}
 	nets, err := b.api.NetworkList(ctx, network.ListOptions{Filters: namespace(stack)})
 	if err != nil {
-		return out, fmt.Errorf("owner stamps of %s: list networks: %w", stack, err)
+		return r, fmt.Errorf("live networks of %s: %w", stack, err)
 	}
 	for _, n := range nets {
-		add(out.Networks, n.Name, n.Labels)
+		r.Networks[n.Name] = n.ID
+		stamp(r.Owners.Networks, n.Name, n.Labels)
 	}
 	configs, err := b.api.ConfigList(ctx, swarm.ConfigListOptions{Filters: namespace(stack)})
 	if err != nil {
-		return out, fmt.Errorf("owner stamps of %s: list configs: %w", stack, err)
+		return r, fmt.Errorf("live configs of %s: %w", stack, err)
 	}
 	for _, c := range configs {
-		add(out.Configs, c.Spec.Name, c.Spec.Labels)
+		if c.Spec.Labels[LabelRecord] == "" {
+			r.Configs[c.Spec.Name] = c.ID
+		}
+		stamp(r.Owners.Configs, c.Spec.Name, c.Spec.Labels)
 	}
 	secrets, err := b.api.SecretList(ctx, swarm.SecretListOptions{Filters: namespace(stack)})
 	if err != nil {
-		return out, fmt.Errorf("owner stamps of %s: list secrets: %w", stack, err)
+		return r, fmt.Errorf("live secrets of %s: %w", stack, err)
 	}
 	for _, s := range secrets {
-		add(out.Secrets, s.Spec.Name, s.Spec.Labels)
+		r.Secrets[s.Spec.Name] = s.ID
+		stamp(r.Owners.Secrets, s.Spec.Name, s.Spec.Labels)
 	}
-	return out, nil
+	return r, nil
 }
 
 // ownerStamped returns labels with the deploy's owner stamp added, on a

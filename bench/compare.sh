@@ -70,10 +70,10 @@ t0=$(now); docker stack deploy --resolve-image never -c "$repo/docker-compose.ym
 ds_again=$(elapsed "$t0" "$t1")
 ds_writes=$(moved "$v0" "$(versions "$ds")")
 
-t0=$(now); bin/flotilla controller --config "$work/apps.yaml" --data "$work/cache" --once --log-level warn >/dev/null; t1=$(now)
+t0=$(now); bin/flotilla controller --controller-id "$fl" --config "$work/apps.yaml" --data "$work/cache" --once --log-level warn >/dev/null; t1=$(now)
 fl_first=$(elapsed "$t0" "$t1")
 v0=$(versions "$fl")
-t0=$(now); bin/flotilla controller --config "$work/apps.yaml" --data "$work/cache" --once --log-level warn >/dev/null; t1=$(now)
+t0=$(now); bin/flotilla controller --controller-id "$fl" --config "$work/apps.yaml" --data "$work/cache" --once --log-level warn >/dev/null; t1=$(now)
 fl_again=$(elapsed "$t0" "$t1")
 fl_writes=$(moved "$v0" "$(versions "$fl")")
 

@@ -217,6 +217,29 @@ type Owners struct {
 	Secrets  map[string]string
 }
 
+// LiveResources reads, in one go, everything a sweep compares in a stack:
+// its networks, configs and secrets by scoped name to id, its services with
+// their specs, and the owner stamp each object carries. ResourceLister,
+// LiveDrift.LiveServices and OwnerStamps answer the same questions one at a
+// time, and a sweep asking all three lists every kind twice; a backend with
+// this lists each kind once. Without it a sweep reads through those three,
+// with the same result.
+//
+// This one is Flotilla's own addition to the seed's set.
+type LiveResources interface {
+	LiveResources(ctx context.Context, stack string) (Resources, error)
+}
+
+// Resources is what LiveResources reads. Owners leaves out objects without a
+// stamp, as OwnerStamps does.
+type Resources struct {
+	Networks map[string]string
+	Configs  map[string]string
+	Secrets  map[string]string
+	Services map[string]swarm.Service
+	Owners   Owners
+}
+
 // VolumeSweeper lists a stack's named volumes (name to name: volumes have no
 // other id) and removes one. A listing through one manager covers only the
 // volumes of that node, so a sweep deletes with it only where SwarmSizer

@@ -138,20 +138,10 @@ func Run(ctx context.Context, b charts.Backend, in RunInput) (Report, error) {
 	if rep.Failures == nil {
 		rep.Failures = map[string]int{}
 	}
-	live, degraded, err := readLive(ctx, b, in.Stack)
+	live, degraded, err := readLiveOwned(ctx, b, in.Stack)
 	rep.Degraded = append(rep.Degraded, degraded...)
 	if err != nil {
 		return rep, fmt.Errorf("sweep %s: %w", in.Stack, err)
-	}
-	if os, ok := capability.As[capability.OwnerStamps](b); ok {
-		stamps, err := os.LiveOwners(ctx, in.Stack)
-		if err != nil {
-			return rep, fmt.Errorf("sweep %s: %w", in.Stack, err)
-		}
-		live.Owners = ownerKeys(stamps)
-	} else {
-		lost := &capability.ErrUnavailable{Feature: "proof from owner stamps (what a deploy stopped before its record created)", Capability: "OwnerStamps"}
-		rep.Degraded = append(rep.Degraded, lost.Error())
 	}
 	history, degraded, err := readHistory(ctx, b, in.Stack)
 	rep.Degraded = append(rep.Degraded, degraded...)
@@ -305,6 +295,41 @@ func ownerKeys(o capability.Owners) map[string]string {
 		}
 	}
 	return out
+}
+
+// readLiveOwned reads the stack's resources and their owner stamps. If b
+// implements LiveResources that is one listing of each kind; otherwise
+// readLive and, if b implements OwnerStamps, LiveOwners read them, each
+// listing of its own.
+func readLiveOwned(ctx context.Context, b charts.Backend, stack string) (Live, []string, error) {
+	if lr, ok := capability.As[capability.LiveResources](b); ok {
+		r, err := lr.LiveResources(ctx, stack)
+		if err != nil {
+			return Live{}, nil, err
+		}
+		l := Live{Networks: r.Networks, Configs: r.Configs, Secrets: r.Secrets, Services: make(map[string]string, len(r.Services))}
+		for name, s := range r.Services {
+			l.Services[name] = s.ID
+		}
+		l.ServiceRefs, l.RefsKnown = RefsOf(r.Services, l.Networks), true
+		l.Owners = ownerKeys(r.Owners)
+		return l, nil, nil
+	}
+	l, degraded, err := readLive(ctx, b, stack)
+	if err != nil {
+		return l, degraded, err
+	}
+	if os, ok := capability.As[capability.OwnerStamps](b); ok {
+		stamps, err := os.LiveOwners(ctx, stack)
+		if err != nil {
+			return l, degraded, err
+		}
+		l.Owners = ownerKeys(stamps)
+	} else {
+		lost := &capability.ErrUnavailable{Feature: "proof from owner stamps (what a deploy stopped before its record created)", Capability: "OwnerStamps"}
+		degraded = append(degraded, lost.Error())
+	}
+	return l, degraded, nil
 }
 
 // readLive lists the stack's resources. If b implements LiveDrift, services

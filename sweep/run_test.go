@@ -544,3 +544,44 @@ func TestRefsOf(t *testing.T) {
 func mountVolume(name string) mount.Mount {
 	return mount.Mount{Type: mount.TypeVolume, Source: name, Target: "/data"}
 }
+
+// together is capability.LiveResources over the store. It reads the store
+// directly, so a sweep that used the separate reads (which fail when
+// listErr is set) instead would fail.
+type together struct{ *store }
+
+func (f together) LiveResources(ctx context.Context, _ string) (capability.Resources, error) {
+	s := *f.store
+	s.listErr = nil
+	o, _ := stamper{&s}.LiveOwners(ctx, "")
+	return capability.Resources{
+		Networks: maps.Clone(s.networks), Configs: maps.Clone(s.configs), Secrets: maps.Clone(s.secrets),
+		Services: maps.Clone(s.services), Owners: o,
+	}, nil
+}
+
+type fakeTogether struct {
+	fullFake
+	together
+}
+
+var (
+	_ capability.LiveResources = (*fakeTogether)(nil)
+	_ capability.OwnerStamps   = (*fakeTogether)(nil)
+)
+
+func TestRun_aBackendReadingAStacksResourcesTogetherIsSweptFromThatOneRead(t *testing.T) {
+	s := newStore()
+	s.listErr = errors.New("a separate listing was used")
+	b := &fakeTogether{fullFake{core{s}, drift{s}, declarer{s}, lister{s}, remover{s}, stamper{s}}, together{s}}
+	rep := mustRun(t, b, runInput(s))
+	if !slices.Equal(s.removed, everyRemoval) {
+		t.Errorf("removed %v, want %v", s.removed, everyRemoval)
+	}
+	if got := keys(rep.Plan.Unmanaged); !slices.Equal(got, []string{"service/s_debug"}) {
+		t.Errorf("Unmanaged = %v, want the hand-made service", got)
+	}
+	if len(rep.Degraded) != 0 {
+		t.Errorf("Degraded = %q, want nothing lost", rep.Degraded)
+	}
+}

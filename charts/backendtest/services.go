@@ -50,10 +50,14 @@ func (s *suite) testStackServicesReport(t *testing.T, b charts.Backend) {
 func (s *suite) testStackServicesModes(t *testing.T, b charts.Backend) {
 	stack := s.stack(t)
 	deploy(t, b, s.request(t, stack, project{Modes: true}))
+	// A global service's desired count is the daemon's count of its tasks,
+	// which its orchestrator makes a moment after the create.
+	s.eventually(t, func() (bool, string) {
+		st := byName(t, b.StackServices(context.Background(), stack))["agent"]
+		return st.Mode == "global" && st.Desired >= 1,
+			fmt.Sprintf("global service reported as %q desired %d, want global, at least 1", st.Mode, st.Desired)
+	})
 	got := byName(t, b.StackServices(context.Background(), stack))
-	if st := got["agent"]; st.Mode != "global" || st.Desired < 1 {
-		t.Errorf("global service reported as %q desired %d, want global, at least 1", st.Mode, st.Desired)
-	}
 	if st := got["batch"]; st.Mode != "replicated-job" || st.Desired != 2 {
 		t.Fatalf("replicated job reported as %q desired %d, want replicated-job 2", st.Mode, st.Desired)
 	}
