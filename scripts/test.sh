@@ -21,9 +21,13 @@ nodes_pkgs=()
 command -v ip >/dev/null || nodes_pkgs+=(iproute2)
 command -v iptables >/dev/null || nodes_pkgs+=(iptables)
 { command -v nsenter && command -v unshare && command -v flock; } >/dev/null || nodes_pkgs+=(util-linux)
+# The SSH destination test runs an sshd of its own on loopback and reaches
+# it through docker's SSH connection helper, which runs the ssh client.
+[ -x /usr/sbin/sshd ] || nodes_pkgs+=(openssh-server)
+command -v ssh >/dev/null || nodes_pkgs+=(openssh-client)
 if [ ${#nodes_pkgs[@]} -gt 0 ]; then
-  step "installing ${nodes_pkgs[*]} (multi-node swarm tests)"
-  apt-get update -qq && apt-get install -y -qq "${nodes_pkgs[@]}" >/dev/null
+  step "installing ${nodes_pkgs[*]} (multi-node, many-swarm and SSH tests)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${nodes_pkgs[@]}" >/dev/null
 fi
 
 step "swarm"
