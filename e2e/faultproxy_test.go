@@ -51,13 +51,27 @@ var errKilled = errors.New("controller killed by the fault proxy")
 
 func newKillProxy(t *testing.T) *killProxy {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "flt-proxy")
+	p := &killProxy{}
+	var stop func()
+	p.Socket, stop = serveDockerProxy(t, "flt-proxy", p.roundTrip)
+	t.Cleanup(stop)
+	return p
+}
+
+// serveDockerProxy serves, on a unix socket of its own, a reverse proxy to
+// the test daemon whose every request goes through rt, so a test can watch,
+// hold or fail what a controller sends. stop closes the server and the
+// proxy's idle connections to the daemon; the socket's directory is removed
+// at the test's end.
+func serveDockerProxy(t *testing.T, prefix string, rt func(base http.RoundTripper, r *http.Request) (*http.Response, error)) (socket string, stop func()) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	p := &killProxy{Socket: filepath.Join(dir, "docker.sock")}
-	l, err := net.Listen("unix", p.Socket)
+	socket = filepath.Join(dir, "docker.sock")
+	l, err := net.Listen("unix", socket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +84,7 @@ func newKillProxy(t *testing.T) *killProxy {
 	}}
 	rp := &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(&url.URL{Scheme: "http", Host: "docker"}) },
-		Transport:     roundTripFunc(func(r *http.Request) (*http.Response, error) { return p.roundTrip(base, r) }),
+		Transport:     roundTripFunc(func(r *http.Request) (*http.Response, error) { return rt(base, r) }),
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			http.Error(w, err.Error(), http.StatusBadGateway)
@@ -78,8 +92,7 @@ func newKillProxy(t *testing.T) *killProxy {
 	}
 	srv := &http.Server{Handler: rp}
 	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close(); base.CloseIdleConnections() })
-	return p
+	return socket, func() { srv.Close(); base.CloseIdleConnections() }
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

@@ -7,12 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -69,37 +64,12 @@ var haWritePath = regexp.MustCompile(`^(?:/v[0-9.]+)?/(services|networks|configs
 
 func newHAProxy(t *testing.T) *haProxy {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "flt-ha")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	p := &haProxy{Socket: filepath.Join(dir, "docker.sock"), release: make(chan struct{})}
-	l, err := net.Listen("unix", p.Socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	daemon := "/var/run/docker.sock"
-	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") {
-		daemon = strings.TrimPrefix(h, "unix://")
-	}
-	base := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", daemon)
-	}}
-	rp := &httputil.ReverseProxy{
-		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(&url.URL{Scheme: "http", Host: "docker"}) },
-		Transport:     roundTripFunc(func(r *http.Request) (*http.Response, error) { return p.roundTrip(base, r) }),
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-		},
-	}
-	srv := &http.Server{Handler: rp}
-	go srv.Serve(l)
+	p := &haProxy{release: make(chan struct{})}
+	var stop func()
+	p.Socket, stop = serveDockerProxy(t, "flt-ha", p.roundTrip)
 	t.Cleanup(func() {
 		p.cut(false)
-		srv.Close()
-		base.CloseIdleConnections()
+		stop()
 	})
 	return p
 }
