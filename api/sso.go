@@ -43,6 +43,9 @@ type SSOConfig struct {
 	// roles on a project's applications.
 	AdminGroups  []string
 	ViewerGroups []string
+	// Scopes are requested at login. Default openid, profile, email; some
+	// providers (Dex) return groups only for a "groups" scope.
+	Scopes []string
 	// SessionTTL is how long a session lasts after login. Default 8h.
 	SessionTTL time.Duration
 	// HTTPClient reaches the provider. Default http.DefaultClient.
@@ -96,6 +99,12 @@ func NewSSO(cfg SSOConfig) (*SSO, error) {
 	if cfg.GroupsClaim == "" {
 		cfg.GroupsClaim = "groups"
 	}
+	if len(cfg.Scopes) == 0 {
+		cfg.Scopes = []string{oidc.ScopeOpenID, "profile", "email"}
+	}
+	if !slices.Contains(cfg.Scopes, oidc.ScopeOpenID) {
+		cfg.Scopes = append([]string{oidc.ScopeOpenID}, cfg.Scopes...)
+	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = DefaultSessionTTL
 	}
@@ -144,7 +153,7 @@ func (s *SSO) oauth(ctx context.Context) (*oidc.Provider, *oauth2.Config, error)
 		s.mu.Unlock()
 	}
 	return p, &oauth2.Config{ClientID: s.cfg.ClientID, ClientSecret: s.cfg.ClientSecret, Endpoint: p.Endpoint(),
-		RedirectURL: s.cfg.RedirectURL, Scopes: []string{oidc.ScopeOpenID, "profile", "email"}}, nil
+		RedirectURL: s.cfg.RedirectURL, Scopes: s.cfg.Scopes}, nil
 }
 
 // loginState travels in the signed login cookie from /auth/login to the

@@ -16,7 +16,7 @@ import (
 // is read from a file, never taken from argv, where ps shows it.
 type ssoOptions struct {
 	issuer, clientID, secretFile, redirectURL, groupsClaim string
-	adminGroups, viewerGroups                              []string
+	adminGroups, viewerGroups, scopes                      []string
 	sessionTTL                                             time.Duration
 }
 
@@ -28,6 +28,7 @@ func (o *ssoOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.groupsClaim, "oidc-groups-claim", "groups", "ID token claim that lists the user's groups, matched against the projects' role bindings (groups)")
 	f.StringSliceVar(&o.adminGroups, "oidc-admin-groups", nil, "groups whose members are global admins, as with the admin token")
 	f.StringSliceVar(&o.viewerGroups, "oidc-viewer-groups", nil, "groups whose members are global viewers, as with the read token")
+	f.StringSliceVar(&o.scopes, "oidc-scopes", []string{"openid", "profile", "email"}, "scopes requested at login (add groups for Dex)")
 	f.DurationVar(&o.sessionTTL, "oidc-session-ttl", api.DefaultSessionTTL, "how long a console session lasts after login")
 }
 
@@ -54,7 +55,7 @@ func (o *ssoOptions) build() (*api.SSO, error) {
 	}
 	sso, err := api.NewSSO(api.SSOConfig{Issuer: o.issuer, ClientID: o.clientID, ClientSecret: secret,
 		RedirectURL: o.redirectURL, GroupsClaim: o.groupsClaim, AdminGroups: o.adminGroups,
-		ViewerGroups: o.viewerGroups, SessionTTL: o.sessionTTL})
+		ViewerGroups: o.viewerGroups, Scopes: o.scopes, SessionTTL: o.sessionTTL})
 	if err != nil {
 		return nil, fmt.Errorf("--oidc-*: %w", err)
 	}
