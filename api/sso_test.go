@@ -1,8 +1,6 @@
 package api_test
 
 import (
-	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -10,17 +8,9 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	zoidc "github.com/zitadel/oidc/v3/pkg/oidc"
-	"github.com/zitadel/oidc/v3/pkg/op"
-
-	"github.com/zitadel/oidc/v3/example/server/exampleop"
-	"github.com/zitadel/oidc/v3/example/server/storage"
 
 	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/api"
@@ -30,23 +20,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/metrics"
 )
-
-// groupStorage is the library's example OP storage with a groups claim in
-// every ID token, since the example has no groups of its own.
-type groupStorage struct {
-	*storage.Storage
-	groups map[string][]string // by user id
-}
-
-func (g groupStorage) SetUserinfoFromRequest(ctx context.Context, ui *zoidc.UserInfo, req op.IDTokenRequest, scopes []string) error {
-	if err := g.Storage.SetUserinfoFromRequest(ctx, ui, req, scopes); err != nil {
-		return err
-	}
-	ui.AppendClaims("groups", g.groups[req.GetSubject()])
-	return nil
-}
-
-const ssoPassword = "correct-horse-battery"
 
 // ssoEnv is the API with single sign-on against the zitadel example OP,
 // both on loopback in this process.
@@ -63,32 +36,12 @@ func newSSOEnv(t *testing.T) *ssoEnv {
 	}
 	apiURL := "http://" + ln.Addr().String()
 
-	users := map[string]any{}
-	for _, u := range []string{"alice", "victor", "nobody"} {
-		users[u] = map[string]any{"ID": u, "Username": u, "Password": ssoPassword, "Email": u + "@example.com",
-			"EmailVerified": true, "PreferredLanguage": "en"}
-	}
-	b, _ := json.Marshal(users)
-	usersFile := filepath.Join(t.TempDir(), "users.json")
-	if err := os.WriteFile(usersFile, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	us, err := storage.StoreFromFile(usersFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clients := map[string]*storage.Client{"flotilla": storage.WebClient("flotilla", "client-secret", apiURL+"/auth/callback")}
-	st := groupStorage{Storage: storage.NewStorageWithClients(us, clients), groups: map[string][]string{
+	issuer := apitest.StartOP(t, apiURL+"/auth/callback", map[string][]string{
 		"alice":  {"shop-devs"},
 		"victor": {"auditors"},
-	}}
-	opSrv := httptest.NewUnstartedServer(nil)
-	issuer := "http://" + opSrv.Listener.Addr().String()
-	opSrv.Config.Handler = exampleop.SetupServer(issuer, st, nil, false)
-	opSrv.Start()
-	t.Cleanup(opSrv.Close)
-
-	sso, err := api.NewSSO(api.SSOConfig{Issuer: issuer, ClientID: "flotilla", ClientSecret: "client-secret",
+		"nobody": nil,
+	})
+	sso, err := api.NewSSO(api.SSOConfig{Issuer: issuer, ClientID: apitest.OPClientID, ClientSecret: apitest.OPClientSecret,
 		RedirectURL: apiURL + "/auth/callback", ViewerGroups: []string{"auditors"}, AdminGroups: []string{"platform"}})
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +83,7 @@ func (e *ssoEnv) login(t *testing.T, user string) *http.Client {
 	if !strings.HasPrefix(resp.Request.URL.String(), e.op+"/login/") || id == "" {
 		t.Fatalf("login did not reach the provider's form: %s (%d)", resp.Request.URL, resp.StatusCode)
 	}
-	resp, err = c.PostForm(e.op+"/login/username", url.Values{"username": {user}, "password": {ssoPassword}, "id": {id}})
+	resp, err = c.PostForm(e.op+"/login/username", url.Values{"username": {user}, "password": {apitest.OPPassword}, "id": {id}})
 	if err != nil {
 		t.Fatal(err)
 	}
