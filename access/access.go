@@ -12,6 +12,7 @@
 package access
 
 import (
+	"slices"
 	"sync/atomic"
 
 	"github.com/flotilla-gitops/flotilla/application"
@@ -78,6 +79,10 @@ type Identity struct {
 	// Global is the role on every application, empty for a token that has
 	// roles only through project bindings.
 	Global Role
+	// Groups are the single sign-on groups of a user who logged in through
+	// the provider; bindings' groups refer to them. A user has no Name, so
+	// that no token binding can match a user who happens to share its name.
+	Groups []string
 }
 
 // Decision is the answer to one request.
@@ -150,14 +155,15 @@ func (p *Policy) RoleOn(id Identity, app string) Role {
 		best = ""
 	}
 	pr := application.ProjectOf(p.list(), app)
-	if pr == nil || id.Name == "" {
+	if pr == nil || (id.Name == "" && len(id.Groups) == 0) {
 		return best
 	}
 	for _, b := range pr.Roles {
-		for _, t := range b.Tokens {
-			if t == id.Name && Role(b.Role).rank() > best.rank() {
-				best = Role(b.Role)
-			}
+		if Role(b.Role).rank() <= best.rank() {
+			continue
+		}
+		if (id.Name != "" && slices.Contains(b.Tokens, id.Name)) || anyIn(id.Groups, b.Groups) {
+			best = Role(b.Role)
 		}
 	}
 	return best
@@ -189,4 +195,14 @@ func DecideGlobal(id Identity, op Op) Decision {
 // application list and the event stream.
 func (p *Policy) CanRead(id Identity, app string) bool {
 	return p.Decide(id, Read, app) == Allow
+}
+
+// anyIn reports whether some element of have is in want.
+func anyIn(have, want []string) bool {
+	for _, h := range have {
+		if h != "" && slices.Contains(want, h) {
+			return true
+		}
+	}
+	return false
 }

@@ -216,3 +216,19 @@ func TestTokenFile_rewriteWithinOneModificationTimeTickIsSeen(t *testing.T) {
 		t.Fatalf("Match(tok-b) = %q %v", name, ok)
 	}
 }
+
+func TestPolicy_groupsBindRolesAndNeverMatchATokenName(t *testing.T) {
+	p := NewPolicy([]application.Project{{Name: "shop", Applications: []string{"shop"}, Roles: []application.RoleBinding{
+		{Role: "viewer", Tokens: []string{"shop-devs"}},
+		{Role: "operator", Groups: []string{"shop-devs"}},
+	}}})
+	if got := p.RoleOn(Identity{Groups: []string{"other", "shop-devs"}}, "shop"); got != Operator {
+		t.Errorf("a member of shop-devs: %q, want operator", got)
+	}
+	if got := p.RoleOn(Identity{Name: "shop-devs"}, "shop"); got != Viewer {
+		t.Errorf("the token named shop-devs: %q, want viewer (the group binding is not for tokens)", got)
+	}
+	if got := p.Decide(Identity{Groups: []string{"billing-devs"}}, Read, "shop"); got != NotFound {
+		t.Errorf("a member of another group: %v, want not found", got)
+	}
+}

@@ -77,6 +77,9 @@ type Options struct {
 	// Policy decides every request (see package access). Nil: no projects,
 	// so only the global tokens reach anything.
 	Policy *access.Policy
+	// SSO, when set, serves /auth/login, /auth/callback and /auth/logout
+	// and accepts the session cookie they set wherever a token is accepted.
+	SSO *SSO
 	// Audit records every write; nil keeps an audit of
 	// access.DefaultAuditSize entries logging to Logger.
 	Audit *access.Audit
@@ -153,6 +156,11 @@ func New(opts Options) http.Handler {
 	// reads it; a viewer does.
 	handle("GET /api/v1/swarms", global(access.Read), s.listSwarms)
 	handle("GET /api/v1/audit", global(access.Administer), s.getAudit)
+	if opts.SSO != nil {
+		handle("GET /auth/login", open, s.ssoLogin)
+		handle("GET /auth/callback", open, s.ssoCallback)
+		handle("POST /auth/logout", open, s.ssoLogout)
+	}
 	handle("GET /healthz", open, s.healthz)
 	handle("GET /readyz", open, s.readyz)
 	// Metrics label series with every application's name, so a project

@@ -160,6 +160,10 @@ func isLoopback(host string) bool {
 type Principal struct {
 	Name string
 	Role Role
+	// Groups and SSO describe a user who logged in through single
+	// sign-on: project bindings reach them by group, never by name.
+	Groups []string
+	SSO    bool
 }
 
 type principalKey struct{}
@@ -194,19 +198,38 @@ func bearer(r *http.Request) (string, bool) {
 func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.open(r) {
+			// Logout is open, but its audit entry names the user.
+			if p, _, ok := s.opts.SSO.principal(r); ok {
+				r = r.WithContext(withPrincipal(r.Context(), p))
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
 		p := anonymous
 		if !s.opts.NoAuth {
 			tok, ok := bearer(r)
-			if !ok {
+			switch {
+			case ok:
+				if p, ok = s.principal(tok); !ok {
+					s.writeError(w, r, errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid bearer token"))
+					return
+				}
+			case s.opts.SSO != nil:
+				var present bool
+				if p, present, ok = s.opts.SSO.principal(r); !ok {
+					msg := "missing bearer token or session; log in at /auth/login"
+					if present {
+						msg = "the session has ended or is not valid; log in again at /auth/login"
+					}
+					s.writeError(w, r, errorf(http.StatusUnauthorized, CodeUnauthorized, "%s", msg))
+					return
+				}
+				if isWrite(r) && s.opts.SSO.crossSite(r) {
+					s.writeError(w, r, errorf(http.StatusForbidden, CodeForbidden, "a write with the session cookie must come from the console's own origin"))
+					return
+				}
+			default:
 				s.writeError(w, r, errorf(http.StatusUnauthorized, CodeUnauthorized, "missing bearer token"))
-				return
-			}
-			p, ok = s.principal(tok)
-			if !ok {
-				s.writeError(w, r, errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid bearer token"))
 				return
 			}
 		}
@@ -232,6 +255,9 @@ func (s *server) principal(tok string) (Principal, bool) {
 // admin, the read token a global viewer, a tokens-file token neither.
 func (p Principal) identity() access.Identity {
 	id := access.Identity{Name: p.Name}
+	if p.SSO {
+		id = access.Identity{Groups: p.Groups}
+	}
 	switch p.Role {
 	case RoleAdmin:
 		id.Global = access.Admin
@@ -248,6 +274,9 @@ func (s *server) open(r *http.Request) bool {
 		return true
 	case "/metrics":
 		return s.opts.PublicMetrics
+	}
+	if s.opts.SSO != nil && isSSOPath(r.URL.Path) {
+		return true
 	}
 	return false
 }

@@ -32,8 +32,11 @@ type Project struct {
 type RoleBinding struct {
 	// Role is viewer, operator or admin. Required.
 	Role string `yaml:"role"`
-	// Tokens are token names from the tokens file. Required, at least one.
-	Tokens []string `yaml:"tokens"`
+	// Tokens are token names from the tokens file.
+	Tokens []string `yaml:"tokens,omitempty"`
+	// Groups are group names of the single sign-on provider's groups
+	// claim. A binding needs at least one token or one group.
+	Groups []string `yaml:"groups,omitempty"`
 }
 
 // ProjectRoles is the closed set of roles a binding may name; the access
@@ -90,8 +93,13 @@ func (c *checker) projects(f *File) {
 			if !slices.Contains(ProjectRoles, b.Role) {
 				c.report("", bp+".role", ErrInvalid, "%q is not a role; use viewer, operator or admin", b.Role)
 			}
-			if len(b.Tokens) == 0 {
-				c.report("", bp+".tokens", ErrRequired, "required: at least one token name from the tokens file")
+			if len(b.Tokens) == 0 && len(b.Groups) == 0 {
+				c.report("", bp+".tokens", ErrRequired, "required: at least one token name from the tokens file, or a group of the single sign-on provider (groups)")
+			}
+			for k, g := range b.Groups {
+				if g == "" {
+					c.report("", bp+".groups["+strconv.Itoa(k)+"]", ErrRequired, "a group name must not be empty")
+				}
 			}
 			for k, t := range b.Tokens {
 				if t == "" {

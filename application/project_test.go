@@ -103,3 +103,28 @@ func TestParse_valuesRepositoryOutsideTheProjectIsRefused(t *testing.T) {
 `))
 	checkProblems(t, err, []want{{line: 15, app: "shop-web", field: "applications[0].source.values.repoURL", kind: ErrInvalid, msg: `values repository is outside project "shop"`}})
 }
+
+func TestParse_bindingByGroupsAloneIsAcceptedAndOneWithNeitherIsRefused(t *testing.T) {
+	const base = `apiVersion: flotilla/v1
+projects:
+  - name: shop
+    applications: ["shop-*"]
+    roles:
+`
+	f, err := Parse("apps.yaml", []byte(base+"      - {role: operator, groups: [shop-devs]}\napplications: []\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := f.Projects[0].Roles[0].Groups; len(g) != 1 || g[0] != "shop-devs" {
+		t.Fatalf("groups = %v", g)
+	}
+	for body, want := range map[string]string{
+		"      - {role: operator}\n":                  "projects[0].roles[0].tokens",
+		"      - {role: operator, groups: [\"\"]}\n": "projects[0].roles[0].groups[0]",
+	} {
+		_, err := Parse("apps.yaml", []byte(base+body+"applications: []\n"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v; want an error naming %s", body, err, want)
+		}
+	}
+}

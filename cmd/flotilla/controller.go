@@ -51,6 +51,7 @@ type controllerOptions struct {
 	listen         string
 	insecureNoAuth bool
 	tokensFile     string
+	sso            ssoOptions
 	publicMetrics  bool
 	tlsCert        string
 	tlsKey         string
@@ -131,6 +132,7 @@ redeploys nothing.`,
 	f.StringVar(&o.listen, "listen", ":8080", "address of the HTTP API, events, webhooks and /metrics; empty disables it")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve the API without tokens; refused unless --listen is a loopback address")
 	f.StringVar(&o.tokensFile, "tokens-file", "", "YAML file of named token digests ({name, sha256}) that reach applications through the projects' role bindings; re-read when it changes, so a removed token is refused on its next request")
+	o.sso.addFlags(f)
 	f.BoolVar(&o.publicMetrics, "public-metrics", false, "serve /metrics without a token")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate file for the API (with --tls-key)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "TLS private key file for the API (with --tls-cert)")
@@ -200,6 +202,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	}
 	var tokens api.Tokens
 	var tokenFile *access.TokenFile
+	var sso *api.SSO
 	var webhooks api.WebhookSecrets
 	if !o.once && o.listen != "" {
 		if tokens, err = api.TokensFromEnv(); err != nil {
@@ -215,6 +218,9 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 			return usageError{errors.New("--tls-cert and --tls-key go together")}
 		}
 		if tokenFile, err = openTokenFile(o.tokensFile, logger); err != nil {
+			return usageError{err}
+		}
+		if sso, err = o.sso.build(); err != nil {
 			return usageError{err}
 		}
 	}
@@ -333,6 +339,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 				NoAuth:        o.insecureNoAuth && !tokens.Has(api.RoleAdmin),
 				PublicMetrics: o.publicMetrics,
 				TokenFile:     tokenFile,
+				SSO:           sso,
 				Policy:        policy,
 				Webhooks:      api.WebhookOptions{Secrets: webhooks},
 				UI:            uiHandler(o.ui),

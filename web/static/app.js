@@ -80,7 +80,7 @@ function askToken(message) {
   for (const id of ['list', 'detail', 'signout']) $(id).hidden = true;
   $('login').hidden = false;
   // With no token yet, "missing bearer token" is just the reason for the form.
-  const shown = message && message !== 'missing bearer token';
+  const shown = message && !message.startsWith('missing bearer token');
   $('login-error').hidden = !shown;
   $('login-error').textContent = shown ? message : '';
   $('token').focus();
