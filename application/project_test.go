@@ -119,7 +119,7 @@ projects:
 		t.Fatalf("groups = %v", g)
 	}
 	for body, want := range map[string]string{
-		"      - {role: operator}\n":                  "projects[0].roles[0].tokens",
+		"      - {role: operator}\n":                 "projects[0].roles[0].tokens",
 		"      - {role: operator, groups: [\"\"]}\n": "projects[0].roles[0].groups[0]",
 	} {
 		_, err := Parse("apps.yaml", []byte(base+body+"applications: []\n"))
