@@ -46,6 +46,9 @@ type Controller struct {
 	// returns.
 	LogLines  []api.LogLine
 	LogsEnded chan struct{}
+	// LogFeed, when set, is read by a followed Logs for lines arriving
+	// later.
+	LogFeed chan api.LogLine
 
 	mu        sync.Mutex
 	apps      map[string]application.Status
@@ -248,8 +251,15 @@ func (c *Controller) Logs(ctx context.Context, app string, o api.LogOptions, emi
 			return err
 		}
 	}
-	if o.Follow {
-		<-ctx.Done()
+	for o.Follow {
+		select {
+		case <-ctx.Done():
+			return nil
+		case l := <-c.LogFeed: // a nil feed never sends
+			if err := emit(l); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
