@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 )
@@ -70,6 +71,20 @@ applications:
 	if strings.Contains(out, "hunter22") {
 		t.Errorf("a URL's password reached the CLI through the logs:\n%s", out)
 	}
+	// The status names each service's tasks, for the console's tree.
+	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
+		if _, code := c.run("app", "refresh", stack); code != 0 {
+			return false, "refresh failed"
+		}
+		var st application.Status
+		c.mustJSON(&st, "app", "get", stack)
+		for _, svc := range st.Services {
+			if len(svc.Tasks) == 0 || svc.Tasks[0].State != "running" || svc.Tasks[0].Node == "" || svc.Tasks[0].ID == "" || svc.Tasks[0].Since.IsZero() {
+				return false, fmt.Sprintf("service %s's tasks in the status: %+v", svc.Name, svc.Tasks)
+			}
+		}
+		return len(st.Services) == 2, fmt.Sprintf("%d services", len(st.Services))
+	})
 	web, code := c.run("app", "logs", stack, "--service", "web", "-n", "2")
 	if lines := strings.Split(strings.TrimSpace(web), "\n"); code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "web.") {
 		t.Errorf("--service web -n 2: exit %d\n%s", code, web)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/api"
@@ -48,7 +49,8 @@ func (a Controller) Logs(ctx context.Context, name string, o api.LogOptions, emi
 		return emit(out)
 	})
 	if errors.Is(err, capability.ErrNoLogSource) {
-		return fmt.Errorf("%w: %w", api.ErrNotFound, err)
+		// Not ErrNotFound, whose message says the application is missing.
+		return &api.Error{Status: http.StatusNotFound, Code: api.CodeNotFound, Message: err.Error(), Err: err}
 	}
 	return apiErr(err)
 }

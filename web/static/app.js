@@ -264,6 +264,8 @@ function renderDetail(name) {
     actions(a),
     el('h3', {}, 'Services'),
     table(['Service', 'Health', 'Running', 'Message'], services, 'No services reported.'),
+    el('h3', {}, 'Resources'),
+    resourceTree(a),
     el('h3', {}, 'Drift'),
     table(['Service', 'Field', 'Desired', 'Live'], drift, 'No drift.'),
     el('h3', {}, 'Logs'),
@@ -285,6 +287,45 @@ function renderDetail(name) {
           when(r.time), r.trigger || '', r.message || '']), 'No releases recorded.'),
   ];
   $('detail').replaceChildren(...parts.filter(Boolean));
+}
+
+// ago says how long since t, coarsely.
+function ago(t) {
+  if (!t) return '';
+  const s = Math.max(0, (Date.now() - new Date(t).getTime()) / 1000);
+  if (s < 90) return `${Math.round(s)}s`;
+  if (s < 5400) return `${Math.round(s / 60)}m`;
+  if (s < 129600) return `${Math.round(s / 3600)}h`;
+  return `${Math.round(s / 86400)}d`;
+}
+
+// resourceTree shows the stack, its services and their tasks, each with its
+// health, and the reason where one is unhealthy. Details elements keep it
+// usable by keyboard and screen reader without any script of their own; an
+// unhealthy service starts open.
+function resourceTree(a) {
+  const bad = (h) => h && h !== 'Healthy' && h !== 'Suspended';
+  const task = (t) => el('li', { class: 'tree-task' + (t.error ? ' unhealthy' : '') },
+    el('code', { title: t.id }, (t.id || '').slice(0, 12)),
+    t.slot ? ` slot ${t.slot}` : '',
+    ' ', el('span', { class: 'badge task-' + t.state }, t.state),
+    t.desiredState && t.desiredState !== t.state ? el('span', { class: 'muted small' }, ` → ${t.desiredState}`) : null,
+    t.health ? el('span', { class: 'muted small' }, ` (${t.health})`) : null,
+    t.node ? el('span', { class: 'muted small' }, ` on ${t.node.slice(0, 12)}`) : null,
+    t.since ? el('span', { class: 'muted small', title: when(t.since) }, ` ${ago(t.since)}`) : null,
+    t.error ? el('div', { class: 'error small' }, t.error)
+      : t.message && t.state !== 'running' ? el('div', { class: 'muted small' }, t.message) : null);
+  const service = (s) => el('li', { class: 'tree-service' },
+    el('details', { open: bad(s.health) || null },
+      el('summary', {}, el('span', { class: 'kind' }, 'service '), s.name, ' ', healthBadge(s.health),
+        ` ${s.running}/${s.desired}`, bad(s.health) && s.message ? el('span', { class: 'error small' }, ' — ' + s.message) : null),
+      (s.tasks || []).length ? el('ul', {}, s.tasks.map(task)) : el('p', { class: 'muted small' }, 'No tasks.')));
+  return el('ul', { class: 'tree', id: 'tree', 'aria-label': 'Resources' },
+    el('li', { class: 'tree-stack' },
+      el('details', { open: true },
+        el('summary', {}, el('span', { class: 'kind' }, 'stack '), a.stack || a.name, ' ', healthBadge(a.health),
+          bad(a.health) && a.healthMessage ? el('span', { class: 'error small' }, ' — ' + a.healthMessage) : null),
+        (a.services || []).length ? el('ul', {}, a.services.map(service)) : el('p', { class: 'muted small' }, 'No services reported.'))));
 }
 
 // actions renders Sync and Refresh. A read-only token learns it may not
