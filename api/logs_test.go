@@ -5,11 +5,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/api"
+	"github.com/flotilla-gitops/flotilla/application"
 )
 
 func logLines(n int, service string) []api.LogLine {
@@ -106,5 +110,26 @@ func TestLogs_quietFollowedStreamSendsItsHeadersAtOnce(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
+	}
+}
+
+func TestLogs_aProjectViewerReadsThemWhereTheProjectSaysViewerLogs(t *testing.T) {
+	open := slices.Clone(testProjects)
+	open[0].ViewerLogs = true
+	for _, c := range []struct {
+		projects []application.Project
+		want     int
+	}{{testProjects, 403}, {open, 200}} {
+		path := filepath.Join(t.TempDir(), "tokens.yaml")
+		writeTokensFile(t, path, "shop-viewer")
+		tf, err := access.OpenTokenFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := newEnv(t, func(o *api.Options) { o.TokenFile = tf; o.Policy = access.NewPolicy(c.projects) })
+		e.ctl.LogLines = logLines(1, "web")
+		if resp, b := e.do(t, "GET", "/api/v1/applications/shop/logs", fileTokens["shop-viewer"], ""); resp.StatusCode != c.want {
+			t.Errorf("viewerLogs %v: %d, want %d: %s", c.projects[0].ViewerLogs, resp.StatusCode, c.want, b)
+		}
 	}
 }

@@ -103,3 +103,22 @@ func TestParse_valuesRepositoryOutsideTheProjectIsRefused(t *testing.T) {
 `))
 	checkProblems(t, err, []want{{line: 15, app: "shop-web", field: "applications[0].source.values.repoURL", kind: ErrInvalid, msg: `values repository is outside project "shop"`}})
 }
+
+func TestParse_projectViewerLogsIsReadAndOffByDefault(t *testing.T) {
+	f, err := Parse("apps.yaml", []byte(strings.Replace(projectsBase, `    stacks: ["shop-*"]`, "    stacks: [\"shop-*\"]\n    viewerLogs: true", 1)+`  - name: shop-web
+    source: {repoURL: "https://git.example.com/shop/web.git"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Projects[0].ViewerLogs {
+		t.Fatal("viewerLogs: true was not read")
+	}
+	f, err = Parse("apps.yaml", []byte(projectsBase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Projects[0].ViewerLogs {
+		t.Fatal("viewerLogs defaults to true")
+	}
+}
