@@ -240,6 +240,11 @@ type ServiceStatus struct {
 	// them (with the latest failure of each slot), newest first, so that a
 	// console can show where each runs and why one failed.
 	Tasks []TaskStatus `json:"tasks,omitempty"`
+	// Networks, Configs and Secrets name what the service uses (names
+	// only), as the backend read them.
+	Networks []string `json:"networks,omitempty"`
+	Configs  []string `json:"configs,omitempty"`
+	Secrets  []string `json:"secrets,omitempty"`
 }
 
 // TaskStatus is one task of a service.

@@ -30,7 +30,16 @@ services:
     image: flotilla-test/app:1
     environment:
       MARK: worker-logs-e2e
+    networks: [back]
+    configs: [{source: conf, target: /etc/app.conf}]
+    secrets: [token]
     stop_grace_period: 1s
+networks:
+  back: {driver: overlay}
+configs:
+  conf: {file: ./app.conf}
+secrets:
+  token: {file: ./token.txt}
 `
 
 func TestBinaryAppLogsPrintsFollowsAndRefusesAViewer(t *testing.T) {
@@ -39,7 +48,8 @@ func TestBinaryAppLogsPrintsFollowsAndRefusesAViewer(t *testing.T) {
 	stack := swarmtest.Name(t, "logs")
 	swarmtest.Cleanup(t, stack)
 	repo := gittest.New(t)
-	repo.Commit("initial", map[string]string{"deploy/docker-compose.yml": talkerStack})
+	repo.Commit("initial", map[string]string{"deploy/docker-compose.yml": talkerStack,
+		"deploy/app.conf": "level debug\n", "deploy/token.txt": "logs-e2e-secret-value\n"})
 	appsFile := filepath.Join(t.TempDir(), "applications.yaml")
 	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
 applications:
@@ -83,8 +93,19 @@ applications:
 				return false, fmt.Sprintf("service %s's tasks in the status: %+v", svc.Name, svc.Tasks)
 			}
 		}
-		return len(st.Services) == 2, fmt.Sprintf("%d services", len(st.Services))
+		if len(st.Services) != 2 {
+			return false, fmt.Sprintf("%d services", len(st.Services))
+		}
+		// Configs and secrets carry the content digest of their rotation.
+		w := st.Services[1]
+		got := fmt.Sprint(w.Networks, w.Configs, w.Secrets)
+		return w.Name == "worker" && len(w.Networks) == 1 && w.Networks[0] == stack+"_back" &&
+			len(w.Configs) == 1 && strings.HasPrefix(w.Configs[0], stack+"_conf") &&
+			len(w.Secrets) == 1 && strings.HasPrefix(w.Secrets[0], stack+"_token"), "worker uses " + got
 	})
+	if out, _ := c.run("app", "get", stack, "-o", "json"); strings.Contains(out, "logs-e2e-secret-value") {
+		t.Error("a secret's value is in the status")
+	}
 	web, code := c.run("app", "logs", stack, "--service", "web", "-n", "2")
 	if lines := strings.Split(strings.TrimSpace(web), "\n"); code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "web.") {
 		t.Errorf("--service web -n 2: exit %d\n%s", code, web)

@@ -45,15 +45,15 @@ func (c *Controller) judgeHealth(p *pass, snap *snapshot, want []expected) {
 	rolled := health.Stack(results)
 	p.status.Health, p.status.HealthMessage = rolled.Health, rolled.Message
 	p.status.Services = p.status.Services[:0:0]
-	tasks := make(map[string][]charts.TaskState, len(states))
+	byName := make(map[string]charts.ServiceState, len(states))
 	for _, s := range states {
-		tasks[s.Name] = s.Tasks
+		byName[s.Name] = s
 	}
 	for _, n := range sortedKeys(results) {
-		r := results[n]
+		r, s := results[n], byName[n]
 		p.status.Services = append(p.status.Services, application.ServiceStatus{
 			Name: n, Health: r.Health, Running: int(r.Running), Desired: int(r.Desired), Message: r.Message,
-			Tasks: taskStatuses(tasks[n]),
+			Tasks: taskStatuses(s.Tasks), Networks: s.Networks, Configs: s.Configs, Secrets: s.Secrets,
 		})
 	}
 }

@@ -21,6 +21,8 @@ func TestBrowser_theResourceTreeShowsTasksWithTheReasonOnTheUnhealthyOne(t *test
 		{ID: "dbtask0123456789", Slot: 1, Node: "node0123456789abc", State: "running", DesiredState: "running",
 			Health: "healthy", Since: now.Add(-2 * time.Hour)},
 	}
+	apps[1].Services[1].Networks = []string{"drifty_back"}
+	apps[1].Services[1].Secrets = []string{"drifty_db_password"}
 	f := newFixture(t, false, apps...)
 	ctx := newTab(t)
 	run(t, ctx, chromedp.Navigate(f.url+"/ui/#/app/drifty"))
@@ -44,5 +46,8 @@ func TestBrowser_theResourceTreeShowsTasksWithTheReasonOnTheUnhealthyOne(t *test
 	}
 	run(t, ctx, chromedp.Click(`//ul[@id="tree"]//li[@class="tree-service"]//summary[contains(., "db")]`))
 	waitJS(t, ctx, "db's task after a click", db+`.open && `+db+`.textContent.includes('running') && `+db+`.textContent.includes('(healthy)')`)
+	if got := evalString(t, ctx, `[...`+db+`.querySelectorAll('.tree-use')].map(l => l.textContent).join(',')`); got != "network drifty_back,secret drifty_db_password" {
+		t.Errorf("db uses %q", got)
+	}
 	screenshot(t, ctx, "tree")
 }

@@ -319,7 +319,14 @@ function resourceTree(a) {
     el('details', { open: bad(s.health) || null },
       el('summary', {}, el('span', { class: 'kind' }, 'service '), s.name, ' ', healthBadge(s.health),
         ` ${s.running}/${s.desired}`, bad(s.health) && s.message ? el('span', { class: 'error small' }, ' — ' + s.message) : null),
-      (s.tasks || []).length ? el('ul', {}, s.tasks.map(task)) : el('p', { class: 'muted small' }, 'No tasks.')));
+      (s.tasks || []).length ? el('ul', {}, s.tasks.map(task)) : el('p', { class: 'muted small' }, 'No tasks.'),
+      uses(s)));
+  // Names only: a secret's value never reaches the API.
+  const uses = (s) => {
+    const kinds = [['network', s.networks], ['config', s.configs], ['secret', s.secrets]].filter(([, v]) => v && v.length);
+    return kinds.length ? el('ul', { class: 'tree-uses' }, kinds.flatMap(([k, v]) =>
+      v.map((n) => el('li', { class: 'tree-use' }, el('span', { class: 'kind' }, k + ' '), n)))) : null;
+  };
   return el('ul', { class: 'tree', id: 'tree', 'aria-label': 'Resources' },
     el('li', { class: 'tree-stack' },
       el('details', { open: true },
