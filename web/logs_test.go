@@ -23,7 +23,7 @@ func TestBrowser_theLogsPanelFollowsOneServiceUntilStopped(t *testing.T) {
 	waitJS(t, ctx, "the list", `document.querySelectorAll('#apps tbody tr').length === 3`)
 	run(t, ctx, chromedp.Click(`//table[@id="apps"]//a[text()="drifty"]`))
 	waitJS(t, ctx, "the logs panel with drifty's services",
-		`[...document.querySelectorAll('#log-service option')].map(o => o.value).join(',') === ',web,db'`)
+		`[...document.querySelectorAll('#log-service option')].map(o => o.value).join(',') === ',web,db' && document.getElementById('detail').textContent.includes('No releases recorded.')`)
 
 	run(t, ctx,
 		chromedp.SetValue(chromedp.CSS(`#log-service`), "web"),
@@ -60,7 +60,9 @@ func TestBrowser_aViewerIsToldLogsNeedAnOperator(t *testing.T) {
 	ctx := newTab(t)
 	run(t, ctx, chromedp.Navigate(f.url+"/ui/#/app/drifty"))
 	signIn(t, ctx, readToken)
-	waitJS(t, ctx, "the logs panel", `!!document.getElementById('log-start')`)
+	// Once the full status and history are in, the page stops re-rendering.
+	waitJS(t, ctx, "the logs panel with drifty's services",
+		`[...document.querySelectorAll('#log-service option')].map(o => o.value).join(',') === ',web,db' && document.getElementById('detail').textContent.includes('No releases recorded.')`)
 	run(t, ctx, chromedp.Click(chromedp.CSS(`#log-start`)))
 	waitJS(t, ctx, "the 403's message", `document.getElementById('log-status').textContent.startsWith('Logs unavailable: token "viewer" has role viewer')`)
 }

@@ -27,7 +27,7 @@ func TestBrowser_theResourceTreeShowsTasksWithTheReasonOnTheUnhealthyOne(t *test
 	ctx := newTab(t)
 	run(t, ctx, chromedp.Navigate(f.url+"/ui/#/app/drifty"))
 	signIn(t, ctx, adminToken)
-	waitJS(t, ctx, "the tree", `!!document.querySelector('#tree .tree-service')`)
+	waitJS(t, ctx, "the tree and the history", `!!document.querySelector('#tree .tree-service') && document.getElementById('detail').textContent.includes('No releases recorded.')`)
 
 	text := evalString(t, ctx, `document.getElementById('tree').innerText`)
 	for _, want := range []string{"stack drifty", "Degraded", "web", "0/2", "task exited (1)", "failedtask01", "slot 1", "failed",
