@@ -55,6 +55,9 @@ const (
 	Operate Op = "operate"
 	// Administer: everything else (the audit log, say). Admin.
 	Administer Op = "admin"
+	// ReadLogs: the service logs. Operator, or Viewer where the
+	// application's project sets viewerLogs.
+	ReadLogs Op = "logs"
 )
 
 // needs is the weakest role that may perform op; an unknown op needs Admin
@@ -63,7 +66,7 @@ func (op Op) needs() Role {
 	switch op {
 	case Read:
 		return Viewer
-	case Operate:
+	case Operate, ReadLogs:
 		return Operator
 	}
 	return Admin
@@ -171,6 +174,11 @@ func (p *Policy) RoleOn(id Identity, app string) Role {
 
 // Decide answers whether id may perform op on the application named app.
 func (p *Policy) Decide(id Identity, op Op, app string) Decision {
+	if op == ReadLogs {
+		if pr := application.ProjectOf(p.list(), app); pr != nil && pr.ViewerLogs {
+			op = Read
+		}
+	}
 	r := p.RoleOn(id, app)
 	switch {
 	case r == "":

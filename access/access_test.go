@@ -232,3 +232,29 @@ func TestPolicy_groupsBindRolesAndNeverMatchATokenName(t *testing.T) {
 		t.Errorf("a member of another group: %v, want not found", got)
 	}
 }
+
+func TestPolicy_logsTakeAnOperatorUnlessTheProjectLetsViewersReadThem(t *testing.T) {
+	p := NewPolicy([]application.Project{
+		{Name: "shop", Applications: []string{"shop-*"}, Roles: []application.RoleBinding{
+			{Role: "viewer", Tokens: []string{"dash"}}, {Role: "operator", Tokens: []string{"ci"}}}},
+		{Name: "open", Applications: []string{"open-*"}, ViewerLogs: true, Roles: []application.RoleBinding{
+			{Role: "viewer", Tokens: []string{"dash"}}}},
+	})
+	for _, tc := range []struct {
+		id   Identity
+		app  string
+		want Decision
+	}{
+		{Identity{Name: "dash"}, "shop-web", Forbidden},
+		{Identity{Name: "ci"}, "shop-web", Allow},
+		{Identity{Name: "read", Global: Viewer}, "shop-web", Forbidden},
+		{Identity{Name: "read", Global: Viewer}, "loose", Forbidden},
+		{Identity{Name: "dash"}, "open-web", Allow},
+		{Identity{Name: "read", Global: Viewer}, "open-web", Allow},
+		{Identity{Name: "ci"}, "open-web", NotFound},
+	} {
+		if got := p.Decide(tc.id, ReadLogs, tc.app); got != tc.want {
+			t.Errorf("Decide(%+v, logs, %s) = %s, want %s", tc.id, tc.app, got, tc.want)
+		}
+	}
+}

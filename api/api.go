@@ -148,6 +148,10 @@ func New(opts Options) http.Handler {
 	handle("GET /api/v1/applications/{name}", app(access.Read), s.getApplication)
 	handle("GET /api/v1/applications/{name}/history", app(access.Read), s.getHistory)
 	handle("GET /api/v1/applications/{name}/diff", app(access.Read), s.getDiff)
+	// Logs are what the tasks print, which may be more than a viewer of
+	// the status should read, so they take an operator unless the
+	// application's project lets its viewers read them.
+	handle("GET /api/v1/applications/{name}/logs", app(access.ReadLogs), s.getLogs)
 	handle("POST /api/v1/applications/{name}/sync", app(access.Operate), s.postSync)
 	handle("POST /api/v1/applications/{name}/rollback", app(access.Operate), s.postRollback)
 	handle("POST /api/v1/applications/{name}/refresh", app(access.Operate), s.postRefresh)

@@ -265,3 +265,44 @@ type OperationResponse struct {
 	// Time is when the answer was made.
 	Time time.Time `json:"time"`
 }
+
+// LogReader streams the logs of an application's tasks.
+type LogReader interface {
+	// Logs hands each line to emit until the logs end or, when following,
+	// until ctx ends. An error wrapping ErrNotFound names a service or task
+	// the application does not have.
+	Logs(ctx context.Context, app string, o LogOptions, emit func(LogLine) error) error
+}
+
+func logs(ctx context.Context, c Controller, app string, o LogOptions, emit func(LogLine) error) error {
+	if l, ok := c.(LogReader); ok {
+		return l.Logs(ctx, app, o, emit)
+	}
+	return unsupported("service logs", "LogReader")
+}
+
+// LogOptions are the query of GET …/logs.
+type LogOptions struct {
+	// Service is an unscoped service name and Task a task id; empty reads
+	// every task of every service.
+	Service string
+	Task    string
+	// Tail is the number of last lines per service to start with.
+	Tail int
+	// Follow keeps the answer open for new lines.
+	Follow     bool
+	Timestamps bool
+}
+
+// LogLine is one line of GET …/logs, which answers with one JSON object a
+// line (application/x-ndjson). A stream that fails after it started ends
+// with a line holding only Error.
+type LogLine struct {
+	Service string `json:"service,omitempty"`
+	Task    string `json:"task,omitempty"`
+	Node    string `json:"node,omitempty"`
+	// Time is RFC 3339 with nanoseconds, set when ?timestamps=1.
+	Time  string `json:"time,omitempty"`
+	Text  string `json:"text"`
+	Error string `json:"error,omitempty"`
+}

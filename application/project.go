@@ -26,6 +26,10 @@ type Project struct {
 	// Roles bind token names (from the controller's tokens file) to a role
 	// on this project's applications. Default: none.
 	Roles []RoleBinding `yaml:"roles,omitempty"`
+	// ViewerLogs lets the project's viewers read its applications' service
+	// logs. Default false: what a task prints can be more than its status
+	// says, so logs take an operator.
+	ViewerLogs bool `yaml:"viewerLogs,omitempty"`
 }
 
 // RoleBinding gives Tokens one Role on a project.

@@ -128,3 +128,22 @@ projects:
 		}
 	}
 }
+
+func TestParse_projectViewerLogsIsReadAndOffByDefault(t *testing.T) {
+	f, err := Parse("apps.yaml", []byte(strings.Replace(projectsBase, `    stacks: ["shop-*"]`, "    stacks: [\"shop-*\"]\n    viewerLogs: true", 1)+`  - name: shop-web
+    source: {repoURL: "https://git.example.com/shop/web.git"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Projects[0].ViewerLogs {
+		t.Fatal("viewerLogs: true was not read")
+	}
+	f, err = Parse("apps.yaml", []byte(projectsBase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Projects[0].ViewerLogs {
+		t.Fatal("viewerLogs defaults to true")
+	}
+}

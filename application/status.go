@@ -236,4 +236,26 @@ type ServiceStatus struct {
 	Running int    `json:"running"`
 	Desired int    `json:"desired"`
 	Message string `json:"message,omitempty"`
+	// Tasks are the service's current tasks as the last health read saw
+	// them (with the latest failure of each slot), newest first, so that a
+	// console can show where each runs and why one failed.
+	Tasks []TaskStatus `json:"tasks,omitempty"`
+	// Networks, Configs and Secrets name what the service uses (names
+	// only), as the backend read them.
+	Networks []string `json:"networks,omitempty"`
+	Configs  []string `json:"configs,omitempty"`
+	Secrets  []string `json:"secrets,omitempty"`
+}
+
+// TaskStatus is one task of a service.
+type TaskStatus struct {
+	ID           string    `json:"id"`
+	Slot         int       `json:"slot,omitempty"`
+	Node         string    `json:"node,omitempty"` // node id
+	State        string    `json:"state"`
+	DesiredState string    `json:"desiredState,omitempty"`
+	Health       string    `json:"health,omitempty"` // the container's healthcheck, when it has one
+	Error        string    `json:"error,omitempty"`
+	Message      string    `json:"message,omitempty"` // Swarm's word on the state
+	Since        time.Time `json:"since"`
 }

@@ -272,6 +272,7 @@ func project(stack string, s swarm.Service, tasks []swarm.Task, eligible *uint64
 	}
 
 	st.Tasks = currentTasks(tasks, st.HasHealthcheck)
+	st.Networks, st.Configs, st.Secrets = references(s, tasks)
 	return st
 }
 
@@ -352,4 +353,28 @@ func taskHealth(t swarm.Task) string {
 		}
 	}
 	return ""
+}
+
+// references names what a service uses besides its image. A spec names its
+// networks by id only, so their names come from the tasks' attachments.
+func references(s swarm.Service, tasks []swarm.Task) (networks, configs, secrets []string) {
+	if cs := s.Spec.TaskTemplate.ContainerSpec; cs != nil {
+		for _, c := range cs.Configs {
+			configs = append(configs, c.ConfigName)
+		}
+		for _, c := range cs.Secrets {
+			secrets = append(secrets, c.SecretName)
+		}
+	}
+	for _, t := range tasks {
+		for _, a := range t.NetworksAttachments {
+			if n := a.Network.Spec.Name; n != "" && !slices.Contains(networks, n) {
+				networks = append(networks, n)
+			}
+		}
+	}
+	slices.Sort(networks)
+	slices.Sort(configs)
+	slices.Sort(secrets)
+	return slices.Compact(networks), slices.Compact(configs), slices.Compact(secrets)
 }

@@ -132,6 +132,11 @@ type ServiceState struct {
 	// drained, while they hold a task of this service: nodes it lost. Empty
 	// when the backend did not need to, or cannot, list nodes.
 	NodesDown []string `json:"nodesDown,omitempty"`
+	// Networks, Configs and Secrets name what the service uses, sorted;
+	// never a secret's value. Empty when the backend does not say.
+	Networks []string `json:"networks,omitempty"`
+	Configs  []string `json:"configs,omitempty"`
+	Secrets  []string `json:"secrets,omitempty"`
 }
 
 // TaskState is one task of a service as health judgements need it.

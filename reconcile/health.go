@@ -45,10 +45,15 @@ func (c *Controller) judgeHealth(p *pass, snap *snapshot, want []expected) {
 	rolled := health.Stack(results)
 	p.status.Health, p.status.HealthMessage = rolled.Health, rolled.Message
 	p.status.Services = p.status.Services[:0:0]
+	byName := make(map[string]charts.ServiceState, len(states))
+	for _, s := range states {
+		byName[s.Name] = s
+	}
 	for _, n := range sortedKeys(results) {
-		r := results[n]
+		r, s := results[n], byName[n]
 		p.status.Services = append(p.status.Services, application.ServiceStatus{
 			Name: n, Health: r.Health, Running: int(r.Running), Desired: int(r.Desired), Message: r.Message,
+			Tasks: taskStatuses(s.Tasks), Networks: s.Networks, Configs: s.Configs, Secrets: s.Secrets,
 		})
 	}
 }
@@ -181,4 +186,19 @@ func declaredReplicas(p *pass, scoped string) uint64 {
 		return *r.Replicas
 	}
 	return 1
+}
+
+// taskStatuses is what the status shows of a service's tasks; their words
+// are sanitised like every other message the status carries.
+func taskStatuses(ts []charts.TaskState) []application.TaskStatus {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]application.TaskStatus, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, application.TaskStatus{ID: t.ID, Slot: t.Slot, Node: t.NodeID, State: t.State,
+			DesiredState: t.DesiredState, Health: t.Health, Error: source.SanitizeString(t.Err),
+			Message: source.SanitizeString(t.Message), Since: t.Timestamp})
+	}
+	return out
 }

@@ -23,6 +23,7 @@ var (
 	_ api.Differ        = (*Controller)(nil)
 	_ api.Rollbacker    = (*Controller)(nil)
 	_ api.SwarmLister   = (*Controller)(nil)
+	_ api.LogReader     = (*Controller)(nil)
 	_ api.Controller    = (*MinimalController)(nil)
 )
 
@@ -40,6 +41,14 @@ type Controller struct {
 	Hold chan struct{}
 	// SwarmList is what Swarms answers.
 	SwarmList []api.SwarmStatus
+	// LogLines are what Logs emits, up to the query's tail; with Follow it
+	// then waits for its context and sends on LogsEnded, when set, as it
+	// returns.
+	LogLines  []api.LogLine
+	LogsEnded chan struct{}
+	// LogFeed, when set, is read by a followed Logs for lines arriving
+	// later.
+	LogFeed chan api.LogLine
 
 	mu        sync.Mutex
 	apps      map[string]application.Status
@@ -211,6 +220,48 @@ func (c *Controller) Rollback(_ context.Context, app string, revision int, by st
 // Swarms answers SwarmList.
 func (c *Controller) Swarms(context.Context) ([]api.SwarmStatus, error) {
 	return slices.Clone(c.SwarmList), nil
+}
+
+// Logs emits LogLines (the last Tail of them, of the one service asked
+// for), then with Follow blocks until ctx ends.
+func (c *Controller) Logs(ctx context.Context, app string, o api.LogOptions, emit func(api.LogLine) error) error {
+	c.mu.Lock()
+	_, ok := c.apps[app]
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("application %q: %w", app, api.ErrNotFound)
+	}
+	if c.LogsEnded != nil {
+		defer func() { c.LogsEnded <- struct{}{} }()
+	}
+	var lines []api.LogLine
+	for _, l := range c.LogLines {
+		if o.Service == "" || l.Service == o.Service {
+			lines = append(lines, l)
+		}
+	}
+	if o.Service != "" && len(lines) == 0 {
+		return fmt.Errorf("application %q has no service %q: %w", app, o.Service, api.ErrNotFound)
+	}
+	if len(lines) > o.Tail {
+		lines = lines[len(lines)-o.Tail:]
+	}
+	for _, l := range lines {
+		if err := emit(l); err != nil {
+			return err
+		}
+	}
+	for o.Follow {
+		select {
+		case <-ctx.Done():
+			return nil
+		case l := <-c.LogFeed: // a nil feed never sends
+			if err := emit(l); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // MinimalController implements only api.Controller, for tests of the 501

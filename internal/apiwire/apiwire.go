@@ -6,9 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
 
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/reconcile"
 	"github.com/flotilla-gitops/flotilla/swarms"
@@ -31,7 +34,26 @@ var (
 	_ api.Rollbacker     = Controller{}
 	_ api.WebhookTargets = Controller{}
 	_ api.SwarmLister    = Controller{}
+	_ api.LogReader      = Controller{}
 )
+
+// Logs streams the application's task logs; a service or task it does not
+// have is the API's not found.
+func (a Controller) Logs(ctx context.Context, name string, o api.LogOptions, emit func(api.LogLine) error) error {
+	q := capability.LogQuery{Service: o.Service, Task: o.Task, Tail: o.Tail, Follow: o.Follow, Timestamps: o.Timestamps}
+	err := a.ctl.Logs(ctx, name, q, func(l capability.LogLine) error {
+		out := api.LogLine{Service: l.Service, Task: l.Task, Node: l.Node, Text: l.Text}
+		if !l.Time.IsZero() {
+			out.Time = l.Time.UTC().Format(time.RFC3339Nano)
+		}
+		return emit(out)
+	})
+	if errors.Is(err, capability.ErrNoLogSource) {
+		// Not ErrNotFound, whose message says the application is missing.
+		return &api.Error{Status: http.StatusNotFound, Code: api.CodeNotFound, Message: err.Error(), Err: err}
+	}
+	return apiErr(err)
+}
 
 // WebhookTargets lists where each application's source lives, so a push
 // refreshes only the applications it touches.

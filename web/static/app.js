@@ -172,6 +172,7 @@ $('filter').addEventListener('input', () => renderList());
 
 function render() {
   const name = openApp();
+  if (logs.name !== null && logs.name !== name) stopLogs(true);
   $('list').hidden = name !== null;
   $('detail').hidden = name === null;
   if (name === null) renderList();
@@ -263,8 +264,12 @@ function renderDetail(name) {
     actions(a),
     el('h3', {}, 'Services'),
     table(['Service', 'Health', 'Running', 'Message'], services, 'No services reported.'),
+    el('h3', {}, 'Resources'),
+    resourceTree(a),
     el('h3', {}, 'Drift'),
     table(['Service', 'Field', 'Desired', 'Live'], drift, 'No drift.'),
+    el('h3', {}, 'Logs'),
+    logsPanel(a),
     list('Rolled back by Swarm', a.rolledBack),
     list('Changed by another writer', a.outOfBand),
     el('h3', {}, 'Sweep'),
@@ -282,6 +287,52 @@ function renderDetail(name) {
           when(r.time), r.trigger || '', r.message || '']), 'No releases recorded.'),
   ];
   $('detail').replaceChildren(...parts.filter(Boolean));
+}
+
+// ago says how long since t, coarsely.
+function ago(t) {
+  if (!t) return '';
+  const s = Math.max(0, (Date.now() - new Date(t).getTime()) / 1000);
+  if (s < 90) return `${Math.round(s)}s`;
+  if (s < 5400) return `${Math.round(s / 60)}m`;
+  if (s < 129600) return `${Math.round(s / 3600)}h`;
+  return `${Math.round(s / 86400)}d`;
+}
+
+// resourceTree shows the stack, its services and their tasks, each with its
+// health, and the reason where one is unhealthy. Details elements keep it
+// usable by keyboard and screen reader without any script of their own; an
+// unhealthy service starts open.
+function resourceTree(a) {
+  const bad = (h) => h && h !== 'Healthy' && h !== 'Suspended';
+  const task = (t) => el('li', { class: 'tree-task' + (t.error ? ' unhealthy' : '') },
+    el('code', { title: t.id }, (t.id || '').slice(0, 12)),
+    t.slot ? ` slot ${t.slot}` : '',
+    ' ', el('span', { class: 'badge task-' + t.state }, t.state),
+    t.desiredState && t.desiredState !== t.state ? el('span', { class: 'muted small' }, ` → ${t.desiredState}`) : null,
+    t.health ? el('span', { class: 'muted small' }, ` (${t.health})`) : null,
+    t.node ? el('span', { class: 'muted small' }, ` on ${t.node.slice(0, 12)}`) : null,
+    t.since ? el('span', { class: 'muted small', title: when(t.since) }, ` ${ago(t.since)}`) : null,
+    t.error ? el('div', { class: 'error small' }, t.error)
+      : t.message && t.state !== 'running' ? el('div', { class: 'muted small' }, t.message) : null);
+  const service = (s) => el('li', { class: 'tree-service' },
+    el('details', { open: bad(s.health) || null },
+      el('summary', {}, el('span', { class: 'kind' }, 'service '), s.name, ' ', healthBadge(s.health),
+        ` ${s.running}/${s.desired}`, bad(s.health) && s.message ? el('span', { class: 'error small' }, ' — ' + s.message) : null),
+      (s.tasks || []).length ? el('ul', {}, s.tasks.map(task)) : el('p', { class: 'muted small' }, 'No tasks.'),
+      uses(s)));
+  // Names only: a secret's value never reaches the API.
+  const uses = (s) => {
+    const kinds = [['network', s.networks], ['config', s.configs], ['secret', s.secrets]].filter(([, v]) => v && v.length);
+    return kinds.length ? el('ul', { class: 'tree-uses' }, kinds.flatMap(([k, v]) =>
+      v.map((n) => el('li', { class: 'tree-use' }, el('span', { class: 'kind' }, k + ' '), n)))) : null;
+  };
+  return el('ul', { class: 'tree', id: 'tree', 'aria-label': 'Resources' },
+    el('li', { class: 'tree-stack' },
+      el('details', { open: true },
+        el('summary', {}, el('span', { class: 'kind' }, 'stack '), a.stack || a.name, ' ', healthBadge(a.health),
+          bad(a.health) && a.healthMessage ? el('span', { class: 'error small' }, ' — ' + a.healthMessage) : null),
+        (a.services || []).length ? el('ul', {}, a.services.map(service)) : el('p', { class: 'muted small' }, 'No services reported.'))));
 }
 
 // actions renders Sync and Refresh. A read-only token learns it may not
@@ -308,6 +359,122 @@ async function operate(name, label, path) {
   }
   state.ops.set(name, res);
   render();
+}
+
+// ---- service logs ------------------------------------------------------------
+
+// The logs panel outlives the detail page's re-renders (every event
+// rebuilds the page), so it is built once per application and re-attached;
+// its stream runs until Stop, another page, or the end of the logs.
+const logs = { name: null, panel: null, ctl: null, lines: 0 };
+const MAX_LOG_LINES = 5000; // kept in the page; older lines are dropped
+
+function logsPanel(a) {
+  if (logs.name !== a.name) {
+    stopLogs(true);
+    logs.name = a.name;
+    logs.panel = buildLogsPanel();
+  }
+  const sel = logs.panel.querySelector('#log-service');
+  const want = ['', ...(a.services || []).map((s) => s.name)];
+  const have = [...sel.options].map((o) => o.value);
+  if (want.join('\n') !== have.join('\n')) {
+    const keep = sel.value;
+    sel.replaceChildren(...want.map((v) => el('option', { value: v }, v || 'All services')));
+    sel.value = want.includes(keep) ? keep : '';
+  }
+  return logs.panel;
+}
+
+function buildLogsPanel() {
+  const field = (label, input) => el('label', {}, label, ' ', input);
+  const form = el('form', { class: 'logs-form', id: 'log-form', 'aria-label': 'Log options' },
+    field('Service', el('select', { id: 'log-service' })),
+    field('Tail', el('input', { id: 'log-tail', type: 'number', min: '0', max: '10000', value: '100', class: 'num-input' })),
+    el('label', {}, el('input', { id: 'log-follow', type: 'checkbox' }), ' Follow'),
+    el('label', {}, el('input', { id: 'log-timestamps', type: 'checkbox' }), ' Timestamps'),
+    el('button', { type: 'submit', id: 'log-start' }, 'Show logs'),
+    el('button', { type: 'button', id: 'log-stop', disabled: true, onclick: () => stopLogs(false) }, 'Stop'),
+    el('output', { id: 'log-status', class: 'muted small' }));
+  form.addEventListener('submit', (ev) => { ev.preventDefault(); startLogs(); });
+  const out = el('pre', { id: 'log-output', class: 'log', tabindex: '0', 'aria-label': 'Log lines', 'aria-live': 'off' });
+  return el('div', { class: 'logs' }, form, out);
+}
+
+function logStatus(text, cls) {
+  const o = logs.panel.querySelector('#log-status');
+  o.className = cls || 'muted small';
+  o.textContent = text;
+}
+
+function stopLogs(quiet) {
+  if (logs.ctl) logs.ctl.abort();
+  logs.ctl = null;
+  if (logs.panel) {
+    logs.panel.querySelector('#log-start').disabled = false;
+    logs.panel.querySelector('#log-stop').disabled = true;
+    if (!quiet) logStatus('stopped');
+  }
+}
+
+// startLogs reads GET …/logs, one JSON line at a time, with the token in a
+// header (never the URL).
+async function startLogs() {
+  stopLogs(true);
+  const p = logs.panel;
+  const name = logs.name;
+  const q = new URLSearchParams();
+  const svc = p.querySelector('#log-service').value;
+  if (svc) q.set('service', svc);
+  q.set('tail', p.querySelector('#log-tail').value || '100');
+  const follow = p.querySelector('#log-follow').checked;
+  const stamps = p.querySelector('#log-timestamps').checked;
+  if (follow) q.set('follow', '1');
+  if (stamps) q.set('timestamps', '1');
+  const out = p.querySelector('#log-output');
+  out.replaceChildren();
+  logs.lines = 0;
+  const ctl = new AbortController();
+  logs.ctl = ctl;
+  p.querySelector('#log-start').disabled = true;
+  p.querySelector('#log-stop').disabled = false;
+  logStatus(follow ? 'following…' : 'reading…');
+  try {
+    const headers = { Accept: 'application/x-ndjson' };
+    if (token()) headers.Authorization = 'Bearer ' + token();
+    const res = await fetch(`${API}applications/${enc(name)}/logs?${q}`, { headers, signal: ctl.signal, cache: 'no-store' });
+    if (!res.ok) {
+      let msg = `${res.status} ${res.statusText}`;
+      try { msg = (await res.json()).message || msg; } catch { /* not JSON */ }
+      throw new Error(msg);
+    }
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += value;
+      const lines = buf.split('\n');
+      buf = lines.pop();
+      for (const line of lines) if (line) appendLog(out, JSON.parse(line), stamps);
+    }
+    if (logs.ctl === ctl) { stopLogs(true); logStatus(`${logs.lines} lines`); }
+  } catch (e) {
+    if (ctl.signal.aborted) return;
+    stopLogs(true);
+    logStatus('Logs unavailable: ' + e.message, 'error');
+  }
+}
+
+function appendLog(out, l, stamps) {
+  if (l.error) { logStatus('The stream ended: ' + l.error, 'error'); return; }
+  const stick = out.scrollTop + out.clientHeight >= out.scrollHeight - 4;
+  const task = (l.task || '').slice(0, 12);
+  out.appendChild(el('span', { class: 'log-line' },
+    stamps && l.time ? el('span', { class: 'log-time' }, l.time + ' ') : null,
+    el('span', { class: 'log-src' }, `${l.service}.${task} `), l.text + '\n'));
+  if (++logs.lines > MAX_LOG_LINES) out.firstChild.remove();
+  if (stick) out.scrollTop = out.scrollHeight;
 }
 
 // ---- live updates ------------------------------------------------------------
