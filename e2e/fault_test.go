@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,6 +196,9 @@ type faultRig struct {
 	dataDir  string
 	proxy    *killProxy
 	logs     bytes.Buffer
+	// killOn, when set, arms the next run to be killed at the first write
+	// of that "kind op" instead of at a write count.
+	killOn string
 }
 
 const faultRetainRotated = 1
@@ -242,13 +246,19 @@ func (r *faultRig) run(killAt int, after bool) (code int, killed bool, writes in
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	var procMu sync.Mutex
-	r.proxy.arm(killAt, after, func() {
+	kill := func() {
 		procMu.Lock()
 		defer procMu.Unlock()
 		if cmd.Process != nil {
 			_ = cmd.Process.Kill()
 		}
-	})
+	}
+	if r.killOn != "" {
+		r.proxy.armOn(r.killOn, after, kill)
+		r.killOn = ""
+	} else {
+		r.proxy.arm(killAt, after, kill)
+	}
 	procMu.Lock()
 	err := cmd.Start()
 	procMu.Unlock()
@@ -654,13 +664,28 @@ func TestACrashDuringAConfigRotationThenANewCommitKeepsOnlyWhatRetentionAllows(t
 		t.Fatalf("v1: exit %d", code)
 	}
 	r.repo.Commit("v2", faultFiles(faultUpdateV2, "two\n"))
-	// Write 1 creates the new network, 2 the rotated config: killed once
-	// the daemon has created it.
-	if _, killed, _ := r.run(2, true); !killed {
-		t.Fatal("not killed at write 2")
+	// The update creates a new network and the rotated config, at once:
+	// killed once the daemon has created the config.
+	r.killOn = "config create"
+	if _, killed, _ := r.run(0, true); !killed {
+		t.Fatal("not killed at the config's create")
 	}
-	if e := r.proxy.log(); e[len(e)-1].Kind != "config" || e[len(e)-1].Op != "create" {
-		t.Fatalf("the last write before the kill: %+v", e[len(e)-1])
+	// A write already in flight beside the config's (the new network) may
+	// still complete; no service may have been written.
+	rotated := false
+	for _, e := range r.proxy.log() {
+		if e.Run != 2 {
+			continue
+		}
+		switch {
+		case e.Kind == "config" && e.Op == "create" && e.Status == http.StatusCreated:
+			rotated = true
+		case e.Kind == "service":
+			t.Fatalf("a service was written before the kill: %+v", e)
+		}
+	}
+	if !rotated {
+		t.Fatalf("the rotated config was not created before the kill: %+v", r.proxy.log())
 	}
 	v3 := r.repo.Commit("v3 rotates the config again", faultFiles(faultUpdateV2, "three\n"))
 	r.recover()

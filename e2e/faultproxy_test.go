@@ -28,8 +28,9 @@ type killProxy struct {
 
 	mu      sync.Mutex
 	writes  int
-	killAt  int  // 0: never
-	after   bool // kill after the daemon answered the killAt-th write
+	killAt  int    // 0: never
+	killOn  string // "kind op" (e.g. "config create"): kill at the first such write instead
+	after   bool   // kill after the daemon answered the killAt-th write
 	kill    func()
 	killed  bool
 	entries []writeEntry
@@ -105,7 +106,18 @@ func (p *killProxy) arm(n int, after bool, kill func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.run++
-	p.writes, p.killAt, p.after, p.kill, p.killed = 0, n, after, kill, false
+	p.writes, p.killAt, p.killOn, p.after, p.kill, p.killed = 0, n, "", after, kill, false
+}
+
+// armOn makes the proxy kill at the first write of the next run whose kind
+// and operation are "kind op" ("config create"). Writes of one deploy run
+// concurrently, so the Nth write is not always the same object; a crash
+// window that is about one object's write is armed by what it writes.
+func (p *killProxy) armOn(kindOp string, after bool, kill func()) {
+	p.arm(0, after, kill)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.killOn = kindOp
 }
 
 // runWrites returns how many writes the current run sent and whether it
@@ -156,7 +168,8 @@ func (p *killProxy) roundTrip(base http.RoundTripper, r *http.Request) (*http.Re
 	p.mu.Lock()
 	p.writes++
 	e.Run = p.run
-	hit := p.killAt > 0 && p.writes == p.killAt
+	hit := p.killAt > 0 && p.writes == p.killAt ||
+		p.killOn != "" && !p.killed && e.Kind+" "+e.Op == p.killOn
 	if hit && !p.after {
 		p.killed = true
 		p.kill()
