@@ -23,6 +23,10 @@ type Project struct {
 	// Stacks are globs a member's stack must match. Default: none listed,
 	// any stack.
 	Stacks []string `yaml:"stacks,omitempty"`
+	// Destinations limit the swarms, and the stacks on each, a member may
+	// deploy to: an application must match one entry. Default: none
+	// listed, any swarm (within Stacks).
+	Destinations []ProjectDestination `yaml:"destinations,omitempty"`
 	// Roles bind token names (from the controller's tokens file) to a role
 	// on this project's applications. Default: none.
 	Roles []RoleBinding `yaml:"roles,omitempty"`
@@ -30,6 +34,21 @@ type Project struct {
 	// logs. Default false: what a task prints can be more than its status
 	// says, so logs take an operator.
 	ViewerLogs bool `yaml:"viewerLogs,omitempty"`
+}
+
+// ProjectDestination is one swarm (a name or glob of the file's swarms, or
+// "local") and the stacks a project's members may use on it.
+type ProjectDestination struct {
+	// Swarm is a destination name or glob. Required.
+	Swarm string `yaml:"swarm"`
+	// Stacks are globs the stack must match on that swarm. Default: none
+	// listed, any stack.
+	Stacks []string `yaml:"stacks,omitempty"`
+}
+
+// allows reports whether d admits stack on the destination dest.
+func (d *ProjectDestination) allows(dest, stack string) bool {
+	return matchAny([]string{d.Swarm}, dest) && (len(d.Stacks) == 0 || matchAny(d.Stacks, stack))
 }
 
 // RoleBinding gives Tokens one Role on a project.
@@ -91,6 +110,16 @@ func (c *checker) projects(f *File) {
 		c.globs(p+".applications", pr.Applications)
 		c.globs(p+".sourceRepos", pr.SourceRepos)
 		c.globs(p+".stacks", pr.Stacks)
+		for j := range pr.Destinations {
+			d := &pr.Destinations[j]
+			dp := p + ".destinations[" + strconv.Itoa(j) + "]"
+			if d.Swarm == "" {
+				c.report("", dp+".swarm", ErrRequired, "required: a swarm name or glob (%q for the controller's own)", LocalDestination)
+			} else {
+				c.globs(dp+".swarm", []string{d.Swarm})
+			}
+			c.globs(dp+".stacks", d.Stacks)
+		}
 		for j := range pr.Roles {
 			b := &pr.Roles[j]
 			bp := p + ".roles[" + strconv.Itoa(j) + "]"
@@ -145,6 +174,20 @@ func (c *checker) projects(f *File) {
 			}
 			c.report(a.Name, field, ErrInvalid, "stack %q is outside project %q (stacks %q); the application is not deployed",
 				a.Stack, pr.Name, pr.Stacks)
+		}
+		if len(pr.Destinations) > 0 {
+			dest := a.Destination
+			if dest == "" {
+				dest = LocalDestination
+			}
+			if !slices.ContainsFunc(pr.Destinations, func(d ProjectDestination) bool { return d.allows(dest, a.Stack) }) {
+				field := p + ".destination"
+				if !c.m.written(field) {
+					field = p + ".name"
+				}
+				c.report(a.Name, field, ErrInvalid, "stack %q on swarm %q is outside project %q's destinations; the application is not deployed",
+					a.Stack, dest, pr.Name)
+			}
 		}
 	}
 }

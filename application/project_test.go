@@ -147,3 +147,49 @@ func TestParse_projectViewerLogsIsReadAndOffByDefault(t *testing.T) {
 		t.Fatal("viewerLogs defaults to true")
 	}
 }
+
+func TestParse_projectDestinationsLimitTheSwarmsAndTheirStacks(t *testing.T) {
+	const file = `apiVersion: flotilla/v1
+swarms:
+  - name: eu-1
+    hosts: [tcp://10.1.0.10:2376]
+  - name: us-1
+    hosts: [tcp://10.2.0.10:2376]
+projects:
+  - name: shop
+    applications: ["shop-*"]
+    destinations:
+      - {swarm: "eu-*", stacks: ["shop-*"]}
+      - {swarm: local}
+applications:
+`
+	f, err := Parse("apps.yaml", []byte(file+`  - name: shop-eu
+    destination: eu-1
+    source: {repoURL: https://git.example.com/shop.git}
+  - name: shop-dev
+    stack: anything
+    source: {repoURL: https://git.example.com/shop.git}
+`))
+	if err != nil {
+		t.Fatalf("within the destinations: %v", err)
+	}
+	if len(f.Projects[0].Destinations) != 2 {
+		t.Fatalf("destinations = %+v", f.Projects[0].Destinations)
+	}
+	_, err = Parse("apps.yaml", []byte(file+`  - name: shop-us
+    destination: us-1
+    source: {repoURL: https://git.example.com/shop.git}
+  - name: shop-eu
+    destination: eu-1
+    stack: billing
+    source: {repoURL: https://git.example.com/shop.git}
+`))
+	checkProblems(t, err, []want{
+		{line: 15, app: "shop-us", field: "applications[0].destination", kind: ErrInvalid, msg: `stack "shop-us" on swarm "us-1" is outside project "shop"'s destinations`},
+		{line: 18, app: "shop-eu", field: "applications[1].destination", kind: ErrInvalid, msg: `stack "billing" on swarm "eu-1" is outside project "shop"'s destinations`},
+	})
+	_, err = Parse("apps.yaml", []byte(strings.Replace(file, `{swarm: local}`, `{stacks: ["x"]}`, 1)))
+	if err == nil || !strings.Contains(err.Error(), "projects[0].destinations[1].swarm") {
+		t.Fatalf("a destination without a swarm: %v", err)
+	}
+}
