@@ -452,14 +452,20 @@ func (r *faultRig) checkConverged(commit string, updates map[string]int) {
 	rotated("config", liveConfigs, sortedKeys(want.Configs))
 	rotated("secret", liveSecrets, sortedKeys(want.Secrets))
 
-	// Writes: no create sent twice, no service updated more often than it
-	// changed.
+	// Writes: no create the daemon carried out sent again, no service
+	// updated more often than it changed. A deploy's creates run
+	// concurrently, so a kill can cut off creates still in flight (status
+	// 0, the proxy's request cancelled with the process): whether one took
+	// effect is what the restart reads from the swarm, and a duplicate it
+	// made would show above as a live object twice.
 	creates := map[string]int{}
 	updated := map[string]int{}
 	for _, e := range r.proxy.log() {
 		switch e.Op {
 		case "create":
-			creates[e.Kind+" "+e.Name]++
+			if e.Status/100 == 2 {
+				creates[e.Kind+" "+e.Name]++
+			}
 		case "update":
 			if e.Kind == "service" && e.Status/100 == 2 {
 				updated[strings.TrimPrefix(e.Name, r.stack+"_")]++
