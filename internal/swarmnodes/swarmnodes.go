@@ -39,6 +39,8 @@ import (
 	"time"
 
 	"github.com/docker/docker/client"
+
+	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 )
 
 // Spec is the shape of the cluster a package wants.
@@ -153,7 +155,7 @@ func up(spec Spec) (*Cluster, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("making Docker daemons in network namespaces needs root")
 	}
-	root, err := repoRoot()
+	root, err := swarmtest.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -366,24 +368,5 @@ func (c *Cluster) Restore(t testing.TB) {
 	out, err := run(ctx, "up", c.Name, strconv.Itoa(c.spec.Nodes), "--workers", strconv.Itoa(c.spec.Workers))
 	if err != nil {
 		t.Fatalf("swarm-nodes.sh up %s: %v\n%s", c.Name, err, out)
-	}
-}
-
-// repoRoot walks up from the working directory (a package directory under
-// go test) to the directory holding go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory")
-		}
-		dir = parent
 	}
 }

@@ -152,7 +152,7 @@ func ready() error {
 }
 
 func buildImages() error {
-	root, err := repoRoot()
+	root, err := RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -165,9 +165,9 @@ func buildImages() error {
 	return nil
 }
 
-// repoRoot walks up from the working directory (a package directory under
-// go test) to the directory holding go.mod.
-func repoRoot() (string, error) {
+// RepoRoot walks up from the working directory (a package directory under
+// go test) to the directory holding go.mod, where the project's scripts are.
+func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
