@@ -335,3 +335,22 @@ func TestAControllerWithoutSwarmsAnswersTheSwarmList501(t *testing.T) {
 		t.Errorf("status %d: %s", resp.StatusCode, b)
 	}
 }
+
+func TestAPI_theApplicationListNamesEachApplicationsProject(t *testing.T) {
+	e, _ := newAccessEnv(t)
+	resp, b := e.do(t, "GET", "/api/v1/applications", adminToken, "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/v1/applications = %d %s", resp.StatusCode, b)
+	}
+	var list api.ApplicationList
+	if err := json.Unmarshal(b, &list); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, it := range list.Items {
+		got[it.Name] = it.Project
+	}
+	if got["shop"] != "shop" || got["billing"] != "bank" || len(got) != 2 {
+		t.Errorf("projects by application = %v, want shop:shop billing:bank", got)
+	}
+}

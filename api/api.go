@@ -164,6 +164,8 @@ func New(opts Options) http.Handler {
 		handle("GET /auth/login", open, s.ssoLogin)
 		handle("GET /auth/callback", open, s.ssoCallback)
 		handle("POST /auth/logout", open, s.ssoLogout)
+		handle("GET /auth/cli", open, s.cliLogin)
+		handle("GET /auth/session", open, s.ssoSession)
 	}
 	handle("GET /healthz", open, s.healthz)
 	handle("GET /readyz", open, s.readyz)

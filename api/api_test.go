@@ -582,3 +582,33 @@ func BenchmarkAPI_list5000(b *testing.B) {
 		h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/applications", nil))
 	}
 }
+
+// The list carries what a row shows; the field-by-field drift, what was
+// corrected and the sweep's report stay on the application's own page.
+func TestAPI_theListLeavesDriftAndTheSweepReportToTheApplicationsPage(t *testing.T) {
+	shop := apitest.Sample()[1]
+	shop.Drift = []application.Drift{{Service: "web", Field: "Image", Desired: "shop/web:2", Live: "shop/web:1"}}
+	shop.Corrected = []application.Drift{{Service: "worker", Field: "Env", Desired: "A=1", Live: "A=2"}}
+	shop.Sweep = &application.SweepStatus{DryRun: true, Pending: []string{"config shop_old"}, Messages: []string{"kept: in use by service web"}}
+	shop.Warnings = []string{"a field written was not kept by the daemon"}
+	e := newEnv(t, func(o *api.Options) { o.Controller = apitest.NewController(shop) })
+
+	_, b := e.do(t, "GET", "/api/v1/applications", readToken, "")
+	list := decode[api.ApplicationList](t, b)
+	if len(list.Items) != 1 {
+		t.Fatalf("items = %+v", list.Items)
+	}
+	got := list.Items[0]
+	if got.Drift != nil || got.Corrected != nil || got.Sweep != nil || got.Services != nil {
+		t.Errorf("the list carries the detail: drift %v, corrected %v, sweep %+v, services %v", got.Drift, got.Corrected, got.Sweep, got.Services)
+	}
+	if got.Sync != application.OutOfSync || len(got.Warnings) != 1 || got.ServiceCount != 2 {
+		t.Errorf("the list lost what a row shows: %+v", got)
+	}
+
+	_, b = e.do(t, "GET", "/api/v1/applications/shop", readToken, "")
+	st := decode[application.Status](t, b)
+	if len(st.Drift) != 1 || len(st.Corrected) != 1 || st.Sweep == nil || len(st.Sweep.Pending) != 1 {
+		t.Errorf("the application's page lost its detail: drift %v, corrected %v, sweep %+v", st.Drift, st.Corrected, st.Sweep)
+	}
+}

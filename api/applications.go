@@ -20,7 +20,9 @@ func (s *server) listApplications(w http.ResponseWriter, r *http.Request) error 
 	list := ApplicationList{Items: make([]ApplicationSummary, 0, len(statuses))}
 	for _, st := range statuses {
 		if s.canRead(r, st.Name) {
-			list.Items = append(list.Items, summarize(st))
+			sum := summarize(st)
+			sum.Project = s.opts.Policy.Project(st.Name)
+			list.Items = append(list.Items, sum)
 		}
 	}
 	if s.opts.ConfigProblem != nil && s.canRead(r, "") {
@@ -30,7 +32,11 @@ func (s *server) listApplications(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
-// summarize drops the per-service detail of a status, keeping counts.
+// summarize drops the detail of a status that only its own page shows (per
+// service and per hook, the field-by-field drift and what was corrected,
+// the sweep's report), keeping counts: the list of thousands of
+// applications is read on every console load, and the sweep's report of
+// what it kept and why alone can outweigh the rest of a status.
 func summarize(st application.Status) ApplicationSummary {
 	sum := ApplicationSummary{ServiceCount: len(st.Services)}
 	for _, svc := range st.Services {
@@ -38,7 +44,8 @@ func summarize(st application.Status) ApplicationSummary {
 			sum.ServicesHealthy++
 		}
 	}
-	st.Services = nil
+	st.Services, st.Hooks = nil, nil
+	st.Drift, st.Corrected, st.Sweep = nil, nil, nil
 	sum.Status = st
 	return sum
 }
@@ -83,9 +90,30 @@ func (s *server) getDiff(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d, err := diff(r.Context(), s.ctl, st.Name)
-	if err != nil {
-		return fmt.Errorf("diff %q: %w", st.Name, err)
+	q := r.URL.Query()
+	var d Diff
+	if v := q.Get("revision"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return errorf(http.StatusBadRequest, CodeBadRequest, "revision=%q is not a revision number of 1 or more; `flotilla app history %s` lists them", v, st.Name)
+		}
+		against := q.Get("against")
+		if against == "" {
+			against = AgainstDeclared
+		}
+		if against != AgainstDeclared && against != AgainstDeployed {
+			return errorf(http.StatusBadRequest, CodeBadRequest, "against=%q is not %q or %q", against, AgainstDeclared, AgainstDeployed)
+		}
+		if d, err = diffRevision(r.Context(), s.ctl, st.Name, n, against); err != nil {
+			return fmt.Errorf("diff %q against revision %d: %w", st.Name, n, err)
+		}
+	} else if v := q.Get("against"); v != "" {
+		return errorf(http.StatusBadRequest, CodeBadRequest, "against=%q needs revision=N", v)
+	} else {
+		var err error
+		if d, err = diff(r.Context(), s.ctl, st.Name); err != nil {
+			return fmt.Errorf("diff %q: %w", st.Name, err)
+		}
 	}
 	d.App = st.Name
 	writeJSON(w, http.StatusOK, d)
@@ -198,7 +226,10 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, app string, done
 	defer t.Stop()
 	select {
 	case res := <-done:
-		out := OperationResponse{App: app, Phase: Succeeded, Action: res.Action, Revision: res.Revision, Time: s.now()}
+		out := OperationResponse{App: app, Phase: Succeeded, Action: res.Action, Revision: res.Revision, Plan: res.Plan, Time: s.now()}
+		if out.Plan != nil {
+			out.Plan.App = app
+		}
 		st := res.Status
 		out.Status = &st
 		if res.Err != nil {

@@ -201,6 +201,10 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			// Logout is open, but its audit entry names the user.
 			if p, _, ok := s.opts.SSO.principal(r); ok {
 				r = r.WithContext(withPrincipal(r.Context(), p))
+			} else if tok, ok := bearer(r); ok {
+				if p, err := s.principal(r.Context(), tok); err == nil {
+					r = r.WithContext(withPrincipal(r.Context(), p))
+				}
 			}
 			next.ServeHTTP(w, r)
 			return
@@ -210,8 +214,9 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			tok, ok := bearer(r)
 			switch {
 			case ok:
-				if p, ok = s.principal(tok); !ok {
-					s.writeError(w, r, errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid bearer token"))
+				var err error
+				if p, err = s.principal(r.Context(), tok); err != nil {
+					s.writeError(w, r, errorf(http.StatusUnauthorized, CodeUnauthorized, "%v", err))
 					return
 				}
 			case s.opts.SSO != nil:
@@ -237,18 +242,34 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// principal finds the holder of tok. Both sets are always compared, so the
-// timing does not tell a global token from a tokens-file one.
-func (s *server) principal(tok string) (Principal, bool) {
+// errInvalidToken refuses a bearer token that is none of the accepted ones.
+var errInvalidToken = errors.New("invalid bearer token")
+
+// principal finds the holder of tok. Both token sets are always compared,
+// so the timing does not tell a global token from a tokens-file one; a
+// token matching neither may be a CLI login (an ID token of the provider).
+func (s *server) principal(ctx context.Context, tok string) (Principal, error) {
 	t, global := s.opts.Tokens.match(tok)
 	name, named := s.opts.TokenFile.Match(tok)
 	switch {
 	case global:
-		return Principal{Name: t.Name, Role: t.Role}, true
+		return Principal{Name: t.Name, Role: t.Role}, nil
 	case named:
-		return Principal{Name: name}, true
+		return Principal{Name: name}, nil
+	case s.opts.SSO.cliEnabled() && looksLikeJWT(tok):
+		p, err := s.opts.SSO.cliPrincipal(ctx, tok)
+		switch {
+		case err == nil:
+			return p, nil
+		case errors.Is(err, errLoginExpired), errors.Is(err, errLoginEnded):
+			return Principal{}, err
+		}
+		// Why it did not verify (a signature, an audience, the provider
+		// out of reach) is for the log; the caller learns only what to do.
+		s.log.Info("a CLI login token was refused", "error", err)
+		return Principal{}, errLoginInvalid
 	}
-	return Principal{}, false
+	return Principal{}, errInvalidToken
 }
 
 // identity is p as the access package sees it: the admin token is a global

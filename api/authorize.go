@@ -2,11 +2,13 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
 
 	"github.com/flotilla-gitops/flotilla/access"
+	"github.com/flotilla-gitops/flotilla/events"
 )
 
 // authz is what a route does, as authorize needs to know it.
@@ -98,6 +100,12 @@ func noApplication(name string) error {
 // status with no application belongs to the controller as a whole and is
 // for global roles only.
 func (s *server) canRead(r *http.Request, app string) bool {
+	return s.callerMay(r, access.Read, app)
+}
+
+// callerMay reports whether the request's caller may do op on app, or, for
+// no application, on the controller as a whole (global roles only).
+func (s *server) callerMay(r *http.Request, op access.Op, app string) bool {
 	if s.opts.NoAuth {
 		return true
 	}
@@ -107,9 +115,9 @@ func (s *server) canRead(r *http.Request, app string) bool {
 	}
 	id := p.identity()
 	if app == "" {
-		return access.DecideGlobal(id, access.Read) == access.Allow
+		return access.DecideGlobal(id, op) == access.Allow
 	}
-	return s.opts.Policy.CanRead(id, app)
+	return s.opts.Policy.Decide(id, op, app) == access.Allow
 }
 
 // auditNote collects a write's options while its handler runs.
@@ -170,7 +178,36 @@ func (s *server) audited(pattern string, next http.Handler) http.Handler {
 		e.Options = note.opts
 		note.mu.Unlock()
 		s.opts.Audit.Record(e)
+		if s.opts.Events != nil {
+			s.opts.Events.Publish(auditEvent(e))
+		}
 	})
+}
+
+// auditEvent is e as an event on the stream: the entry's fields in Data,
+// the application (if any) in App, so ?app= narrows to it.
+func auditEvent(e access.Entry) events.Event {
+	data := map[string]any{"who": e.Who, "role": string(e.Role), "route": e.Route, "status": e.Status}
+	if e.Project != "" {
+		data["project"] = e.Project
+	}
+	if len(e.Options) > 0 {
+		opts := make(map[string]any, len(e.Options))
+		for k, v := range e.Options {
+			opts[k] = v
+		}
+		data["options"] = opts
+	}
+	return events.Event{Time: e.Time, Type: events.AuditRecorded, App: e.App, Data: data,
+		Message: fmt.Sprintf("%s by %s: %d", e.Route, e.Who, e.Status)}
+}
+
+// canReadAudit reports whether the caller may see the audit entry of a
+// write on app: a global admin sees every entry, an admin of app's project
+// the entries of its applications. An entry naming no application is for
+// global admins only, like GET /api/v1/audit.
+func (s *server) canReadAudit(r *http.Request, app string) bool {
+	return s.callerMay(r, access.Administer, app)
 }
 
 // AuditList is the answer of GET /api/v1/audit, oldest first.

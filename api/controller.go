@@ -40,6 +40,20 @@ type Differ interface {
 	Diff(ctx context.Context, app string) (Diff, error)
 }
 
+// RevisionDiffer compares a recorded revision's manifest with the one the
+// repository declares now (against "declared") or with the newest record's
+// (against "deployed": what a rollback to it would change). Manifest is
+// then the only part of the Diff that is set beside the commits.
+type RevisionDiffer interface {
+	DiffRevision(ctx context.Context, app string, revision int, against string) (Diff, error)
+}
+
+// Sides a revision diff is taken against (GET …/diff?revision=N&against=).
+const (
+	AgainstDeclared = "declared"
+	AgainstDeployed = "deployed"
+)
+
 // Rollbacker redeploys a recorded revision. An automated application then
 // stays on it until a new commit arrives or the rollback is cleared.
 type Rollbacker interface {
@@ -77,6 +91,13 @@ func diff(ctx context.Context, c Controller, app string) (Diff, error) {
 		return d.Diff(ctx, app)
 	}
 	return Diff{}, unsupported("diff", "Differ")
+}
+
+func diffRevision(ctx context.Context, c Controller, app string, revision int, against string) (Diff, error) {
+	if d, ok := c.(RevisionDiffer); ok {
+		return d.DiffRevision(ctx, app, revision, against)
+	}
+	return Diff{}, unsupported("the diff against a revision", "RevisionDiffer")
 }
 
 func rollback(ctx context.Context, c Controller, app string, revision int, by string) (<-chan SyncResult, error) {
@@ -117,6 +138,8 @@ type SyncResult struct {
 	// Revision is the release revision recorded, 0 if none.
 	Revision int
 	Status   application.Status
+	// Plan is what a dry run would write and remove; nil for other passes.
+	Plan *Diff
 	// Err is the pass's error, nil when it succeeded. Its text is shown to
 	// the client after sanitising.
 	Err error
@@ -133,6 +156,9 @@ type ApplicationSummary struct {
 	// whose health is Healthy or Suspended.
 	ServiceCount    int `json:"serviceCount"`
 	ServicesHealthy int `json:"servicesHealthy"`
+	// Project names the project the application belongs to, empty for
+	// none; the console filters the list by it.
+	Project string `json:"project,omitempty"`
 }
 
 // ApplicationList is the answer of GET /api/v1/applications.
@@ -258,6 +284,10 @@ type OperationResponse struct {
 	Action   string              `json:"action,omitempty"`
 	Revision int                 `json:"revision,omitempty"`
 	Status   *application.Status `json:"status,omitempty"`
+	// Plan is set on a dry run's answer: the services it would create and
+	// update, field by field, and the objects a prune would remove (removed
+	// only when the sync asks for prune), with nothing written.
+	Plan *Diff `json:"plan,omitempty"`
 	// Error is the sanitised error of a failed pass.
 	Error string `json:"error,omitempty"`
 	// Message says in one line what happened or what to do next.
@@ -279,6 +309,24 @@ func logs(ctx context.Context, c Controller, app string, o LogOptions, emit func
 		return l.Logs(ctx, app, o, emit)
 	}
 	return unsupported("service logs", "LogReader")
+}
+
+// LogMasker blanks an application's secret values in its service logs.
+// LogMask returns a function that replaces, in one line, every secret value
+// the controller can reproduce for the application's deployed revision, and
+// a phrase naming that revision. An error means the values could not be
+// reproduced; the route then refuses rather than stream logs that may hold
+// them. A controller without it streams unmasked and says so in a header.
+type LogMasker interface {
+	LogMask(ctx context.Context, app string) (blank func(string) string, from string, err error)
+}
+
+func logMask(ctx context.Context, c Controller, app string) (blank func(string) string, from string, ok bool, err error) {
+	if m, is := c.(LogMasker); is {
+		blank, from, err = m.LogMask(ctx, app)
+		return blank, from, true, err
+	}
+	return nil, "", false, nil
 }
 
 // LogOptions are the query of GET …/logs.

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -31,6 +32,10 @@ func (s *server) getLogs(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	blank, masking, err := logMasking(ctx, s.ctl, r.PathValue("name"))
+	if err != nil {
+		return err
+	}
 	if s.opts.Stopping != nil {
 		go func() {
 			select {
@@ -52,6 +57,7 @@ func (s *server) getLogs(w http.ResponseWriter, r *http.Request) error {
 		h.Set("Content-Type", "application/x-ndjson")
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Accel-Buffering", "no")
+		h.Set(LogMaskingHeader, masking)
 		w.WriteHeader(http.StatusOK)
 		if o.Follow {
 			liftWriteDeadline(w, time.Time{})
@@ -65,6 +71,7 @@ func (s *server) getLogs(w http.ResponseWriter, r *http.Request) error {
 			mu.Lock()
 			defer mu.Unlock()
 			start()
+			l.Text = blank(l.Text)
 			if err := enc.Encode(l); err != nil {
 				return err
 			}
@@ -93,6 +100,34 @@ func (s *server) getLogs(w http.ResponseWriter, r *http.Request) error {
 		_ = enc.Encode(LogLine{Error: e.Message})
 	}
 	return nil
+}
+
+// LogMaskingHeader says on every logs answer whose secret values it blanks
+// ("secrets of revision 3 (commit abc1234) blanked") or that it blanks none
+// and why.
+const LogMaskingHeader = "X-Flotilla-Log-Masking"
+
+// logMasking returns the function that blanks secret values in each line
+// and the LogMaskingHeader value. When the controller cannot reproduce the
+// values (its repository unreachable, the commit or key gone) the answer is
+// 503 for every caller: the logs may hold those values, and no role may read
+// secrets through the API, so an outage of git must not turn masking off.
+// Secrets the stack declares external are not known to the controller and
+// are never blanked.
+func logMasking(ctx context.Context, c Controller, app string) (func(string) string, string, error) {
+	blank, from, ok, err := logMask(ctx, c, app)
+	switch {
+	case !ok:
+		return func(s string) string { return s }, "off: the controller does not implement api.LogMasker", nil
+	case err != nil:
+		if e := classify(err); e.Status == http.StatusNotFound {
+			return nil, "", err
+		}
+		return nil, "", &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Err: err, Message: fmt.Sprintf(
+			"service logs are withheld: the application's secret values could not be reproduced to blank them in its logs (%v); they are served again once the controller can render the deployed revision",
+			err)}
+	}
+	return blank, "secrets of " + from + " blanked; external secrets are not", nil
 }
 
 func logOptions(r *http.Request) (LogOptions, error) {

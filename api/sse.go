@@ -57,7 +57,11 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			if !ok {
 				return nil
 			}
-			if !e.Type.Marker() && !s.canRead(r, e.App) {
+			if e.Type == events.AuditRecorded {
+				if !s.canReadAudit(r, e.App) {
+					continue
+				}
+			} else if !e.Type.Marker() && !s.canRead(r, e.App) {
 				continue
 			}
 			if err := writeEvent(w, e); err != nil {

@@ -46,6 +46,10 @@ type SSOConfig struct {
 	// Scopes are requested at login. Default openid, profile, email; some
 	// providers (Dex) return groups only for a "groups" scope.
 	Scopes []string
+	// CLIClientID, when set, is the public client `flotilla login` uses
+	// at the provider (device authorization flow); the API then accepts
+	// ID tokens issued to it as bearer tokens (see sso_cli.go).
+	CLIClientID string
 	// SessionTTL is how long a session lasts after login. Default 8h.
 	SessionTTL time.Duration
 	// HTTPClient reaches the provider. Default http.DefaultClient.
@@ -72,6 +76,9 @@ type SSO struct {
 	mu       sync.Mutex
 	provider *oidc.Provider
 	sessions map[string]session
+	// revoked holds digests of CLI login tokens ended by logout, until
+	// each would have expired.
+	revoked map[[32]byte]time.Time
 }
 
 // session is one logged-in user. Only what authorization needs is kept;
@@ -116,7 +123,7 @@ func NewSSO(cfg SSOConfig) (*SSO, error) {
 		return nil, fmt.Errorf("single sign-on key: %w", err)
 	}
 	return &SSO{cfg: cfg, key: key, secure: ru.Scheme == "https", origin: ru.Scheme + "://" + ru.Host,
-		now: time.Now, sessions: map[string]session{}}, nil
+		now: time.Now, sessions: map[string]session{}, revoked: map[[32]byte]time.Time{}}, nil
 }
 
 // Cookie names. With https the session cookie takes the __Host- prefix, so
@@ -286,9 +293,13 @@ func (s *server) ssoCallback(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// ssoLogout ends the session at once, for every later request.
+// ssoLogout ends the session at once, for every later request; a CLI
+// login token presented as the bearer is refused from then on.
 func (s *server) ssoLogout(w http.ResponseWriter, r *http.Request) error {
 	sso := s.opts.SSO
+	if tok, ok := bearer(r); ok && sso.cliEnabled() && looksLikeJWT(tok) {
+		sso.revoke(r.Context(), tok)
+	}
 	if c, err := r.Cookie(sso.cookieName(sessionCookie)); err == nil {
 		sso.mu.Lock()
 		delete(sso.sessions, c.Value)
@@ -296,6 +307,26 @@ func (s *server) ssoLogout(w http.ResponseWriter, r *http.Request) error {
 	}
 	sso.setCookie(w, sessionCookie, "", -1)
 	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// SessionInfo is the answer of GET /auth/session: who the session cookie
+// belongs to, so the console can offer to sign out. User is empty without
+// a session.
+type SessionInfo struct {
+	User   string   `json:"user,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+}
+
+// ssoSession says whose session the request carries; no session is not an
+// error, just an empty answer.
+func (s *server) ssoSession(w http.ResponseWriter, r *http.Request) error {
+	var info SessionInfo
+	if p, _, ok := s.opts.SSO.principal(r); ok {
+		info = SessionInfo{User: p.Name, Groups: p.Groups}
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, info)
 	return nil
 }
 
@@ -394,7 +425,7 @@ func (s *SSO) crossSite(r *http.Request) bool {
 // isSSOPath reports whether r is one of the routes that log in and out.
 func isSSOPath(path string) bool {
 	switch path {
-	case "/auth/login", "/auth/callback", "/auth/logout":
+	case "/auth/login", "/auth/callback", "/auth/logout", "/auth/cli", "/auth/session":
 		return true
 	}
 	return false

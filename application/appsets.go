@@ -362,12 +362,27 @@ func (f *File) Expanded(generated []Application) (*File, error) {
 			set := ""
 			if a.Generated != nil {
 				set = fmt.Sprintf("applicationSets[%d] (set %q) generated application %q: ", a.Generated.Index, a.Generated.Set, a.Name)
-				p.Line = f.meta.lineOf(fmt.Sprintf("applicationSets[%d].template", a.Generated.Index))
+				if a.Generated.Element != "" {
+					set = fmt.Sprintf("applicationSets[%d] (set %q, element %s) generated application %q: ", a.Generated.Index, a.Generated.Set, a.Generated.Element, a.Name)
+				}
+				// The template's line of the field, or of its nearest
+				// written ancestor.
+				p.Line = f.meta.lineOf(fmt.Sprintf("applicationSets[%d].template", a.Generated.Index) + strings.TrimPrefix(p.Field, m[0]))
 			}
 			p.Field = strings.Replace(p.Field, m[0], strings.TrimSuffix(set, ": "), 1)
 		}
 	}
 	return nil, joinFaults(probs)
+}
+
+// Where returns the file and line a field path of f (such as
+// "applicationSets[1].generators[0]") was written at, or of its nearest
+// written ancestor; zero values for a File not parsed from text.
+func (f *File) Where(field string) (file string, line int) {
+	if f.meta == nil {
+		return "", 0
+	}
+	return f.meta.file, f.meta.lineOf(field)
 }
 
 // validateExpanded is validate over a File whose applications include

@@ -55,8 +55,14 @@ type Generated struct {
 	Set string
 	// Prune removes the stack when the application leaves the set.
 	Prune bool
+	// Preview is true when a pull-request generator made the application.
+	Preview bool
 	// Index is the set's position in applicationSets, for messages.
 	Index int
+	// Element names the generator element the application came from by
+	// its parameters ("basename=a path=apps/a"), for messages. Not its
+	// position: a directory added in front must not change the others.
+	Element string
 }
 
 // ordering checks what orders applications: sync windows, dependencies

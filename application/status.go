@@ -175,6 +175,10 @@ type Status struct {
 	LastPass time.Time `json:"lastPass,omitzero"`
 
 	Services []ServiceStatus `json:"services,omitempty"`
+	// Hooks are the hook jobs the manifest declares, phase by phase in the
+	// order they run, each as the swarm shows it (its job service and
+	// tasks); empty for a manifest without hooks.
+	Hooks []HookStatus `json:"hooks,omitempty"`
 
 	// Drift lists every field of every service whose live spec differs
 	// from what the repository converts to, while the repository has not
@@ -245,6 +249,9 @@ type ServiceStatus struct {
 	Networks []string `json:"networks,omitempty"`
 	Configs  []string `json:"configs,omitempty"`
 	Secrets  []string `json:"secrets,omitempty"`
+	// Volumes name the service's mounts: named volumes by name, bind
+	// mounts and anonymous volumes by their target path.
+	Volumes []string `json:"volumes,omitempty"`
 }
 
 // TaskStatus is one task of a service.
@@ -258,4 +265,57 @@ type TaskStatus struct {
 	Error        string    `json:"error,omitempty"`
 	Message      string    `json:"message,omitempty"` // Swarm's word on the state
 	Since        time.Time `json:"since"`
+	// NodeName is the node's hostname when the backend knows it.
+	NodeName string `json:"nodeName,omitempty"`
+	// NodeLost says the task's node is down: State is the node's last
+	// report, not known to be true now.
+	NodeLost bool `json:"nodeLost,omitempty"`
+	// Restarts counts the earlier tasks of a running task's slot that Swarm
+	// keeps; RestartsFull says that is Swarm's retention limit, so there
+	// may have been more.
+	Restarts     int  `json:"restarts,omitempty"`
+	RestartsFull bool `json:"restartsFull,omitempty"`
+}
+
+// HookState is where one hook job stands for the manifest being synced.
+type HookState string
+
+// The hook states.
+const (
+	// HookPending: not run for this manifest yet; an earlier wave of its
+	// phase, or the sync, has not reached it.
+	HookPending HookState = "Pending"
+	// HookRunning: its job exists for this manifest and has not finished.
+	HookRunning HookState = "Running"
+	// HookSucceeded: its job completed for this manifest.
+	HookSucceeded HookState = "Succeeded"
+	// HookFailed: its job failed for this manifest; the sync stopped there.
+	HookFailed HookState = "Failed"
+	// HookSkipped: not created, because a hook of an earlier wave of its
+	// phase failed (or, for SyncFail, because the sync did not fail).
+	HookSkipped HookState = "Skipped"
+)
+
+// HookStatus is one hook job of the application's manifest.
+type HookStatus struct {
+	// Name is the service name without the stack prefix.
+	Name string `json:"name"`
+	// Phase is PreSync, PostSync or SyncFail; Wave orders the hooks of a
+	// phase, lowest first.
+	Phase string `json:"phase"`
+	Wave  int    `json:"wave"`
+	// Revision is the release revision the job was created for, from its
+	// labels; 0 when no job exists.
+	Revision int       `json:"revision,omitempty"`
+	State    HookState `json:"state"`
+	// StartedAt is when its job service was created, FinishedAt when its
+	// task completed or failed; zero when not known.
+	StartedAt  time.Time `json:"startedAt,omitzero"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+	// ExitCode is the exit status of its task, when Swarm reported one.
+	ExitCode *int   `json:"exitCode,omitempty"`
+	Message  string `json:"message,omitempty"`
+	// LogTail is the last lines of a failed hook's logs, with what the
+	// controller knows to be secret redacted.
+	LogTail []string `json:"logTail,omitempty"`
 }

@@ -87,6 +87,17 @@ func (e *SetError) Error() string {
 
 func (e *SetError) Unwrap() error { return e.Err }
 
+// ReadError is a generator whose repository could not be read: what the set
+// generates is unknown, which is not the same as wrong. Its message is the
+// read's own.
+type ReadError struct {
+	RepoURL string
+	Err     error
+}
+
+func (e *ReadError) Error() string { return e.Err.Error() }
+func (e *ReadError) Unwrap() error { return e.Err }
+
 // Expand generates the applications of every set of f, in set order and,
 // within a set, in generator order. A set that fails contributes its last
 // good expansion (if any) and a *SetError in the joined error; the
@@ -132,7 +143,8 @@ func (e *Expander) expandSet(ctx context.Context, s *application.ApplicationSet,
 		}
 		elems = append(elems, ps...)
 	}
-	prune := s.Prune || hasPullRequest(s.Generators)
+	preview := hasPullRequest(s.Generators)
+	prune := s.Prune || preview
 	names := map[string]int{}
 	out := make([]application.Application, 0, len(elems))
 	for i, ps := range elems {
@@ -144,10 +156,19 @@ func (e *Expander) expandSet(ctx context.Context, s *application.ApplicationSet,
 			return nil, fmt.Errorf("elements %d and %d both make an application named %q; the template's name must differ per element", j, i, a.Name)
 		}
 		names[a.Name] = i
-		a.Generated = &application.Generated{Set: s.Name, Prune: prune, Index: index}
+		a.Generated = &application.Generated{Set: s.Name, Prune: prune, Preview: preview, Index: index, Element: describe(ps)}
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// Prunes says whether the set removes the stacks of the applications it
+// stops generating: it says prune, or it makes pull-request previews, whose
+// stacks go with their ref. The controller asks it of the sets of the file
+// it runs, so that a stack a set made before a restart is judged by what
+// the set says now.
+func Prunes(s *application.ApplicationSet) bool {
+	return s.Prune || hasPullRequest(s.Generators)
 }
 
 func hasPullRequest(gs []application.Generator) bool {
@@ -221,7 +242,7 @@ func (e *Expander) directories(ctx context.Context, g *application.GitGenerator)
 	}
 	rev, err := e.opts.Fetcher.Fetch(ctx, source.Request{RepoURL: g.RepoURL, Revision: g.Revision, Credentials: g.Credentials})
 	if err != nil {
-		return nil, fmt.Errorf("git generator: %w", err)
+		return nil, fmt.Errorf("git generator: %w", &ReadError{RepoURL: g.RepoURL, Err: err})
 	}
 	defer rev.Release()
 	found := map[string]bool{}
@@ -292,7 +313,7 @@ func (e *Expander) pullRequests(ctx context.Context, g *application.PullRequestG
 	}
 	refs, err := e.opts.Refs.ListRefs(ctx, g.RepoURL, g.Credentials)
 	if err != nil {
-		return nil, fmt.Errorf("pull-request generator: %w", err)
+		return nil, fmt.Errorf("pull-request generator: %w", &ReadError{RepoURL: g.RepoURL, Err: err})
 	}
 	pats := g.Refs
 	if len(pats) == 0 {

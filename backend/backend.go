@@ -135,6 +135,9 @@ type Backend struct {
 	// self is the controller's own service and stack, never removed.
 	self Self
 
+	// nodes names task nodes by hostname across reads; shared by copies.
+	nodes *nodeNames
+
 	// hooks lets tests step into a deploy; nil in production.
 	hooks *testHooks
 }
@@ -199,6 +202,7 @@ func New(_ context.Context, opts Options) (*Backend, error) {
 		resolve:        opts.ResolveImage,
 		resolveTimeout: opts.ResolveTimeout,
 		fieldsVersion:  opts.FieldsAPIVersion,
+		nodes:          newNodeNames(),
 	}, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 
 	"github.com/distribution/reference"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
 
@@ -108,9 +109,9 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 		return nil, fmt.Errorf("convert manifest: %w", err)
 	}
 
-	nets, err := b.api.NetworkList(ctx, network.ListOptions{})
+	nets, err := b.declaredNetworks(ctx, decl)
 	if err != nil {
-		return nil, fmt.Errorf("list networks: %w", err)
+		return nil, err
 	}
 	liveNets := make(map[string]network.Summary, len(nets))
 	stale := map[string]bool{}
@@ -653,4 +654,50 @@ func hashedSpec(desired swarm.ServiceSpec, sealedEnv []string) swarm.ServiceSpec
 	c.Env = sealedEnv
 	desired.TaskTemplate.ContainerSpec = &c
 	return desired
+}
+
+// declaredNetworks lists the networks a plan reads: those the stack
+// declares, which it creates or whose labels the guards check, and the
+// external ones it attaches to. It asks the daemon for just those names
+// rather than for the swarm's every network, which on a shared swarm is
+// mostly other stacks' and was read in full on every deploy. The daemon's
+// name filter also matches other names (it is a pattern, and the swarm's
+// matches prefixes), so only exact names are kept. An external network
+// found by no name may be named by its id, as an unfiltered listing would
+// have found it: those few are asked for by id.
+func (b *Backend) declaredNetworks(ctx context.Context, decl *compose.Stack) ([]network.Summary, error) {
+	names := slices.Concat(slices.Collect(maps.Keys(decl.Networks)), decl.ExternalNetworks)
+	if len(names) == 0 {
+		return nil, nil
+	}
+	want := setOf(names)
+	list, err := b.api.NetworkList(ctx, network.ListOptions{Filters: nameFilter(names)})
+	if err != nil {
+		return nil, fmt.Errorf("list networks: %w", err)
+	}
+	out := slices.DeleteFunc(list, func(n network.Summary) bool { return !want[n.Name] })
+	var ids []string
+	for _, name := range decl.ExternalNetworks {
+		if !slices.ContainsFunc(out, func(n network.Summary) bool { return n.Name == name }) && !nodeLocalNetworks[name] && name != "none" {
+			ids = append(ids, name)
+		}
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	f := filters.NewArgs()
+	for _, id := range ids {
+		f.Add("id", id)
+	}
+	byID, err := b.api.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("list networks: %w", err)
+	}
+	wantID := setOf(ids)
+	for _, n := range byID {
+		if wantID[n.ID] {
+			out = append(out, n)
+		}
+	}
+	return out, nil
 }

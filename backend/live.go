@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/docker/docker/api/types/filters"
@@ -93,13 +94,25 @@ func (b *Backend) APIVersion() string { return b.api.ClientVersion() }
 // A service attached to the node's own host or bridge network holds the id
 // of the swarm's stand-in for it, which the listing does not show (it shows
 // the node-local network of that name); those two are asked for by name.
+//
+// Only each network's id and name are decoded, one network at a time (see
+// withListBody): the listing is the whole swarm's, read once per
+// application's deploy, and the rest of each entry (labels, options, IPAM,
+// peers) is most of it.
 func (b *Backend) LiveNetworkNames(ctx context.Context) (map[string]string, error) {
-	list, err := b.api.NetworkList(ctx, network.ListOptions{})
+	out := map[string]string{}
+	type entry struct {
+		ID   string `json:"Id"`
+		Name string
+	}
+	decode := func(r io.Reader) error {
+		return eachListed(r, func(n entry) { out[n.ID] = n.Name })
+	}
+	list, err := b.api.NetworkList(withListBody(ctx, decode), network.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list networks: %w", err)
 	}
-	out := make(map[string]string, len(list)+2)
-	for _, n := range list {
+	for _, n := range list { // empty unless the answer reached the client undecoded
 		out[n.ID] = n.Name
 	}
 	for _, name := range []string{"host", "bridge"} {

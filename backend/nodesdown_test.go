@@ -47,3 +47,45 @@ func TestATaskStrandedOnALostNodeNamesTheNodeButNotOneDrainedOrReady(t *testing.
 		t.Error("a read with a stranded task does not list nodes")
 	}
 }
+
+// The daemon's desired count of a global service and the node listing come
+// from two requests; whichever side of a node's loss each was taken on, the
+// service wants one task per node, the lost one included, and the lost
+// node's last report does not count as running.
+func TestAGlobalServiceCountsItsLostNodeOnceWhicheverSideOfTheLossTheDaemonCounted(t *testing.T) {
+	nodes := map[string]swarm.Node{}
+	for _, n := range []struct {
+		id string
+		st swarm.NodeState
+		av swarm.NodeAvailability
+	}{
+		{"n1", swarm.NodeStateReady, swarm.NodeAvailabilityActive},
+		{"n2", swarm.NodeStateReady, swarm.NodeAvailabilityActive},
+		{"n3", swarm.NodeStateDown, swarm.NodeAvailabilityActive},
+		{"n4", swarm.NodeStateDown, swarm.NodeAvailabilityDrain},
+	} {
+		nodes[n.id] = swarm.Node{ID: n.id, Description: swarm.NodeDescription{Hostname: "edge-" + n.id},
+			Status: swarm.NodeStatus{State: n.st}, Spec: swarm.NodeSpec{Availability: n.av}}
+	}
+	running := func(id, node string) swarm.Task {
+		return swarm.Task{ID: id, NodeID: node, DesiredState: swarm.TaskStateRunning, Status: swarm.TaskStatus{State: swarm.TaskStateRunning}}
+	}
+	tasks := []swarm.Task{running("t1", "n1"), running("t2", "n2"), running("t3", "n3"),
+		{ID: "t4", NodeID: "n4", DesiredState: swarm.TaskStateShutdown, Status: swarm.TaskStatus{State: swarm.TaskStateRunning}}}
+	global := swarm.ServiceSpec{Annotations: swarm.Annotations{Name: "s_agent"}, Mode: swarm.ServiceMode{Global: &swarm.GlobalService{}}}
+
+	for _, daemonCount := range []uint64{3, 2} {
+		svc := swarm.Service{ID: "s", Spec: global, ServiceStatus: &swarm.ServiceStatus{DesiredTasks: daemonCount}}
+		st := project("s", svc, tasks, nil)
+		st.NodesDown = nodesDown(tasks, nodes)
+		countLostNodes(&st, tasks, nodes)
+		if !slices.Equal(st.NodesDown, []string{"edge-n3"}) || st.Desired != 3 || st.Running != 2 {
+			t.Errorf("daemon counted %d: nodes down %v, %d/%d running; want [edge-n3], 2/3", daemonCount, st.NodesDown, st.Running, st.Desired)
+		}
+		for _, ts := range st.Tasks {
+			if ts.NodeLost != (ts.NodeID == "n3") {
+				t.Errorf("daemon counted %d: task on %s lost = %v", daemonCount, ts.NodeID, ts.NodeLost)
+			}
+		}
+	}
+}

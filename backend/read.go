@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/flotilla-gitops/flotilla/capability"
@@ -68,14 +70,28 @@ func (b *Backend) ReadLiveStacks(ctx context.Context, stacks []string) (map[stri
 	} else {
 		f.Add("label", LabelNamespace)
 	}
-	services, err := b.api.ServiceList(ctx, swarm.ServiceListOptions{Filters: f, Status: true})
+	// The listing is every stack's on the swarm (the daemon cannot filter
+	// by several values of one label); services of other stacks are
+	// dropped as they are decoded (see withListBody), so a batch holds its
+	// own stacks' specs, not the whole swarm's.
+	want := setOf(stacks)
+	var services []swarm.Service
+	decode := func(r io.Reader) error {
+		return eachListed(r, func(s swarm.Service) {
+			if want[s.Spec.Labels[LabelNamespace]] {
+				services = append(services, s)
+			}
+		})
+	}
+	undecoded, err := b.api.ServiceList(withListBody(ctx, decode), swarm.ServiceListOptions{Filters: f, Status: true})
 	if err != nil {
 		return nil, nil, fmt.Errorf("read stacks: list services: %w", err)
 	}
-	want := setOf(stacks)
-	services = slices.DeleteFunc(services, func(s swarm.Service) bool {
-		return !want[s.Spec.Labels[LabelNamespace]]
-	})
+	for _, s := range undecoded { // empty unless the answer reached the client undecoded
+		if want[s.Spec.Labels[LabelNamespace]] {
+			services = append(services, s)
+		}
+	}
 
 	tasks, err := b.tasksOf(ctx, services)
 	if err != nil {
@@ -88,9 +104,10 @@ func (b *Backend) ReadLiveStacks(ctx context.Context, stacks []string) (map[stri
 	var (
 		eligible *uint64
 		nodes    map[string]swarm.Node
+		list     []swarm.Node
 	)
 	if needNodes(services, tasks) {
-		list, err := b.api.NodeList(ctx, swarm.NodeListOptions{})
+		list, err = b.api.NodeList(ctx, swarm.NodeListOptions{})
 		if err != nil {
 			return nil, nil, fmt.Errorf("read stacks: list nodes: %w", err)
 		}
@@ -101,6 +118,8 @@ func (b *Backend) ReadLiveStacks(ctx context.Context, stacks []string) (map[stri
 			nodes[node.ID] = node
 		}
 	}
+	b.refreshNodeNames(ctx, list, tasks)
+	retention := b.nodes.retentionLimit()
 
 	for _, st := range stacks {
 		out[st] = []charts.ServiceState{}
@@ -110,6 +129,10 @@ func (b *Backend) ReadLiveStacks(ctx context.Context, stacks []string) (map[stri
 		st := s.Spec.Labels[LabelNamespace]
 		state := project(st, s, tasks[s.ID], eligible)
 		state.NodesDown = nodesDown(tasks[s.ID], nodes)
+		if len(state.NodesDown) > 0 {
+			countLostNodes(&state, tasks[s.ID], nodes)
+		}
+		b.annotateTasks(state.Tasks, tasks[s.ID], retention)
 		out[st] = append(out[st], state)
 		live[st][s.Spec.Name] = s
 	}
@@ -197,10 +220,10 @@ func nodesDown(tasks []swarm.Task, nodes map[string]swarm.Node) []string {
 		if !stranded(t) && t.DesiredState != swarm.TaskStateRunning {
 			continue
 		}
-		n, ok := nodes[t.NodeID]
-		if !ok || n.Status.State == swarm.NodeStateReady || n.Spec.Availability == swarm.NodeAvailabilityDrain {
+		if !lostNode(nodes, t.NodeID) {
 			continue
 		}
+		n := nodes[t.NodeID]
 		name := cmp.Or(n.Description.Hostname, n.ID)
 		if !slices.Contains(out, name) {
 			out = append(out, name)
@@ -210,15 +233,61 @@ func nodesDown(tasks []swarm.Task, nodes map[string]swarm.Node) []string {
 	return out
 }
 
+// lostNode reports whether node id is listed and neither ready nor drained:
+// a node the swarm lost rather than one an operator took out.
+func lostNode(nodes map[string]swarm.Node, id string) bool {
+	n, ok := nodes[id]
+	return ok && n.Status.State != swarm.NodeStateReady && n.Spec.Availability != swarm.NodeAvailabilityDrain
+}
+
+// countLostNodes marks the tasks of st that sit on a lost node, whose last
+// report is all Swarm has of them, and makes a global service's desired
+// count include each lost node. The daemon drops a node from its own count
+// only once it has marked the node down, and services and nodes are read in
+// two requests, so adding the lost nodes to the daemon's figure counted a
+// node twice in the seconds one goes down (4 desired on 3 nodes). The count
+// is taken from the tasks instead, as the daemon does, keeping lost nodes.
+func countLostNodes(st *charts.ServiceState, tasks []swarm.Task, nodes map[string]swarm.Node) {
+	for i := range st.Tasks {
+		if lostNode(nodes, st.Tasks[i].NodeID) {
+			st.Tasks[i].NodeLost = true
+		}
+	}
+	for _, t := range tasks {
+		if t.Status.State == swarm.TaskStateRunning && t.DesiredState == swarm.TaskStateRunning && lostNode(nodes, t.NodeID) && st.Running > 0 {
+			st.Running--
+		}
+	}
+	if st.Mode != "global" {
+		return
+	}
+	on := map[string]bool{}
+	for _, t := range tasks {
+		if t.NodeID == "" {
+			continue
+		}
+		wanted := t.DesiredState != swarm.TaskStateShutdown && t.DesiredState != swarm.TaskStateRemove
+		if n, ok := nodes[t.NodeID]; wanted && ok && n.Spec.Availability == swarm.NodeAvailabilityDrain {
+			wanted = false
+		}
+		if wanted || (stranded(t) && lostNode(nodes, t.NodeID)) {
+			on[t.NodeID] = true
+		}
+	}
+	st.Desired = uint64(len(on))
+}
+
 // project turns a service and its tasks into the display projection.
 // eligible is the count of nodes a global service runs on when the daemon
 // did not report its desired count itself.
 func project(stack string, s swarm.Service, tasks []swarm.Task, eligible *uint64) charts.ServiceState {
 	st := charts.ServiceState{
-		Name:    unscoped(stack, s.Spec.Name),
-		ID:      s.ID,
-		Version: s.Version.Index,
-		Labels:  s.Spec.Labels,
+		Name:      unscoped(stack, s.Spec.Name),
+		ID:        s.ID,
+		Version:   s.Version.Index,
+		Labels:    s.Spec.Labels,
+		CreatedAt: s.CreatedAt,
+		UpdatedAt: s.UpdatedAt,
 	}
 	if cs := s.Spec.TaskTemplate.ContainerSpec; cs != nil {
 		st.Image = cs.Image
@@ -273,6 +342,7 @@ func project(stack string, s swarm.Service, tasks []swarm.Task, eligible *uint64
 
 	st.Tasks = currentTasks(tasks, st.HasHealthcheck)
 	st.Networks, st.Configs, st.Secrets = references(s, tasks)
+	st.Volumes = volumes(s)
 	return st
 }
 
@@ -377,4 +447,42 @@ func references(s swarm.Service, tasks []swarm.Task) (networks, configs, secrets
 	slices.Sort(configs)
 	slices.Sort(secrets)
 	return slices.Compact(networks), slices.Compact(configs), slices.Compact(secrets)
+}
+
+// volumes names the service's mounts: a named volume by its name, a bind
+// mount or an anonymous volume by the path it is mounted at (a source path
+// on the host is the node's business, not the console's). tmpfs and other
+// mounts that hold nothing across tasks are left out.
+func volumes(s swarm.Service) []string {
+	cs := s.Spec.TaskTemplate.ContainerSpec
+	if cs == nil {
+		return nil
+	}
+	var out []string
+	for _, m := range cs.Mounts {
+		switch {
+		case m.Type == mount.TypeVolume && m.Source != "":
+			out = append(out, m.Source)
+		case m.Type == mount.TypeVolume || m.Type == mount.TypeBind:
+			out = append(out, m.Target)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// annotateTasks names each task's node by hostname where the cache knows
+// it and counts the earlier tasks of each running task's slot.
+func (b *Backend) annotateTasks(states []charts.TaskState, tasks []swarm.Task, retention int64) {
+	byID := make(map[string]swarm.Task, len(tasks))
+	for _, t := range tasks {
+		byID[t.ID] = t
+	}
+	for i := range states {
+		ts := &states[i]
+		ts.NodeName = b.nodes.lookup(ts.NodeID)
+		if t, ok := byID[ts.ID]; ok {
+			ts.Restarts, ts.RestartsFull = restarts(t, tasks, retention)
+		}
+	}
 }

@@ -351,21 +351,61 @@ func isHead(r charts.Release, listed []swarm.Config) bool {
 }
 
 // ReleaseOwners maps every release with records on the swarm to the owner
-// stamp of its newest record, from one config listing.
+// stamp of its newest record, from one config listing. Only the records'
+// labels are decoded (see withListBody): the owner and the revision are
+// labels, and the data, a manifest each, is most of the listing on a swarm
+// of many releases.
 func (b *Backend) ReleaseOwners(ctx context.Context) (map[string]string, error) {
-	list, err := b.api.ConfigList(ctx, swarm.ConfigListOptions{
+	type head struct {
+		revision int
+		owner    string
+	}
+	heads := map[string]head{}
+	add := func(rel, revision, owner string) {
+		if rel == "" {
+			return
+		}
+		rev, _ := strconv.Atoi(revision)
+		if h, seen := heads[rel]; !seen || rev > h.revision {
+			heads[rel] = head{revision: rev, owner: owner}
+		}
+	}
+	type entry struct {
+		Spec struct{ Labels recordOwnerLabels }
+	}
+	decode := func(r io.Reader) error {
+		return eachListed(r, func(c entry) {
+			l := c.Spec.Labels
+			add(l.Release, l.Revision, l.Owner)
+		})
+	}
+	list, err := b.api.ConfigList(withListBody(ctx, decode), swarm.ConfigListOptions{
 		Filters: filters.NewArgs(filters.Arg("label", LabelRecord+"="+recordKind)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list release records: %w", err)
 	}
-	sortRecords(list)
-	out := map[string]string{}
-	for _, c := range list {
-		rel := c.Spec.Labels[LabelRelease]
-		if _, seen := out[rel]; !seen && rel != "" {
-			out[rel] = c.Spec.Labels[LabelOwner]
-		}
+	for _, c := range list { // empty unless the answer reached the client undecoded
+		add(c.Spec.Labels[LabelRelease], c.Spec.Labels[LabelRevision], c.Spec.Labels[LabelOwner])
+	}
+	out := make(map[string]string, len(heads))
+	for rel, h := range heads {
+		out[rel] = h.owner
 	}
 	return out, nil
+}
+
+// recordOwnerLabels are the labels of a record ReleaseOwners reads, decoded
+// into fields rather than a map: the other labels are skipped, not stored.
+// The tags must match LabelRelease, LabelRevision and LabelOwner
+// (TestRecordOwnerLabels_matchTheLabelsRecordsAreWrittenWith).
+// encoding/json also accepts a key that differs only in case; the daemon
+// sends labels in sorted order, so an exact key, which sorts after its
+// upper-case variants, is the one kept. Only a record made by hand with
+// nothing but such a variant reads differently from before, and whoever
+// can make one can as easily make the exact label.
+type recordOwnerLabels struct {
+	Release  string `json:"io.flotilla.release"`
+	Revision string `json:"io.flotilla.revision"`
+	Owner    string `json:"io.flotilla.owner"`
 }

@@ -132,6 +132,9 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	if op == "ping" && err == nil && resp.Header.Get("API-Version") != "" {
 		t.c.negotiated.Store(true)
 	}
+	if err == nil {
+		return takeListBody(req, resp)
+	}
 	return resp, err
 }
 

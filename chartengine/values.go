@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
@@ -311,8 +312,9 @@ type SchemaError struct {
 func (e *SchemaError) Error() string { return "values do not match the chart's schema: " + e.msg }
 func (e *SchemaError) Unwrap() error { return ErrValues }
 
-// printer words the validator's messages.
-var printer = message.NewPrinter(language.English)
+// printer words the validator's messages. It is made on the first
+// violation, not at start-up: most controllers never see one.
+var printer = sync.OnceValue(func() *message.Printer { return message.NewPrinter(language.English) })
 
 // violations flattens a validation error tree to its leaves.
 func violations(ve *jsonschema.ValidationError, out []SchemaViolation) []SchemaViolation {
@@ -329,6 +331,6 @@ func violations(ve *jsonschema.ValidationError, out []SchemaViolation) []SchemaV
 	return append(out, SchemaViolation{
 		Path:    strings.Join(ve.InstanceLocation, "."),
 		Rule:    rule,
-		Message: ve.ErrorKind.LocalizedString(printer),
+		Message: ve.ErrorKind.LocalizedString(printer()),
 	})
 }

@@ -119,6 +119,12 @@ type ServiceState struct {
 	UpdateState string `json:"updateState,omitempty"`
 	// UpdateMessage is Swarm's message for that state.
 	UpdateMessage string `json:"updateMessage,omitempty"`
+	// CreatedAt and UpdatedAt are the service object's own times, zero when
+	// the backend does not say. UpdatedAt moves on every write to the
+	// object, Swarm's own UpdateStatus changes included, so while
+	// UpdateState is paused or a rollback it says since when.
+	CreatedAt time.Time `json:"createdAt,omitzero"`
+	UpdatedAt time.Time `json:"updatedAt,omitzero"`
 	// Tasks are the service's current tasks (desired state not shutdown,
 	// plus the most recent failure per slot), newest first.
 	Tasks []TaskState `json:"tasks,omitempty"`
@@ -130,13 +136,18 @@ type ServiceState struct {
 	HasHealthcheck bool `json:"hasHealthcheck,omitempty"`
 	// NodesDown names (by hostname) the nodes that are down, and not
 	// drained, while they hold a task of this service: nodes it lost. Empty
-	// when the backend did not need to, or cannot, list nodes.
+	// when the backend did not need to, or cannot, list nodes. When it is
+	// set, a global service's Desired counts these nodes too.
 	NodesDown []string `json:"nodesDown,omitempty"`
 	// Networks, Configs and Secrets name what the service uses, sorted;
 	// never a secret's value. Empty when the backend does not say.
 	Networks []string `json:"networks,omitempty"`
 	Configs  []string `json:"configs,omitempty"`
 	Secrets  []string `json:"secrets,omitempty"`
+	// Volumes name the service's mounts, sorted: a named volume by name, a
+	// bind mount or anonymous volume by its target path. Empty when the
+	// backend does not say.
+	Volumes []string `json:"volumes,omitempty"`
 }
 
 // TaskState is one task of a service as health judgements need it.
@@ -152,6 +163,18 @@ type TaskState struct {
 	// Health is the container health status (healthy, unhealthy,
 	// starting) when the daemon reports it, empty otherwise.
 	Health string `json:"health,omitempty"`
+	// NodeName is the node's hostname, empty when the backend does not
+	// know it.
+	NodeName string `json:"nodeName,omitempty"`
+	// NodeLost says the task's node is down (not drained): its state is the
+	// last one the node reported, so it does not count as running.
+	NodeLost bool `json:"nodeLost,omitempty"`
+	// Restarts counts, for a task Swarm wants running, the earlier tasks of
+	// its slot Swarm still keeps (exits, failures, updates). RestartsFull
+	// says the count is at Swarm's task history retention limit, so there
+	// may have been more.
+	Restarts     int  `json:"restarts,omitempty"`
+	RestartsFull bool `json:"restartsFull,omitempty"`
 }
 
 // Release is one recorded revision of a deployed stack.
@@ -191,6 +214,22 @@ type Release struct {
 	Version uint64 `json:"-"`
 	// Chart is set when the manifest was rendered from a chart.
 	Chart *ChartRef `json:"chart,omitempty"`
+	// Set is set when an application set generated the application. It
+	// outlives the controller's memory: a controller that starts after the
+	// set stopped generating the application learns from it which set the
+	// stack came from. Records written before it existed have none.
+	Set *SetRef `json:"set,omitempty"`
+}
+
+// SetRef names the application set that generated a deployed application,
+// with the set's policy as of that deploy.
+type SetRef struct {
+	Name string `json:"name"`
+	// Prune is whether the set removed the stacks of applications it
+	// stopped generating, pull-request previews included.
+	Prune bool `json:"prune,omitempty"`
+	// Preview is whether the application was a pull-request preview.
+	Preview bool `json:"preview,omitempty"`
 }
 
 // ChartRef says which chart a revision was rendered from. It carries a

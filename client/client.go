@@ -25,6 +25,8 @@ type Client struct {
 	base  *url.URL
 	token string
 	hc    *http.Client
+	// unauthorizedHint replaces the advice given with a 401.
+	unauthorizedHint string
 }
 
 // New returns a client for the controller at server (such as
@@ -44,6 +46,11 @@ func New(server, token string, httpClient *http.Client) (*Client, error) {
 	}
 	return &Client{base: u, token: token, hc: httpClient}, nil
 }
+
+// SetUnauthorizedHint sets the advice a 401 answer carries in place of the
+// default (set a token), for a client whose token came from elsewhere, such
+// as a stored login.
+func (c *Client) SetUnauthorizedHint(hint string) { c.unauthorizedHint = hint }
 
 // Server returns the controller's base URL.
 func (c *Client) Server() string { return c.base.String() }
@@ -76,7 +83,7 @@ func hint(status int) string {
 	case http.StatusUnauthorized:
 		return "set FLOTILLA_TOKEN or FLOTILLA_TOKEN_FILE to a token the controller accepts"
 	case http.StatusForbidden:
-		return "this needs the admin token; the token in use is read-only"
+		return "the credential in use has no role that allows this"
 	case http.StatusNotImplemented:
 		return "this controller or its backend does not offer it"
 	case http.StatusServiceUnavailable:
@@ -121,6 +128,19 @@ func (c *Client) History(ctx context.Context, name string) (api.HistoryList, err
 func (c *Client) Diff(ctx context.Context, name string) (api.Diff, error) {
 	var out api.Diff
 	return out, c.do(ctx, http.MethodGet, appPath(name, "diff"), nil, nil, &out)
+}
+
+// DiffRevision compares recorded revision n with what the repository
+// declares now (against api.AgainstDeclared, also when against is empty) or
+// with the newest record (api.AgainstDeployed: what a rollback to it would
+// change).
+func (c *Client) DiffRevision(ctx context.Context, name string, n int, against string) (api.Diff, error) {
+	q := url.Values{"revision": {strconv.Itoa(n)}}
+	if against != "" {
+		q.Set("against", against)
+	}
+	var out api.Diff
+	return out, c.do(ctx, http.MethodGet, appPath(name, "diff"), q, nil, &out)
 }
 
 // Wait says whether a sync or rollback call waits for the pass, and how
@@ -235,8 +255,17 @@ func (c *Client) send(req *http.Request) (*http.Response, error) {
 	} else {
 		e.Message = strings.TrimSpace(string(b))
 	}
-	if e.Code != api.CodeRequestHeaderMissing && e.Code != api.CodeUnsupportedMediaType {
+	// A refusal (403) or an unavailable answer (503) that the API itself
+	// explained needs no guess: its message says what the caller lacks, or
+	// why the controller withholds the answer (stopping, standby, logs whose
+	// secrets cannot be blanked). The guesses are for bare answers, e.g. of
+	// a proxy in front of the controller.
+	explained := e.Code != "" && (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusServiceUnavailable)
+	if e.Code != api.CodeRequestHeaderMissing && e.Code != api.CodeUnsupportedMediaType && !explained {
 		e.Hint = hint(resp.StatusCode)
+		if resp.StatusCode == http.StatusUnauthorized && c.unauthorizedHint != "" {
+			e.Hint = c.unauthorizedHint
+		}
 	}
 	return nil, e
 }

@@ -114,7 +114,8 @@ func TestClient_errorsSayWhatToDo(t *testing.T) {
 		t.Fatalf("no token: %v", err)
 	}
 	_, err = e.client(t, readToken).Sync(ctx, "shop", api.SyncBody{}, client.Wait{})
-	if !client.IsStatus(err, 403) || !strings.Contains(err.Error(), "admin token") {
+	// The API says which role the request needs; no guess is added.
+	if !client.IsStatus(err, 403) || !strings.Contains(err.Error(), "needs operator") || strings.Contains(err.Error(), "read-only") {
 		t.Fatalf("read token sync: %v", err)
 	}
 	_, err = e.client(t, readToken).Application(ctx, "nope")
@@ -129,6 +130,38 @@ func TestClient_errorsSayWhatToDo(t *testing.T) {
 	}
 	if _, err := dead.Applications(ctx); err == nil || !strings.Contains(err.Error(), "FLOTILLA_SERVER") {
 		t.Fatalf("unreachable: %v", err)
+	}
+}
+
+// A 503 the API explains (logs withheld, a controller stopping or standing
+// by) is shown as the API put it; the guess "not ready yet" is kept for a
+// bare 503, such as a proxy's in front of a controller that is down.
+func TestClient_anExplainedUnavailableAnswerGetsNoGuessedHint(t *testing.T) {
+	explained := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"code":"unavailable","message":"service logs are withheld: the secret values could not be reproduced"}`))
+	}))
+	defer explained.Close()
+	bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "upstream down", http.StatusServiceUnavailable)
+	}))
+	defer bare.Close()
+
+	c, err := client.New(explained.URL, adminToken, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Applications(t.Context())
+	if !client.IsStatus(err, 503) || !strings.Contains(err.Error(), "withheld") || strings.Contains(err.Error(), "not ready") {
+		t.Fatalf("explained 503: %v", err)
+	}
+	c, err = client.New(bare.URL, adminToken, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = c.Applications(t.Context()); !client.IsStatus(err, 503) || !strings.Contains(err.Error(), "not ready yet") {
+		t.Fatalf("bare 503: %v", err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/docker/cli/cli/compose/convert"
 	composetypes "github.com/docker/cli/cli/compose/types"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/client"
 )
@@ -69,15 +70,7 @@ func convertManifest(ctx context.Context, manifest, stack string, api func(conve
 		Secrets:   map[string]swarm.SecretSpec{},
 	}
 
-	nets, external := convert.Networks(ns, cfg.Networks, declaredNetworks(cfg.Services))
-	for name, opts := range nets {
-		if opts.Driver == "" {
-			opts.Driver = defaultNetworkDriver
-		}
-		nets[name] = opts
-	}
-	st.Networks = nets
-	st.ExternalNetworks = sortedUnique(external)
+	st.Networks, st.ExternalNetworks = stackNetworks(ns, cfg.Networks, declaredNetworks(cfg.Services))
 
 	if err := convertConfigs(ns, cfg, m, st); err != nil {
 		return nil, nil, err
@@ -110,6 +103,19 @@ func convertManifest(ctx context.Context, manifest, stack string, api func(conve
 		st.Services[spec.Name] = spec
 	}
 	return st, cfg, nil
+}
+
+// stackNetworks are the networks a stack creates and the external ones it
+// uses, given every network its services attach to.
+func stackNetworks(ns convert.Namespace, networks map[string]composetypes.NetworkConfig, declared map[string]struct{}) (map[string]network.CreateOptions, []string) {
+	nets, external := convert.Networks(ns, networks, declared)
+	for name, opts := range nets {
+		if opts.Driver == "" {
+			opts.Driver = defaultNetworkDriver
+		}
+		nets[name] = opts
+	}
+	return nets, sortedUnique(external)
 }
 
 // declaredNetworks is every network a service attaches to, "default" for a

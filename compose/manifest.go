@@ -132,7 +132,7 @@ func decodeManifest(text string) (*manifestIn, *composetypes.Config, error) {
 		return nil, nil, fmt.Errorf("parse manifest compose section: %w", err)
 	}
 	sum := digest(raw)
-	validated := validatedManifests.has(sum)
+	validated := validatedManifests.has(sum) || validatedManifests.has(manifestSum(text))
 	cfg, err := load(composetypes.ConfigDetails{
 		WorkingDir:  loaderRoot,
 		ConfigFiles: []composetypes.ConfigFile{{Filename: "manifest", Config: dict}},
@@ -146,6 +146,11 @@ func decodeManifest(text string) (*manifestIn, *composetypes.Config, error) {
 	}
 	return &m, cfg, nil
 }
+
+// manifestSum names a whole manifest in validatedManifests: one rendered
+// incrementally was validated in pieces (every service and the top-level
+// sections, which is all the schema checks), never as one compose section.
+func manifestSum(text string) string { return "manifest:" + digest([]byte(text)) }
 
 // validatedManifests remembers the digests of compose sections that passed
 // schema validation. Validation is most of the cost of a Convert, and the

@@ -48,9 +48,10 @@ const (
 
 // Order is one service's place in a sync.
 type Order struct {
-	// Wave orders ordinary services, lowest first; default 0.
+	// Wave orders ordinary services, lowest first; default 0. For a hook
+	// it orders the hooks of its phase the same way.
 	Wave int
-	// Hook is set for a hook job, which belongs to no wave.
+	// Hook is set for a hook job, which belongs to no wave of services.
 	Hook HookPhase
 	// DeletePolicy is set for hooks only, BeforeHookCreation by default.
 	DeletePolicy DeletePolicy
@@ -64,15 +65,36 @@ type Ordering map[string]Order
 // Of returns service's Order.
 func (o Ordering) Of(service string) Order { return o[service] }
 
-// Hooks returns the hooks of phase, sorted by name.
+// Hooks returns the hooks of phase in the order they run: by wave, then
+// by name.
 func (o Ordering) Hooks(phase HookPhase) []string {
 	var out []string
+	for _, w := range o.HookWaves(phase) {
+		out = append(out, w.Names...)
+	}
+	return out
+}
+
+// HookWave is the hooks of one phase that share a wave: they run together,
+// and the next wave of the phase starts once every one of them succeeded.
+type HookWave struct {
+	Wave  int
+	Names []string // sorted
+}
+
+// HookWaves groups the hooks of phase by wave, lowest first.
+func (o Ordering) HookWaves(phase HookPhase) []HookWave {
+	by := map[int][]string{}
 	for name, ord := range o {
 		if ord.Hook == phase {
-			out = append(out, name)
+			by[ord.Wave] = append(by[ord.Wave], name)
 		}
 	}
-	slices.Sort(out)
+	var out []HookWave
+	for _, n := range slices.Sorted(maps.Keys(by)) {
+		slices.Sort(by[n])
+		out = append(out, HookWave{Wave: n, Names: by[n]})
+	}
 	return out
 }
 
@@ -175,8 +197,6 @@ func parseOrder(raw any, mode string) (Order, string, error) {
 	switch {
 	case o.Hook == "" && o.DeletePolicy != "":
 		return Order{}, "deletePolicy", fmt.Errorf("%w: deletePolicy applies to hooks only; this service has no hook", errOrdering)
-	case o.Hook != "" && hasKey(m, "wave"):
-		return Order{}, "wave", fmt.Errorf("%w: a hook runs in its phase and belongs to no wave", errOrdering)
 	case o.Hook != "" && mode != "replicated-job":
 		return Order{}, "hook", fmt.Errorf("%w: a hook must be a job: set deploy.mode to replicated-job (it is %q)", errOrdering, cmp(mode, "replicated"))
 	case o.Hook != "" && o.DeletePolicy == "":
@@ -184,8 +204,6 @@ func parseOrder(raw any, mode string) (Order, string, error) {
 	}
 	return o, "", nil
 }
-
-func hasKey(m map[string]any, k string) bool { _, ok := m[k]; return ok }
 
 func cmp(s, def string) string {
 	if s == "" {

@@ -104,7 +104,8 @@ func TestRenderRefusesBadXFlotillaNamingFileAndField(t *testing.T) {
 		{"fractional wave", "x-flotilla: {wave: 1}", "x-flotilla: {wave: 1.5}", "services.api.x-flotilla.wave"},
 		{"unknown hook", "x-flotilla: {hook: PreSync}", "x-flotilla: {hook: BeforeSync}", "services.migrate.x-flotilla.hook"},
 		{"hook not a job", "x-flotilla: {wave: 1}", "x-flotilla: {hook: PostSync}", "services.api.x-flotilla.hook"},
-		{"hook with a wave", "x-flotilla: {hook: PreSync}", "x-flotilla: {hook: PreSync, wave: 2}", "services.migrate.x-flotilla.wave"},
+		{"hook wave not a number", "x-flotilla: {hook: PreSync}", "x-flotilla: {hook: PreSync, wave: first}", "services.migrate.x-flotilla.wave"},
+		{"hook wave out of range", "x-flotilla: {hook: PreSync}", "x-flotilla: {hook: PreSync, wave: 5000}", "services.migrate.x-flotilla.wave"},
 		{"policy without hook", "x-flotilla: {wave: 1}", "x-flotilla: {wave: 1, deletePolicy: HookFailed}", "services.api.x-flotilla.deletePolicy"},
 		{"unknown policy", "x-flotilla: {hook: PreSync}", "x-flotilla: {hook: PreSync, deletePolicy: Never}", "services.migrate.x-flotilla.deletePolicy"},
 		{"not a mapping", "x-flotilla: {wave: 1}", "x-flotilla: 1", "services.api.x-flotilla"},
@@ -220,5 +221,70 @@ func TestTheOrderingExampleRendersWithItsWavesAndHooks(t *testing.T) {
 	}
 	if !slices.Equal(ord.Hooks(PreSync), []string{"migrate"}) || ord.Of("smoke") != (Order{Hook: PostSync, DeletePolicy: HookSucceeded}) {
 		t.Errorf("hooks %+v", ord)
+	}
+}
+
+const hookWaves = `services:
+  api:
+    image: flotilla-test/app:1
+  b-seed:
+    image: flotilla-test/app:1
+    deploy: {mode: replicated-job}
+    x-flotilla: {hook: PreSync, wave: 1}
+  a-seed:
+    image: flotilla-test/app:1
+    deploy: {mode: replicated-job}
+    x-flotilla: {hook: PreSync, wave: 1}
+  migrate:
+    image: flotilla-test/app:1
+    deploy: {mode: replicated-job}
+    x-flotilla: {hook: PreSync, wave: -2}
+  smoke:
+    image: flotilla-test/app:1
+    deploy: {mode: replicated-job}
+    x-flotilla: {hook: PostSync}
+`
+
+func TestHooksOfAPhaseRunByWaveThenByName(t *testing.T) {
+	r := renderOrdered(t, hookWaves)
+	ord, err := ReadOrdering(r.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ord.HookWaves(PreSync)
+	want := []HookWave{{Wave: -2, Names: []string{"migrate"}}, {Wave: 1, Names: []string{"a-seed", "b-seed"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("PreSync waves = %+v, want %+v", got, want)
+	}
+	if h := ord.Hooks(PreSync); !slices.Equal(h, []string{"migrate", "a-seed", "b-seed"}) {
+		t.Errorf("PreSync hooks in order = %v", h)
+	}
+	if got := ord.HookWaves(PostSync); len(got) != 1 || got[0].Wave != 0 {
+		t.Errorf("PostSync waves = %+v, want one wave 0", got)
+	}
+	// A hook's wave is kept in the manifest in one spelling.
+	again := renderOrdered(t, strings.Replace(hookWaves, "{hook: PostSync}", "{hook: PostSync, wave: 0}", 1))
+	if again.Manifest != r.Manifest {
+		t.Error("a hook's wave 0 and no wave gave different manifests")
+	}
+}
+
+func TestABadHookWaveIsRefusedWithFileLineAndField(t *testing.T) {
+	for _, bad := range []string{"wave: soon", "wave: 2.5", "wave: -1001", "wave: [1]"} {
+		t.Run(bad, func(t *testing.T) {
+			d := Dir{Root: t.TempDir(), Path: "app", Files: []string{"compose.yaml"}}
+			write(t, d, "compose.yaml", strings.Replace(hookWaves, "{hook: PreSync, wave: -2}", "{hook: PreSync, "+bad+"}", 1))
+			_, err := Render("shop", d)
+			var fe *fault.Error
+			if !errors.As(err, &fe) {
+				t.Fatalf("Render = %v, want a fault", err)
+			}
+			if fe.File != "app/compose.yaml" || fe.Field != "services.migrate.x-flotilla.wave" || fe.Line != 15 {
+				t.Errorf("fault names %s:%d field %s, want app/compose.yaml:15 services.migrate.x-flotilla.wave (%v)", fe.File, fe.Line, fe.Field, err)
+			}
+			if !strings.Contains(err.Error(), "whole number") {
+				t.Errorf("error %q does not say what a wave must be", err)
+			}
+		})
 	}
 }

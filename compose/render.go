@@ -3,6 +3,7 @@ package compose
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -63,7 +64,20 @@ const loaderTop = "/flotilla-checkout"
 //
 // Bad input gives a *fault.Error naming the file (relative to d.Root), and
 // the field and line when they are known.
-func Render(stack string, d Dir) (_ *Rendered, err error) {
+func Render(stack string, d Dir) (*Rendered, error) {
+	return render(stack, d, renderOpts{memo: true})
+}
+
+// renderOpts are what tests vary about a render.
+type renderOpts struct {
+	memo bool    // read and write the render memo
+	inc  incMode // reuse the pieces of the previous render (incremental.go)
+	// done, when set, sees the incremental render that succeeded (nil
+	// for a whole one).
+	done func(*incRun)
+}
+
+func render(stack string, d Dir, opts renderOpts) (_ *Rendered, err error) {
 	if err := checkStack(stack); err != nil {
 		return nil, &fault.Error{Field: "stack", Err: err}
 	}
@@ -77,10 +91,13 @@ func Render(stack string, d Dir) (_ *Rendered, err error) {
 	p.useDecrypter(d.Decrypt, d.SealKey)
 	// Unchanged inputs: see rendermemo.go.
 	key := renderKey(stack, d, p.limits)
-	if r, ok := rendered.lookup(key, p); ok {
+	if !opts.memo {
+		// Leave the memo alone.
+	} else if r, ok := rendered.lookup(key, p); ok {
 		return r, nil
 	}
 	p.inputs = &renderInputs{}
+	p.incMode = opts.inc
 	defer func() { err = p.withhold(err) }()
 	if err := p.readEnvFiles(d.EnvFiles); err != nil {
 		return nil, err
@@ -88,7 +105,7 @@ func Render(stack string, d Dir) (_ *Rendered, err error) {
 	if err := p.readComposeFiles(d.Files); err != nil {
 		return nil, err
 	}
-	cfg, err := p.load()
+	cfg, err := p.loadIncremental(key, opts.inc)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +116,13 @@ func Render(stack string, d Dir) (_ *Rendered, err error) {
 	if err != nil {
 		return nil, err
 	}
-	rendered.store(key, p, out)
+	if opts.memo {
+		rendered.store(key, p, out)
+	}
+	incremental.store(p, len(out.Manifest))
+	if opts.done != nil {
+		opts.done(p.inc)
+	}
 	return out, nil
 }
 
@@ -115,6 +138,9 @@ type project struct {
 	limits Limits
 	// api is Dir.APIVersion.
 	api string
+	// inc is set while a render reuses pieces of an earlier one.
+	inc     *incRun
+	incMode incMode
 	// inputs records what the render read, for the memo; nil while the
 	// memo checks an earlier render's inputs.
 	inputs *renderInputs
@@ -125,6 +151,9 @@ type composeFile struct {
 	rel  string // relative to the repository root, for messages
 	src  []byte
 	dict map[string]any
+	// sums are the digests of the text of the services parsed on their
+	// own (chunkparse.go), for the services the render did not change.
+	sums map[string][sha256.Size]byte
 }
 
 func openProject(d Dir) (*project, error) {
@@ -263,15 +292,31 @@ func (p *project) readComposeFiles(names []string) error {
 		if err != nil {
 			return &fault.Error{File: rel, Field: limitField(err, "source.compose.files"), Err: err}
 		}
-		dict, err := parseYAML(src)
+		var dict map[string]any
+		var sums map[string][sha256.Size]byte
+		if p.incMode == incOff || p.wasDecrypted(rel) {
+			dict, err = parseYAML(src)
+		} else {
+			// Decrypted text is never kept; see chunkparse.go.
+			dict, sums, err = parseChunked(src, p.incMode == incOn)
+		}
 		if err != nil {
 			return yamlFault(rel, err)
+		}
+		// A service whose env_file is inlined below no longer is what
+		// its text says.
+		if services, ok := dict["services"].(map[string]any); ok {
+			for name := range sums {
+				if svc, ok := services[name].(map[string]any); !ok || hasKey(svc, "env_file") {
+					delete(sums, name)
+				}
+			}
 		}
 		p.noteEncryptedCompose(rel, dict)
 		if err := p.inlineEnvFiles(rel, p.lineSource(rel, src), dict); err != nil {
 			return err
 		}
-		p.files = append(p.files, composeFile{rel: rel, src: p.lineSource(rel, src), dict: dict})
+		p.files = append(p.files, composeFile{rel: rel, src: p.lineSource(rel, src), dict: dict, sums: sums})
 	}
 	return nil
 }
@@ -508,6 +553,10 @@ func (p *project) checkServices(cfg *composetypes.Config) error {
 	// so the same bad project always reports the same problem first.
 	slices.SortFunc(cfg.Services, func(a, b composetypes.ServiceConfig) int { return strings.Compare(a.Name, b.Name) })
 	for _, svc := range cfg.Services {
+		if p.inc.reused(svc.Name) {
+			// Checked, as loaded the same, by the render that stored it.
+			continue
+		}
 		field := "services." + svc.Name
 		if svc.Image == "" {
 			return p.fault(field, errors.New("no image specified"))
@@ -613,7 +662,7 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 	stripExtras(cfg)
 	cfg.Version = manifestVersion(cfg.Version)
 	keepOrdering(cfg, ord)
-	text, err := encodeManifest(m)
+	text, err := p.encode(m)
 	if err != nil {
 		return nil, err
 	}
@@ -627,9 +676,19 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 	// undeclared network or config, a bad restart policy) is bad input too,
 	// and is better reported against its file here than at deploy time.
 	// It also leaves the manifest in the validated set for the deploy.
-	st, err := Convert(context.Background(), text, stack, nil)
-	if err != nil {
-		return nil, p.convertFault(err)
+	var st *Stack
+	if p.inc != nil {
+		if t, ok := p.inc.template(context.Background(), stack); ok {
+			converted.put(text, t)
+			validatedManifests.add(manifestSum(text))
+			// Read only, for the warnings: no copy needed.
+			st = t.stack
+		}
+	}
+	if st == nil {
+		if st, err = Convert(context.Background(), text, stack, nil); err != nil {
+			return nil, p.convertFault(err)
+		}
 	}
 	out.Manifest = text
 	out.Warnings = append(p.warns, st.UnsupportedFields(p.api)...)

@@ -553,6 +553,25 @@ func (m *faultMatrix) add(restarts int) {
 	m.mu.Unlock()
 }
 
+// eachKillPoint runs one scenario per kill point as parallel subtests, each
+// returning how many restarts it took to converge, and logs the matrix's
+// figures (the ones docs/reliability.md quotes) once all have run.
+func eachKillPoint(t *testing.T, label string, total, n int, name func(int) string, run func(t *testing.T, i int) int) {
+	var m faultMatrix
+	t.Run("points", func(t *testing.T) {
+		for i := range n {
+			t.Run(name(i), func(t *testing.T) {
+				t.Parallel()
+				restarts := run(t, i)
+				if !t.Failed() {
+					m.add(restarts)
+				}
+			})
+		}
+	})
+	t.Logf("%s: %d writes per run, %d kill points converged, %d restarts in all", label, total, m.runs, m.restarts)
+}
+
 func TestCrashSafetyOfAFirstDeployKilledAtEveryWrite(t *testing.T) {
 	t.Parallel()
 	bin := flotillaBinary(t)
@@ -565,26 +584,20 @@ func TestCrashSafetyOfAFirstDeployKilledAtEveryWrite(t *testing.T) {
 		t.Fatalf("clean first deploy: exit %d, %d writes", code, total)
 	}
 	runs, seed := faultRuns(t, total)
-	var m faultMatrix
-	t.Run("points", func(t *testing.T) {
-		for _, kp := range killPoints(runs, total, seed) {
-			t.Run(kp.String(), func(t *testing.T) {
-				t.Parallel()
-				r := newFaultRig(t, bin, "ffirst")
-				r.repo.Commit("v1", faultFiles(faultFirstV1, "one\n"))
-				if _, killed, _ := r.run(kp.at, kp.after); !killed {
-					t.Fatalf("the controller was not killed at write %d", kp.at)
-				}
-				v2 := r.repo.Commit("v2 drops three services, a network and a config", faultFiles(faultFirstV2, "one\n"))
-				restarts := r.recover()
-				r.checkConverged(v2, nil)
-				if !t.Failed() {
-					m.add(restarts)
-				}
-			})
-		}
-	})
-	t.Logf("first deploy: %d writes per deploy, %d kill points converged, %d restarts in all", total, m.runs, m.restarts)
+	points := killPoints(runs, total, seed)
+	eachKillPoint(t, "first deploy", total, len(points), func(i int) string { return points[i].String() },
+		func(t *testing.T, i int) int {
+			kp := points[i]
+			r := newFaultRig(t, bin, "ffirst")
+			r.repo.Commit("v1", faultFiles(faultFirstV1, "one\n"))
+			if _, killed, _ := r.run(kp.at, kp.after); !killed {
+				t.Fatalf("the controller was not killed at write %d", kp.at)
+			}
+			v2 := r.repo.Commit("v2 drops three services, a network and a config", faultFiles(faultFirstV2, "one\n"))
+			restarts := r.recover()
+			r.checkConverged(v2, nil)
+			return restarts
+		})
 }
 
 func TestCrashSafetyOfAnUpdateKilledAtEveryWrite(t *testing.T) {
@@ -604,40 +617,39 @@ func TestCrashSafetyOfAnUpdateKilledAtEveryWrite(t *testing.T) {
 	runs, seed := faultRuns(t, total)
 	rng := rand.New(rand.NewPCG(seed, 3))
 	points := killPoints(runs, total, seed)
-	var m faultMatrix
-	t.Run("points", func(t *testing.T) {
-		for _, kp := range points {
-			thenV3 := rng.IntN(2) == 1
-			name := kp.String()
-			if thenV3 {
-				name += "-then-v3"
-			}
-			t.Run(name, func(t *testing.T) {
-				t.Parallel()
-				r := newFaultRig(t, bin, "fupdate")
-				r.repo.Commit("v1", faultFiles(faultUpdateV1, "one\n"))
-				if code, _, _ := r.run(0, false); code != 0 {
-					t.Fatalf("v1: exit %d", code)
-				}
-				final := r.repo.Commit("v2", faultFiles(faultUpdateV2, "two\n"))
-				if _, killed, _ := r.run(kp.at, kp.after); !killed {
-					t.Fatalf("the controller was not killed at write %d", kp.at)
-				}
-				updates := map[string]int{"web": 1, "api": 1, "side": 1}
-				if thenV3 {
-					// The config rotates again: web and side change once more.
-					final = r.repo.Commit("v3 rotates the config again", faultFiles(faultUpdateV2, "three\n"))
-					updates["web"], updates["side"] = 2, 2
-				}
-				restarts := r.recover()
-				r.checkConverged(final, updates)
-				if !t.Failed() {
-					m.add(restarts)
-				}
-			})
+	// Half the points, drawn from the seed, see one more commit before the
+	// restart: the config rotates again while the update is half done.
+	thenV3 := make([]bool, len(points))
+	for i := range thenV3 {
+		thenV3[i] = rng.IntN(2) == 1
+	}
+	name := func(i int) string {
+		if thenV3[i] {
+			return points[i].String() + "-then-v3"
 		}
+		return points[i].String()
+	}
+	eachKillPoint(t, "update", total, len(points), name, func(t *testing.T, i int) int {
+		kp := points[i]
+		r := newFaultRig(t, bin, "fupdate")
+		r.repo.Commit("v1", faultFiles(faultUpdateV1, "one\n"))
+		if code, _, _ := r.run(0, false); code != 0 {
+			t.Fatalf("v1: exit %d", code)
+		}
+		final := r.repo.Commit("v2", faultFiles(faultUpdateV2, "two\n"))
+		if _, killed, _ := r.run(kp.at, kp.after); !killed {
+			t.Fatalf("the controller was not killed at write %d", kp.at)
+		}
+		updates := map[string]int{"web": 1, "api": 1, "side": 1}
+		if thenV3[i] {
+			// The config rotates again: web and side change once more.
+			final = r.repo.Commit("v3 rotates the config again", faultFiles(faultUpdateV2, "three\n"))
+			updates["web"], updates["side"] = 2, 2
+		}
+		restarts := r.recover()
+		r.checkConverged(final, updates)
+		return restarts
 	})
-	t.Logf("update: %d writes per update, %d kill points converged, %d restarts in all", total, m.runs, m.restarts)
 }
 
 // The two windows of a crash between the first write and the release

@@ -204,7 +204,7 @@ func (h *harness) taskIDs() map[string][]string {
 // waitRunning waits until every declared service runs all its tasks.
 func (h *harness) waitRunning(want int) {
 	h.t.Helper()
-	swarmtest.Eventually(h.t, 60*time.Second, func() (bool, string) {
+	swarmtest.Eventually(h.t, 90*time.Second, func() (bool, string) {
 		states, err := h.backend.ReadStackServices(context.Background(), h.app.Stack)
 		if err != nil {
 			return false, err.Error()

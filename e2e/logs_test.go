@@ -42,6 +42,24 @@ secrets:
   token: {file: ./token.txt}
 `
 
+// oneAppFile writes into dir an applications file of one automated
+// application, named as its stack, from repo's deploy directory; its 10m
+// interval leaves every pass after the first to the test.
+func oneAppFile(t *testing.T, dir, stack, repo string) string {
+	t.Helper()
+	appsFile := filepath.Join(dir, "applications.yaml")
+	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
+applications:
+  - name: %[1]s
+    source: {repoURL: %[2]s, revision: main, path: deploy}
+    stack: %[1]s
+    syncPolicy: {automated: {}, interval: 10m}
+`, stack, repo)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return appsFile
+}
+
 func TestBinaryAppLogsPrintsFollowsAndRefusesAViewer(t *testing.T) {
 	t.Parallel()
 	bin := flotillaBinary(t)
@@ -50,16 +68,7 @@ func TestBinaryAppLogsPrintsFollowsAndRefusesAViewer(t *testing.T) {
 	repo := gittest.New(t)
 	repo.Commit("initial", map[string]string{"deploy/docker-compose.yml": talkerStack,
 		"deploy/app.conf": "level debug\n", "deploy/token.txt": "logs-e2e-secret-value\n"})
-	appsFile := filepath.Join(t.TempDir(), "applications.yaml")
-	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
-applications:
-  - name: %[1]s
-    source: {repoURL: %[2]s, revision: main, path: deploy}
-    stack: %[1]s
-    syncPolicy: {automated: {}, interval: 10m}
-`, stack, repo.Dir)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	appsFile := oneAppFile(t, t.TempDir(), stack, repo.Dir)
 	addr := freeAddr(t)
 	const admin, viewer = "e2e-logs-admin-0123456789", "e2e-logs-viewer-0123456789"
 	startController(t, appsFile, "e2elogs", []string{"FLOTILLA_ADMIN_TOKEN=" + admin, "FLOTILLA_READ_TOKEN=" + viewer},

@@ -232,17 +232,25 @@ func (o *outputs) add(what, body string) {
 	o.bodies[what] = append(o.bodies[what], body)
 }
 
+// ageKeyFile makes a new age identity and writes its key file into dir, as
+// an operator's --sops-age-key-file.
+func ageKeyFile(t *testing.T, dir string) (sopsagetest.Identity, string) {
+	t.Helper()
+	id := sopsagetest.NewIdentity(t)
+	keyFile := filepath.Join(dir, "age.key")
+	if err := os.WriteFile(keyFile, id.File, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return id, keyFile
+}
+
 func TestSopsDecryptedValuesReachNoOutputAndARollbackRedeploysThemExactly(t *testing.T) {
 	t.Parallel()
 	bin := flotillaBinary(t)
 	stack := swarmtest.Name(t, "seal")
 	swarmtest.Cleanup(t, stack)
-	id := sopsagetest.NewIdentity(t)
 	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "age.key")
-	if err := os.WriteFile(keyFile, id.File, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	id, keyFile := ageKeyFile(t, dir)
 	v1, v2 := leakRevision(1), leakRevision(2)
 	const tampered = "e2e-tampered-4411-live"
 	repo := gittest.New(t)

@@ -40,6 +40,11 @@ const (
 	// applications file (or what its application sets generate) does not
 	// validate and the applications loaded before are kept.
 	ConfigRejected Type = "config.rejected"
+	// AuditRecorded is published for every audited write to the API, with
+	// the entry's fields in Data (see AuditData); App is the application
+	// the write named, empty for one on the controller as a whole. It
+	// holds names and options only, never a token.
+	AuditRecorded Type = "audit.recorded"
 )
 
 // Markers a Broker itself puts into a subscription. They are never
@@ -60,7 +65,7 @@ const (
 func (t Type) Valid() bool {
 	switch t {
 	case SyncStarted, SyncSucceeded, SyncFailed, DriftDetected, DriftCorrected,
-		OutOfBandChange, HealthChanged, Pruned, HookRan, RolledBack, ConfigRejected, Lagged, Gap:
+		OutOfBandChange, HealthChanged, Pruned, HookRan, RolledBack, ConfigRejected, AuditRecorded, Lagged, Gap:
 		return true
 	}
 	return false

@@ -126,11 +126,11 @@ func Service(s charts.ServiceState, now time.Time, opts Options) Result {
 	return withNodesDown(s, service(s, now, opts))
 }
 
-// withNodesDown adds the nodes s lost to r. Swarm stops counting a down
-// node among a global service's desired tasks, so without this a global
-// service one node short would look Healthy; it is Degraded until the node
-// is back (or drained or removed by an operator). A replicated service whose
-// tasks Swarm moved elsewhere keeps its verdict, with the node named.
+// withNodesDown adds the nodes s lost to r. The backend counts a lost node
+// among a global service's desired tasks, which Swarm itself stops doing,
+// so such a service is Degraded until the node is back (or drained or
+// removed by an operator). A replicated service whose tasks Swarm moved
+// elsewhere keeps its verdict, with the node named.
 func withNodesDown(s charts.ServiceState, r Result) Result {
 	if len(s.NodesDown) == 0 {
 		return r
@@ -140,7 +140,6 @@ func withNodesDown(s charts.ServiceState, r Result) Result {
 		down = "nodes " + strings.Join(s.NodesDown, ", ") + " are down"
 	}
 	if s.Mode == ModeGlobal {
-		r.Desired += uint64(len(s.NodesDown))
 		if r.Health == application.Healthy || r.Health == application.Progressing {
 			return r.with(application.Degraded, "%d/%d running; %s", r.Running, r.Desired, down)
 		}
@@ -279,7 +278,7 @@ func judgeTasks(s charts.ServiceState, now time.Time, opts Options, job bool) ta
 
 		up, starting := false, false
 		for _, t := range tasks {
-			if t.DesiredState == "shutdown" || t.DesiredState == "remove" {
+			if t.DesiredState == "shutdown" || t.DesiredState == "remove" || t.NodeLost {
 				continue
 			}
 			switch {
@@ -318,6 +317,15 @@ func judgeTasks(s charts.ServiceState, now time.Time, opts Options, job bool) ta
 		if starting {
 			v.starting++
 		}
+		if !job && !starting && exitedForGood(tasks, now, opts) {
+			// Swarm keeps such a slot empty for good: nothing will be
+			// scheduled, so waiting is not the answer.
+			if t := tasks[0]; v.stuck == "" || t.Timestamp.After(stuckAt) {
+				stuckAt = t.Timestamp
+				v.stuck = fmt.Sprintf("a task exited with status 0 %s ago and Swarm started none after it (a restart policy of on-failure or none does not restart a task that exits 0); a new commit or `docker service update --force` starts it again",
+					now.Sub(t.Timestamp).Round(time.Second))
+			}
+		}
 		for _, t := range tasks {
 			if !isFailure(t) || now.Sub(t.Timestamp) > opts.FailureWindow {
 				continue
@@ -335,6 +343,23 @@ func judgeTasks(s charts.ServiceState, now time.Time, opts Options, job bool) ta
 		v.up = s.Completed
 	}
 	return v
+}
+
+// exitedForGood reports whether a slot (or node) of a service that is not
+// a job holds no task Swarm means to run and its newest task completed
+// (exited 0) longer than the start grace ago. Swarm replaces such a task
+// only under restart condition "any", within its restart delay; after the
+// grace it will not. tasks is newest first.
+func exitedForGood(tasks []charts.TaskState, now time.Time, opts Options) bool {
+	if len(tasks) == 0 || tasks[0].State != "complete" || now.Sub(tasks[0].Timestamp) <= opts.StartGrace {
+		return false
+	}
+	for _, t := range tasks {
+		if t.DesiredState != "shutdown" && t.DesiredState != "remove" {
+			return false
+		}
+	}
+	return true
 }
 
 func groupKey(t charts.TaskState) string {

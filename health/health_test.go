@@ -23,6 +23,13 @@ func onNode(node, st string, d time.Duration) charts.TaskState {
 	return charts.TaskState{ID: node + st, NodeID: node, State: st, DesiredState: "running", Timestamp: ago(d)}
 }
 
+// lostOn is a task whose node is lost: its state is the node's last report.
+func lostOn(node, st string, d time.Duration) charts.TaskState {
+	t := onNode(node, st, d)
+	t.NodeLost = true
+	return t
+}
+
 func with(t charts.TaskState, f func(*charts.TaskState)) charts.TaskState {
 	f(&t)
 	return t
@@ -52,6 +59,30 @@ func TestService(t *testing.T) {
 			want:    application.Healthy,
 			running: 2,
 			msg:     "2/2 running",
+		},
+		{
+			// After a daemon restart, say: the task exited 0 and a restart
+			// policy of on-failure leaves the slot empty for good.
+			name: "a task that exited 0 and was never replaced",
+			s: charts.ServiceState{Mode: ModeReplicated, Desired: 1, Tasks: []charts.TaskState{
+				shutdown(task(1, "complete", 3*time.Minute)), shutdown(task(1, "failed", time.Hour))}},
+			want: application.Degraded,
+			msg:  "exited with status 0 3m0s ago and Swarm started none after it",
+		},
+		{
+			// Under restart condition "any" Swarm starts the next task after
+			// its restart delay: within the grace that is still waiting.
+			name: "a task that exited 0 moments ago",
+			s:    charts.ServiceState{Mode: ModeReplicated, Desired: 1, Tasks: []charts.TaskState{shutdown(task(1, "complete", 5*time.Second))}},
+			want: application.Progressing,
+			msg:  "waiting for Swarm to schedule tasks",
+		},
+		{
+			name: "a completed task whose slot has a new one starting",
+			s: charts.ServiceState{Mode: ModeReplicated, Desired: 1, Tasks: []charts.TaskState{
+				task(1, "preparing", 5*time.Second), shutdown(task(1, "complete", 10*time.Minute))}},
+			want: application.Progressing,
+			msg:  "1 task(s) starting",
 		},
 		{
 			name: "tasks starting within the grace",
@@ -434,17 +465,18 @@ func TestAServiceThatLostANodeNamesItAndAGlobalOneIsDegradedUntilItIsBack(t *tes
 		msg     string
 	}{
 		{
-			// Swarm's own desired count drops to the nodes still up.
+			// The backend counts the lost node among the desired; its
+			// task's last report (running) does not count.
 			name: "global service, one of three nodes down",
-			s: charts.ServiceState{Mode: ModeGlobal, Desired: 2, Running: 2, NodesDown: []string{"edge-3"},
-				Tasks: []charts.TaskState{onNode("n1", "running", time.Hour), onNode("n2", "running", time.Hour)}},
+			s: charts.ServiceState{Mode: ModeGlobal, Desired: 3, Running: 2, NodesDown: []string{"edge-3"},
+				Tasks: []charts.TaskState{onNode("n1", "running", time.Hour), onNode("n2", "running", time.Hour), lostOn("n3", "running", time.Hour)}},
 			want:    application.Degraded,
 			desired: 3,
 			msg:     "2/3 running; node edge-3 is down",
 		},
 		{
 			name: "global service, two nodes down",
-			s: charts.ServiceState{Mode: ModeGlobal, Desired: 1, Running: 1, NodesDown: []string{"a", "b"},
+			s: charts.ServiceState{Mode: ModeGlobal, Desired: 3, Running: 1, NodesDown: []string{"a", "b"},
 				Tasks: []charts.TaskState{onNode("n1", "running", time.Hour)}},
 			want:    application.Degraded,
 			desired: 3,
@@ -457,6 +489,16 @@ func TestAServiceThatLostANodeNamesItAndAGlobalOneIsDegradedUntilItIsBack(t *tes
 			want:    application.Healthy,
 			desired: 2,
 			msg:     "2/2 running; node edge-3 is down and Swarm moved its tasks",
+		},
+		{
+			// Swarm has not moved it yet: the lost node's task is not
+			// known to run.
+			name: "replicated service whose task is still on the lost node",
+			s: charts.ServiceState{Mode: ModeReplicated, Desired: 2, Running: 1, NodesDown: []string{"edge-3"},
+				Tasks: []charts.TaskState{task(1, "running", time.Hour), with(task(2, "running", time.Hour), func(t *charts.TaskState) { t.NodeLost = true })}},
+			want:    application.Progressing,
+			desired: 2,
+			msg:     "node edge-3 is down",
 		},
 		{
 			name: "replicated service whose replacement is starting",
@@ -482,5 +524,22 @@ func TestAServiceThatLostANodeNamesItAndAGlobalOneIsDegradedUntilItIsBack(t *tes
 				t.Errorf("got %s %d/%d %q, want %s desired %d with %q", got.Health, got.Running, got.Desired, got.Message, tt.want, tt.desired, tt.msg)
 			}
 		})
+	}
+}
+
+func TestStackSortedRollsUpLikeStackForPartsInNameOrder(t *testing.T) {
+	results := map[string]Result{
+		"web":    {Health: application.Healthy, Running: 2, Desired: 2},
+		"api":    {Health: application.Degraded, Running: 1, Desired: 3, Message: "1/3 running"},
+		"worker": {Health: application.Degraded, Running: 0, Desired: 1, Message: "0/1 running"},
+		"db":     Missing(1),
+	}
+	names := []string{"api", "db", "web", "worker"}
+	parts := make([]Result, len(names))
+	for i, n := range names {
+		parts[i] = results[n]
+	}
+	if got, want := StackSorted(names, parts), Stack(results); got != want {
+		t.Fatalf("StackSorted = %+v, Stack = %+v", got, want)
 	}
 }

@@ -321,8 +321,16 @@ func TestAPartitionedLeaderStopsWritingBeforeTheStandbyStarts(t *testing.T) {
 				a.v.down.Store(true)
 			}
 			waitLeader(t, 3*d, b)
+			// The poller may not have asked b since it became leader: on a
+			// loaded machine let it, or the comparison below is against 0.
+			for deadline := time.Now().Add(5 * time.Second); bFirst.Load() == 0 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
 			close(stop)
 			<-done
+			if bFirst.Load() == 0 {
+				t.Fatal("the standby became leader but was never permitted a write")
+			}
 			if aLast.Load() >= bFirst.Load() {
 				t.Fatalf("the partitioned leader could still write %s after the standby began", time.Duration(aLast.Load()-bFirst.Load()))
 			}

@@ -171,7 +171,9 @@ type Result struct {
 	// Revision is the release revision recorded, 0 if none.
 	Revision int
 	Status   application.Status
-	Err      error
+	// Plan is what a dry-run sync would write and remove; nil otherwise.
+	Plan *Diff
+	Err  error
 }
 
 // appState is the controller's bookkeeping for one application.
@@ -410,6 +412,9 @@ var (
 	// ErrQueueFull refuses a request when QueueLimit requests already wait
 	// for the application. It matches ErrBusy too: the answer is "later".
 	ErrQueueFull error = queueFullError{}
+	// ErrNoRevision: a revision number the application's kept history
+	// does not hold.
+	ErrNoRevision = errors.New("no such revision")
 )
 
 type queueFullError struct{}
@@ -660,7 +665,7 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 	c.wakeDependents(p)
 	c.reportChanges(p, prev)
 	c.observeOutcome(p, err, gated, c.now().Sub(started))
-	res = Result{App: app.Name, Action: p.action, Deployed: p.deployed, Healed: p.healed, Status: p.status, Err: err}
+	res = Result{App: app.Name, Action: p.action, Deployed: p.deployed, Healed: p.healed, Status: p.status, Plan: p.plan, Err: err}
 	if p.recorded != nil {
 		res.Revision = p.recorded.Revision
 	}

@@ -20,7 +20,7 @@ import (
 // for. Neither is ever published as Missing.
 func (c *Controller) applyHealth(p *pass, snap *snapshot) {
 	p.observed, p.readErr = true, snap.err
-	c.judgeHealth(p, snap, declaredOf(p))
+	c.judgeHealth(p, snap, c.declaredOnce(p))
 }
 
 // judgeHealth is applyHealth against an explicit list of expected services.
@@ -32,6 +32,7 @@ func (c *Controller) judgeHealth(p *pass, snap *snapshot, want []expected) {
 		p.status.HealthMessage = fmt.Sprintf("the swarm could not be read at %s: %v",
 			c.now().UTC().Format(time.RFC3339), source.Sanitize(snap.err))
 		p.status.Services = nil
+		p.judged = nil
 		return
 	}
 	states, read := snap.stacks[p.app.Stack]
@@ -39,21 +40,33 @@ func (c *Controller) judgeHealth(p *pass, snap *snapshot, want []expected) {
 		r := health.Unknown(nil)
 		r.Message = "the swarm answered with no services for this stack and the backend cannot tell an empty stack from a failed read"
 		p.status.Health, p.status.HealthMessage, p.status.Services = r.Health, r.Message, nil
+		p.judged = nil
 		return
 	}
-	results := c.resultsFor(states, want)
-	rolled := health.Stack(results)
+	p.judged = states
+	c.judgeHooks(p, states)
+	byName := indexStates(states)
+	results := c.resultsIndexed(states, byName, want)
+	names := sortedKeys(results)
+	parts := make([]health.Result, len(names))
+	for i, n := range names {
+		parts[i] = results[n]
+	}
+	rolled := health.StackSorted(names, parts)
 	p.status.Health, p.status.HealthMessage = rolled.Health, rolled.Message
 	p.status.Services = p.status.Services[:0:0]
-	byName := make(map[string]charts.ServiceState, len(states))
-	for _, s := range states {
-		byName[s.Name] = s
+	if len(names) > 0 {
+		p.status.Services = make([]application.ServiceStatus, 0, len(names))
 	}
-	for _, n := range sortedKeys(results) {
-		r, s := results[n], byName[n]
+	for i, n := range names {
+		r := parts[i]
+		var s charts.ServiceState
+		if j, ok := byName[n]; ok {
+			s = states[j]
+		}
 		p.status.Services = append(p.status.Services, application.ServiceStatus{
 			Name: n, Health: r.Health, Running: int(r.Running), Desired: int(r.Desired), Message: r.Message,
-			Tasks: taskStatuses(s.Tasks), Networks: s.Networks, Configs: s.Configs, Secrets: s.Secrets,
+			Tasks: taskStatuses(s.Tasks), Networks: s.Networks, Configs: s.Configs, Secrets: s.Secrets, Volumes: s.Volumes,
 		})
 	}
 }
@@ -74,15 +87,27 @@ func (c *Controller) serviceResults(p *pass, states []charts.ServiceState) map[s
 // resultsFor judges every expected service against one read of its stack;
 // an expected service the read lacks is Missing.
 func (c *Controller) resultsFor(states []charts.ServiceState, want []expected) map[string]health.Result {
-	byName := make(map[string]charts.ServiceState, len(states))
-	for _, s := range states {
-		byName[s.Name] = s
+	return c.resultsIndexed(states, indexStates(states), want)
+}
+
+// indexStates maps each service's name to its position in states (the last
+// one wins, as a map of copies would); positions, not copies, since a
+// steady pass builds this for every service of the stack.
+func indexStates(states []charts.ServiceState) map[string]int {
+	byName := make(map[string]int, len(states))
+	for i, s := range states {
+		byName[s.Name] = i
 	}
+	return byName
+}
+
+// resultsIndexed is resultsFor with states already indexed by name.
+func (c *Controller) resultsIndexed(states []charts.ServiceState, byName map[string]int, want []expected) map[string]health.Result {
 	now := c.now()
-	results := map[string]health.Result{}
+	results := make(map[string]health.Result, len(want))
 	for _, e := range want {
-		if s, ok := byName[e.name]; ok {
-			results[e.name] = health.Service(s, now, health.Options{})
+		if i, ok := byName[e.name]; ok {
+			results[e.name] = health.Service(states[i], now, health.Options{})
 		} else {
 			results[e.name] = health.Missing(e.desired)
 		}
@@ -198,7 +223,8 @@ func taskStatuses(ts []charts.TaskState) []application.TaskStatus {
 	for _, t := range ts {
 		out = append(out, application.TaskStatus{ID: t.ID, Slot: t.Slot, Node: t.NodeID, State: t.State,
 			DesiredState: t.DesiredState, Health: t.Health, Error: source.SanitizeString(t.Err),
-			Message: source.SanitizeString(t.Message), Since: t.Timestamp})
+			Message: source.SanitizeString(t.Message), Since: t.Timestamp,
+			NodeName: t.NodeName, NodeLost: t.NodeLost, Restarts: t.Restarts, RestartsFull: t.RestartsFull})
 	}
 	return out
 }

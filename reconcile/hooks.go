@@ -66,13 +66,15 @@ func syncStep(run func(*Controller, context.Context, *pass) error) func(*Control
 	}
 }
 
-// runHooks runs the hooks of phase: each is created as a job (through the
-// application's backend, so guards and allowlists apply) unless one already
-// ran for this revision, and all are waited for. A job that carries this
-// revision's target and succeeded is not run again, one still running is
-// waited for and never started twice, which is how a restarted controller
-// resumes; one that failed fails the sync again, until a new revision or an
-// explicit sync, which runs it anew.
+// runHooks runs the hooks of phase wave by wave, lowest first: each hook of
+// a wave is created as a job (through the application's backend, so guards
+// and allowlists apply) unless one already ran for this revision, and the
+// whole wave is waited for before the next wave's jobs are created. A job
+// that carries this revision's target and succeeded is not run again, one
+// still running is waited for and never started twice, which is how a
+// restarted controller resumes; one that failed fails the sync again, until
+// a new revision or an explicit sync, which runs it anew. The first hook
+// that fails stops the phase: no job of a later wave is created.
 func (c *Controller) runHooks(ctx context.Context, p *pass, phase compose.HookPhase) error {
 	if p.action == charts.Unchanged || p.rendered == nil {
 		return nil
@@ -82,8 +84,8 @@ func (c *Controller) runHooks(ctx context.Context, p *pass, phase compose.HookPh
 	if err != nil {
 		return stalled(step, err)
 	}
-	names := o.order.Hooks(phase)
-	if len(names) == 0 {
+	waves := o.order.HookWaves(phase)
+	if len(waves) == 0 {
 		return nil
 	}
 	if phase != compose.SyncFail {
@@ -91,12 +93,39 @@ func (c *Controller) runHooks(ctx context.Context, p *pass, phase compose.HookPh
 			return err
 		}
 	}
-	deadline := c.now().Add(syncTimeout(p.app))
-	target := hookTarget(p)
+	for i, w := range waves {
+		var later []string
+		for _, lw := range waves[i+1:] {
+			later = append(later, lw.Names...)
+		}
+		run := hookRun{phase: phase, step: step, wave: w.Wave, later: later, target: hookTarget(p),
+			deadline: c.now().Add(syncTimeout(p.app))}
+		if err := c.runHookWave(ctx, p, run, w.Names); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hookRun is one wave of hooks of one phase being run.
+type hookRun struct {
+	phase    compose.HookPhase
+	step     string
+	wave     int
+	later    []string // hooks of later waves of the phase, not created if this one fails
+	target   string
+	deadline time.Time
+}
+
+// runHookWave starts the hooks of one wave that this revision has not run
+// yet and waits for all of them.
+func (c *Controller) runHookWave(ctx context.Context, p *pass, run hookRun, names []string) error {
 	states, _, err := capability.ReadStack(ctx, p.backend, p.app.Stack)
 	if err != nil {
-		return transient(step, fmt.Errorf("read the stack before the %s hooks: %w", phase, err))
+		return transient(run.step, fmt.Errorf("read the stack before the %s hooks: %w", run.phase, err))
 	}
+	c.judgeHooks(p, states)
+	c.publish(p)
 	live := map[string]charts.ServiceState{}
 	for _, s := range states {
 		live[s.Name] = s
@@ -104,27 +133,27 @@ func (c *Controller) runHooks(ctx context.Context, p *pass, phase compose.HookPh
 	var waiting []string
 	for _, name := range names {
 		s, exists := live[name]
-		if exists && s.Labels[LabelHookTarget] == target {
+		if exists && s.Labels[LabelHookTarget] == run.target {
 			switch r := judgeHook(s); r.outcome {
 			case hookSucceeded:
-				p.log.Info("hook already succeeded for this revision; not run again", "service", name, "hook", phase)
+				p.log.Info("hook already succeeded for this revision; not run again", "service", name, "hook", run.phase)
 				continue
 			case hookFailed:
 				if p.request == nil {
-					return c.hookFailed(ctx, p, step, phase, name, s, r)
+					return c.hookFailed(ctx, p, run, name, s, r)
 				}
 			default:
-				p.log.Info("hook is still running for this revision; waiting for it, not starting it again", "service", name, "hook", phase)
+				p.log.Info("hook is still running for this revision; waiting for it, not starting it again", "service", name, "hook", run.phase)
 				waiting = append(waiting, name)
 				continue
 			}
 		}
-		if err := c.startHook(ctx, p, phase, name, target, s, exists); err != nil {
+		if err := c.startHook(ctx, p, run.phase, name, run.target, s, exists); err != nil {
 			return err
 		}
 		waiting = append(waiting, name)
 	}
-	return c.waitHooks(ctx, p, step, phase, waiting, target, deadline)
+	return c.waitHooks(ctx, p, run, waiting)
 }
 
 // startHook replaces an earlier job of the hook (its policy kept it until
@@ -169,14 +198,17 @@ func (c *Controller) startHook(ctx context.Context, p *pass, phase compose.HookP
 
 // waitHooks waits until every named hook job of this revision has
 // completed; the first that fails, or the deadline, fails the sync.
-func (c *Controller) waitHooks(ctx context.Context, p *pass, step string, phase compose.HookPhase, names []string, target string, deadline time.Time) error {
+func (c *Controller) waitHooks(ctx context.Context, p *pass, run hookRun, names []string) error {
 	left := slices.Clone(names)
 	last := map[string]hookResult{}
 	for len(left) > 0 {
 		states, _, err := capability.ReadStack(ctx, p.backend, p.app.Stack)
 		if err == nil {
+			// Published as it goes, so the API shows a hook Running.
+			c.judgeHooks(p, states)
+			c.publish(p)
 			for _, s := range states {
-				if !slices.Contains(left, s.Name) || s.Labels[LabelHookTarget] != target {
+				if !slices.Contains(left, s.Name) || s.Labels[LabelHookTarget] != run.target {
 					continue
 				}
 				r := judgeHook(s)
@@ -184,38 +216,49 @@ func (c *Controller) waitHooks(ctx context.Context, p *pass, step string, phase 
 				switch r.outcome {
 				case hookSucceeded:
 					left = slices.DeleteFunc(left, func(n string) bool { return n == s.Name })
-					p.log.Info("hook succeeded", "service", s.Name, "hook", phase)
-					c.emit(p, events.HookRan, s.Name, fmt.Sprintf("%s hook succeeded", phase), map[string]any{"hook": string(phase), "outcome": "succeeded"})
+					p.log.Info("hook succeeded", "service", s.Name, "hook", run.phase)
+					c.emit(p, events.HookRan, s.Name, fmt.Sprintf("%s hook succeeded", run.phase), map[string]any{"hook": string(run.phase), "outcome": "succeeded"})
 				case hookFailed:
-					return c.hookFailed(ctx, p, step, phase, s.Name, s, r)
+					return c.hookFailed(ctx, p, run, s.Name, s, r)
 				}
 			}
 		}
 		if len(left) == 0 {
 			break
 		}
-		if !c.now().Before(deadline) {
+		if !c.now().Before(run.deadline) {
 			msg := "its job was not found"
 			if r, ok := last[left[0]]; ok {
 				msg = r.message
 			}
-			return stalled(step, fmt.Errorf("%s hook %s did not complete within %s: %s; nothing after it was written", phase, left[0], syncTimeout(p.app), msg))
+			return stalled(run.step, fmt.Errorf("%s hook %s did not complete within %s: %s; nothing after it was written%s",
+				run.phase, left[0], syncTimeout(p.app), msg, notCreated(run)))
 		}
 		select {
 		case <-ctx.Done():
-			return transient(step, ctx.Err())
+			return transient(run.step, ctx.Err())
 		case <-time.After(waitPoll):
 		}
 	}
 	return nil
 }
 
+// notCreated names the hooks of later waves a failed wave keeps from
+// being created, for the failure's message.
+func notCreated(run hookRun) string {
+	if len(run.later) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; later %s hook(s) %s not created", run.phase, strings.Join(run.later, ", "))
+}
+
 // hookFailed reports a failed hook with its last log lines, and removes its
 // job when its policy says HookFailed.
-func (c *Controller) hookFailed(ctx context.Context, p *pass, step string, phase compose.HookPhase, name string, s charts.ServiceState, r hookResult) error {
+func (c *Controller) hookFailed(ctx context.Context, p *pass, run hookRun, name string, s charts.ServiceState, r hookResult) error {
+	phase := run.phase
 	lines, lerr := capability.LogTail(ctx, p.backend, s.ID, hookLogLines)
 	lines = redactLines(p, lines)
-	msg := fmt.Sprintf("%s hook %s failed: %s; nothing after it was written", phase, name, r.message)
+	msg := fmt.Sprintf("%s hook %s failed: %s; nothing after it was written%s", phase, name, r.message, notCreated(run))
 	switch {
 	case lerr != nil:
 		msg += fmt.Sprintf("; its logs could not be read: %v", source.Sanitize(lerr))
@@ -223,6 +266,7 @@ func (c *Controller) hookFailed(ctx context.Context, p *pass, step string, phase
 		msg += "; last log lines:\n" + strings.Join(lines, "\n")
 	}
 	c.emit(p, events.HookRan, name, msg, map[string]any{"hook": string(phase), "outcome": "failed", "logs": lines})
+	p.noteHookFailed(name, s, r, lines)
 	o, _ := p.ordering()
 	if o != nil && o.order.Of(name).DeletePolicy == compose.HookFailed {
 		if rm, ok := capability.As[capability.ResourceRemover](p.backend); ok {
@@ -231,7 +275,7 @@ func (c *Controller) hookFailed(ctx context.Context, p *pass, step string, phase
 			}
 		}
 	}
-	return stalled(step, errors.New(msg))
+	return stalled(run.step, errors.New(msg))
 }
 
 // redactLines keeps what the pass knows to be secret (decrypted values,
@@ -322,6 +366,9 @@ const (
 type hookResult struct {
 	outcome string
 	message string
+	// task is the task that decided a finished outcome: the newest
+	// completed one, or the failure; nil while running.
+	task *charts.TaskState
 }
 
 // judgeHook reads a hook job's outcome from its tasks. It is not the health
@@ -332,7 +379,13 @@ type hookResult struct {
 // unless they ask for retries, see compose.Subset).
 func judgeHook(s charts.ServiceState) hookResult {
 	if s.Desired > 0 && s.Completed >= s.Desired {
-		return hookResult{hookSucceeded, fmt.Sprintf("%d/%d completed", s.Completed, s.Desired)}
+		var done *charts.TaskState
+		for i, t := range s.Tasks {
+			if t.State == "complete" && (done == nil || t.Timestamp.After(done.Timestamp)) {
+				done = &s.Tasks[i]
+			}
+		}
+		return hookResult{hookSucceeded, fmt.Sprintf("%d/%d completed", s.Completed, s.Desired), done}
 	}
 	var failed *charts.TaskState
 	active := false
@@ -352,7 +405,7 @@ func judgeHook(s charts.ServiceState) hookResult {
 		if why == "" {
 			why = failed.Message
 		}
-		return hookResult{hookFailed, fmt.Sprintf("task %s: %s", failed.State, why)}
+		return hookResult{hookFailed, fmt.Sprintf("task %s: %s", failed.State, why), failed}
 	}
-	return hookResult{hookRunning, fmt.Sprintf("%d/%d completed", s.Completed, s.Desired)}
+	return hookResult{hookRunning, fmt.Sprintf("%d/%d completed", s.Completed, s.Desired), nil}
 }

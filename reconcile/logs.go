@@ -11,9 +11,9 @@ import (
 
 // Logs streams what the tasks of the application's stack write, read
 // through the backend of the application's own destination. Each line is
-// stripped of URL credentials before emit sees it, as hook logs are; the
-// controller keeps no decrypted value outside a pass, so a task that prints
-// its own secret is the one thing this cannot blank.
+// stripped of URL credentials before emit sees it, as hook logs are. The
+// values of the application's own secrets are blanked by the caller with
+// LogMask, which reproduces them; this holds none.
 func (c *Controller) Logs(ctx context.Context, name string, q capability.LogQuery, emit func(capability.LogLine) error) error {
 	app, err := c.application(name)
 	if err != nil {

@@ -21,7 +21,10 @@ type Orphan struct {
 	Destination string `json:"destination,omitempty"`
 	// Owner is the stamp of the stack's newest record: the application
 	// that deployed it.
-	Owner string                   `json:"owner"`
+	Owner string `json:"owner"`
+	// Set is the application set the stack is removed for, when it is
+	// removed because that set prunes.
+	Set   string                   `json:"set,omitempty"`
 	Sweep *application.SweepStatus `json:"sweep,omitempty"`
 	Error string                   `json:"error,omitempty"`
 }
@@ -100,12 +103,19 @@ func (c *Controller) sweepOrphansOn(ctx context.Context, dest string, declared m
 		c.mu.Lock()
 		failures := c.orphanFailures[key]
 		c.mu.Unlock()
+		remove, set, setErr := c.pruneOrphan(ctx, b, stack, owner, app, prune)
+		if remove && !isMoved {
+			o.Set = set
+		}
+		if setErr != nil {
+			log.Warn("could not read the stack's newest record to tell whether an application set made it; keeping it this time", "error", setErr)
+		}
 		rep, err := sweep.Run(ctx, b, sweep.RunInput{
 			Stack:    stack,
 			Owner:    owner,
 			Current:  &compose.Stack{Namespace: stack},
 			Failures: failures,
-			DryRun:   !c.pruneOrphan(stack, prune) || isMoved,
+			DryRun:   !remove || isMoved,
 		})
 		switch {
 		case err != nil:
@@ -123,6 +133,8 @@ func (c *Controller) sweepOrphansOn(ctx context.Context, dest string, declared m
 			case rep.DryRun:
 				log.Warn("application removed from the applications file; its stack stays (run with --prune to remove it)",
 					"pending", strings.Join(o.Sweep.Pending, ", "))
+			case len(rep.Removed) > 0 && set != "":
+				log.Info("removed the stack of an application its application set no longer generates", "set", set, "removed", len(rep.Removed))
 			case len(rep.Removed) > 0:
 				log.Info("removed the stack of an application no longer in the applications file", "removed", len(rep.Removed))
 			}

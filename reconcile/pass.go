@@ -42,6 +42,7 @@ type pass struct {
 	app     application.Application
 	owner   string
 	request *SyncRequest // non-nil for an explicit sync
+	plan    *Diff        // a dry run's preview
 	// snapshot is the swarm read shared by every application of a batch.
 	snapshot *snapshot
 
@@ -88,6 +89,13 @@ type pass struct {
 	// is that read's error.
 	observed bool
 	readErr  error
+	// judged is the read of the stack the status's health was last judged
+	// from; nil when none could be trusted.
+	judged []charts.ServiceState
+	// hooks are the hooks' states as the pass last read them, by name,
+	// and hookLogs the redacted log tails of failed ones, by job id.
+	hooks    map[string]application.HookStatus
+	hookLogs map[string][]string
 }
 
 // snapshot is one read of the swarm for many stacks; err is set when the read
@@ -407,6 +415,7 @@ func (c *Controller) observe(ctx context.Context, p *pass) error {
 // planned and reported, and that is all it gets.
 func (c *Controller) gate(ctx context.Context, p *pass) error {
 	if p.request != nil && p.request.DryRun {
+		p.plan = c.dryRunPlan(ctx, p)
 		return errGated
 	}
 	if p.app.SyncPolicy.Automated == nil && p.request == nil {
@@ -461,6 +470,7 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 		Time:     c.now(),
 		Trigger:  TriggerAutomated,
 		Chart:    p.chart,
+		Set:      setRef(p.app),
 	}
 	if p.request != nil {
 		rec.Trigger = TriggerSync

@@ -8,6 +8,7 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/flotilla-gitops/flotilla/capability"
+	"github.com/flotilla-gitops/flotilla/compose"
 )
 
 // steadyMark is what the last comparison of one render with the swarm saw,
@@ -29,6 +30,14 @@ type steadyMark struct {
 	// stack uses do not count.
 	nets map[string]string
 	api  string
+
+	// declared is declaredOf for this render, kept because a steady pass
+	// would otherwise sort and walk every declared service again to judge
+	// health; declFor and declStack say which conversion and stack it was
+	// made from.
+	declared  []expected
+	declFor   *compose.Stack
+	declStack string
 }
 
 // liveMark identifies one state of one live service.
@@ -169,4 +178,21 @@ func (c *Controller) driftMemoryEmpty(p *pass) bool {
 		return false
 	}
 	return len(a.drift.motionSince) == 0 && len(a.drift.notKept) == 0 && (a.rolledBackManifest != p.rendered.Manifest || len(a.rolledBack) == 0)
+}
+
+// declaredOnce is declaredOf, computed once per render the cache keeps and
+// per conversion of it: the list depends only on the manifest and the stack
+// name. The slice is shared between passes, so it is clipped: a caller that
+// appends gets its own copy.
+func (c *Controller) declaredOnce(p *pass) []expected {
+	m := c.renders.steadyOf(p.app.Name, p.rendered)
+	if m == nil || p.declared == nil {
+		return declaredOf(p)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.declFor != p.declared || m.declStack != p.app.Stack {
+		m.declared, m.declFor, m.declStack = slices.Clip(declaredOf(p)), p.declared, p.app.Stack
+	}
+	return m.declared
 }

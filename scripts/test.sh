@@ -44,5 +44,9 @@ fi
 step "go vet"
 go vet ./...
 
+step "the kms build (SOPS with every cloud key service: docs/secrets.md)"
+go build -tags kms ./...
+go vet -tags kms ./...
+
 step "go test -race (every package; fuzz targets run their seed corpus)"
 go test -race -count=1 -timeout 30m ./... 2>&1 | tee "${TMPDIR:-/tmp}/flotilla-test.log"

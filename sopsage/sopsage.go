@@ -2,20 +2,25 @@
 // memory, with identities handed to it rather than found in the process
 // environment.
 //
-// The sops library's age key source reads SOPS_AGE_KEY, SOPS_AGE_KEY_FILE,
-// SOPS_AGE_KEY_CMD and the user's config directory whenever a key has no
-// identities of its own. A controller decrypts for many applications at
-// once, each possibly with its own key, so setting those variables would
-// race and would let one application's key decrypt another's files. This
-// package instead parses the identities once, passes them to each
-// age.MasterKey through the library's ParsedIdentities, and answers the
-// library's key-service calls itself: the environment is never read, and a
-// file encrypted only for KMS, PGP or Vault is refused rather than sent to
-// a cloud API the operator did not configure.
+// It reads the sops file format itself (YAML, JSON, dotenv, INI and
+// binary; the data key opened with age; each value with AES-GCM; the MAC
+// checked) instead of linking the sops library, whose packages import and
+// initialise every cloud key service SDK (AWS, GCP, Azure, Vault): about
+// half of the controller's binary and most of its resident memory, for
+// key types a default build refuses anyway.
+//
+// Identities are parsed once and used only for the files they are given
+// for: the environment (SOPS_AGE_KEY, SOPS_AGE_KEY_FILE, the user's config
+// directory) is never read, since a controller decrypts for many
+// applications at once, each possibly with its own key. A file encrypted
+// only for KMS, PGP or Vault is refused, naming the key types, rather than
+// sent to a cloud API the operator did not configure. Built with the kms
+// tag, the package also links the sops library's key service, and opens
+// such files, and the few sops features its own reader leaves out, with
+// it (see docs/secrets.md).
 //
 // Plaintext exists only in the returned slice. No error this package
-// returns quotes a decrypted value; errors from the library whose text could
-// (a value that does not parse, a MAC comparison) are replaced by its own.
+// returns quotes a decrypted value.
 package sopsage
 
 import (
@@ -23,21 +28,12 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"slices"
 	"strings"
-	"time"
 
 	"filippo.io/age"
-	"github.com/getsops/sops/v3"
-	"github.com/getsops/sops/v3/aes"
-	agekey "github.com/getsops/sops/v3/age"
-	"github.com/getsops/sops/v3/config"
-	"github.com/getsops/sops/v3/keyservice"
-	"github.com/getsops/sops/v3/stores/dotenv"
-	"github.com/getsops/sops/v3/stores/ini"
-	sopsjson "github.com/getsops/sops/v3/stores/json"
-	sopsyaml "github.com/getsops/sops/v3/stores/yaml"
+	"filippo.io/age/armor"
 )
 
 // Reasons a file that looks encrypted is refused, for errors.Is. Each
@@ -49,13 +45,17 @@ var (
 	// ErrNoMatch: identities were configured, none is a recipient.
 	ErrNoMatch = errors.New("no age identity matches the file's recipients")
 	// ErrNoAgeRecipient: the file is encrypted only for key types this
-	// package does not use (KMS, PGP, Vault, ...).
+	// build does not open (KMS, PGP, Vault, ...; see the kms build tag).
 	ErrNoAgeRecipient = errors.New("the file has no age recipient")
 	// ErrModified: the MAC or an encrypted value does not authenticate.
 	ErrModified = errors.New("the file was modified after encryption")
 	// ErrMalformed: the file carries sops metadata but cannot be read as
 	// a sops file of its format.
 	ErrMalformed = errors.New("not a readable sops file")
+	// ErrUnsupported: the file uses a sops feature that only a build
+	// with the kms tag reads (comment-driven encryption rules, Shamir key
+	// groups). It wraps errors.ErrUnsupported.
+	ErrUnsupported = fmt.Errorf("this build cannot read it: %w", errors.ErrUnsupported)
 )
 
 // DecryptError is a file that looks encrypted and could not be decrypted.
@@ -66,14 +66,20 @@ type DecryptError struct {
 	Reason error
 	// Detail adds safe specifics (recipients, which check failed).
 	Detail string
+	// Hint says how to get what the file needs, when this build lacks it.
+	Hint string
 }
 
 func (e *DecryptError) Error() string {
 	msg := "sops " + e.Format.String() + " file: "
 	if e.Detail != "" {
-		return msg + e.Detail + ": " + e.Reason.Error()
+		msg += e.Detail + ": "
 	}
-	return msg + e.Reason.Error()
+	msg += e.Reason.Error()
+	if e.Hint != "" {
+		msg += "; " + e.Hint
+	}
+	return msg
 }
 
 func (e *DecryptError) Unwrap() error { return e.Reason }
@@ -82,7 +88,7 @@ func (e *DecryptError) Unwrap() error { return e.Reason }
 // and never changes after it is made. A nil *Identities holds none: it
 // passes plain files through and refuses encrypted ones.
 type Identities struct {
-	ids agekey.ParsedIdentities
+	ids []age.Identity
 }
 
 // ReadIdentityFile reads an age identity file (what age-keygen writes:
@@ -102,7 +108,7 @@ func ReadIdentityFile(path string) (*Identities, error) {
 // ParseIdentities parses identity-file text. It needs at least one
 // identity. A bad line is reported by number only: the line may be a key.
 func ParseIdentities(data []byte) (*Identities, error) {
-	var ids agekey.ParsedIdentities
+	var ids []age.Identity
 	n := 0
 	for line := range bytes.Lines(data) {
 		n++
@@ -144,33 +150,19 @@ func (k *Identities) Decrypt(file string, data []byte) ([]byte, error) {
 	return k.decrypt(f, data)
 }
 
-// store is the part of a sops store this package uses.
-type store interface {
-	LoadEncryptedFile(in []byte) (sops.Tree, error)
-	EmitPlainFile(in sops.TreeBranches) ([]byte, error)
-}
-
-func storeFor(f Format) store {
-	switch f {
-	case YAML:
-		return sopsyaml.NewStore(&config.YAMLStoreConfig{})
-	case JSON:
-		return sopsjson.NewStore(&config.JSONStoreConfig{})
-	case Dotenv:
-		return dotenv.NewStore(&config.DotenvStoreConfig{})
-	case INI:
-		return ini.NewStore(&config.INIStoreConfig{})
-	}
-	return sopsjson.NewBinaryStore(&config.JSONBinaryStoreConfig{})
+// needsKMS adds what a default build says about a file that needs a key
+// type or a sops feature only the kms build reads.
+func needsKMS(err error) error {
+	err.(*DecryptError).Hint = "this build of flotilla opens age keys only; build it with -tags kms for AWS KMS, GCP KMS, Azure Key Vault, HashiCorp Vault, HuaweiCloud KMS and PGP keys (see docs/secrets.md)"
+	return err
 }
 
 func (k *Identities) decrypt(f Format, data []byte) (plain []byte, err error) {
 	fail := func(reason error, format string, args ...any) error {
 		return &DecryptError{Format: f, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 	}
-	// The stores and the tree walk assume well-formed input in places
-	// (a type assertion on each value); arbitrary bytes from a repository
-	// must fail the file, not the controller.
+	// The parsers assume well-formed input in places; arbitrary bytes
+	// from a repository must fail the file, not the controller.
 	defer func() {
 		if r := recover(); r != nil {
 			plain, err = nil, fail(ErrMalformed, "")
@@ -180,73 +172,114 @@ func (k *Identities) decrypt(f Format, data []byte) (plain []byte, err error) {
 	if f == YAML && yamlHasAlias(data) {
 		return nil, fail(ErrMalformed, "it uses YAML aliases, which sops never writes")
 	}
-	st := storeFor(f)
-	tree, err := st.LoadEncryptedFile(data)
+	doc, err := parseDocument(f, data)
 	if err != nil {
 		// Nothing is decrypted yet: the text can only quote what the
 		// repository holds as it is.
 		return nil, fail(ErrMalformed, "%v", err)
 	}
-	recipients, others := recipientsOf(tree.Metadata)
+	meta, err := doc.metadata()
+	if err != nil {
+		return nil, fail(ErrMalformed, "%v", err)
+	}
+	rules, err := meta.compile()
+	var libOnly errLibraryOnly
+	switch {
+	case errors.As(err, &libOnly):
+		if withLibrary != nil {
+			return withLibrary(k, f, data, ErrNoMatch, libOnly.Error())
+		}
+		return nil, needsKMS(fail(ErrUnsupported, "%v", libOnly))
+	case err != nil:
+		return nil, fail(ErrMalformed, "%v", err)
+	}
+	recipients, others := rules.recipients()
+	// Key types this build does not open go to the library when it is
+	// linked, and only when age cannot open the file.
+	library := func() bool { return withLibrary != nil && len(others) > 0 }
 	if len(recipients) == 0 {
+		if library() {
+			return withLibrary(k, f, data, ErrNoAgeRecipient, "encrypted only for "+strings.Join(others, ", "))
+		}
 		if len(others) == 0 {
 			return nil, fail(ErrNoAgeRecipient, "no keys")
 		}
-		return nil, fail(ErrNoAgeRecipient, "encrypted only for %s", strings.Join(others, ", "))
+		return nil, needsKMS(fail(ErrNoAgeRecipient, "encrypted only for %s", strings.Join(others, ", ")))
 	}
 	if k.Len() == 0 {
+		if library() {
+			return withLibrary(k, f, data, ErrNoIdentity, "no age identity, and "+strings.Join(others, ", ")+" keys")
+		}
 		return nil, fail(ErrNoIdentity, "")
 	}
-
-	client := &ageClient{ids: k.ids}
-	dataKey, err := tree.Metadata.GetDataKeyWithKeyServices([]keyservice.KeyServiceClient{client}, nil)
-	if err != nil {
-		if client.failed == nil {
-			return nil, fail(ErrNoMatch, "recipients %s", strings.Join(recipients, ", "))
+	dataKey, failed := k.dataKey(rules.groups[0])
+	if dataKey == nil {
+		if failed != nil {
+			// A matching identity that still cannot open the data key
+			// means the age stanza itself was altered.
+			return nil, fail(ErrModified, "the data key does not decrypt (%v)", failed)
 		}
-		// A matching identity that still cannot open the data key means
-		// the age stanza itself was altered.
-		return nil, fail(ErrModified, "the data key does not decrypt (%v)", client.failed)
+		if library() {
+			return withLibrary(k, f, data, ErrNoMatch, "recipients "+strings.Join(recipients, ", ")+", and "+strings.Join(others, ", ")+" keys")
+		}
+		if len(others) > 0 {
+			return nil, needsKMS(fail(ErrNoMatch, "recipients %s, and %s keys", strings.Join(recipients, ", "), strings.Join(others, ", ")))
+		}
+		return nil, fail(ErrNoMatch, "recipients %s", strings.Join(recipients, ", "))
 	}
 	defer clear(dataKey)
+	return openDocument(f, doc, rules, dataKey)
+}
 
-	cipher := aes.NewCipher()
-	mac, err := tree.Decrypt(dataKey, cipher)
+// openDocument decrypts every value of doc with the data key and checks
+// the file's MAC.
+func openDocument(f Format, doc document, rules *rules, dataKey []byte) ([]byte, error) {
+	fail := func(reason error, format string, args ...any) error {
+		return &DecryptError{Format: f, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+	}
+	o, err := newOpener(rules, dataKey)
 	if err != nil {
-		// The library's message may quote a value that is not in sops'
-		// ciphertext format, which can be plaintext someone added.
+		return nil, fail(ErrModified, "the data key is not a sops data key")
+	}
+	out, err := doc.open(o)
+	if errors.Is(err, errValue) {
 		return nil, fail(ErrModified, "a value does not authenticate")
 	}
-	stored, err := cipher.Decrypt(tree.Metadata.MessageAuthenticationCode, dataKey, tree.Metadata.LastModified.Format(time.RFC3339))
+	if err != nil {
+		// Values are decrypted by now: say only what kind of thing failed.
+		return nil, fail(ErrMalformed, "the file's structure is not what sops writes")
+	}
+	stored, err := o.open(rules.mac, rules.lastModified)
 	storedMAC, _ := stored.(string)
 	if err == nil && storedMAC == "" {
+		clear(out)
 		return nil, fail(ErrModified, "the MAC is missing")
 	}
 	// A stored MAC that does not authenticate was altered as surely as
 	// one that differs.
-	if err != nil || subtle.ConstantTimeCompare([]byte(storedMAC), []byte(mac)) != 1 {
+	if err != nil || subtle.ConstantTimeCompare([]byte(storedMAC), []byte(o.sum())) != 1 {
+		clear(out)
 		return nil, fail(ErrModified, "MAC mismatch")
-	}
-	out, err := st.EmitPlainFile(tree.Branches)
-	if err != nil {
-		return nil, fail(ErrMalformed, "the decrypted content cannot be written as %s", f)
 	}
 	return out, nil
 }
 
-// recipientsOf lists the age recipients of a file, and the other kinds of
-// key it names, sorted and without duplicates.
-func recipientsOf(m sops.Metadata) (recipients, others []string) {
-	for _, g := range m.KeyGroups {
-		for _, key := range g {
-			if ak, ok := key.(*agekey.MasterKey); ok {
-				recipients = append(recipients, ak.Recipient)
-			} else {
-				others = append(others, key.TypeToIdentifier())
-			}
+// dataKey opens the data key of a key group with the identities: the
+// first age stanza one of them is a recipient of. failed is the first
+// error that was not "not for these identities".
+func (k *Identities) dataKey(g keyGroup) (key []byte, failed error) {
+	for _, st := range g.Age {
+		r, err := age.Decrypt(armor.NewReader(strings.NewReader(st.Enc)), k.ids...)
+		if err == nil {
+			key, err = io.ReadAll(r)
+		}
+		if err == nil {
+			return key, nil
+		}
+		var noMatch *age.NoIdentityMatchError
+		if !errors.As(err, &noMatch) && failed == nil {
+			failed = err
 		}
 	}
-	slices.Sort(recipients)
-	slices.Sort(others)
-	return slices.Compact(recipients), slices.Compact(others)
+	return nil, failed
 }

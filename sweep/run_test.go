@@ -585,3 +585,79 @@ func TestRun_aBackendReadingAStacksResourcesTogetherIsSweptFromThatOneRead(t *te
 		t.Errorf("Degraded = %q, want nothing lost", rep.Degraded)
 	}
 }
+
+// volumes is capability.VolumeSweeper, SwarmSizer and SwarmNodeNamer over a
+// store, counting the node listings.
+type volumes struct {
+	*store
+	live      map[string]string
+	nodes     []string
+	nodeReads *int
+}
+
+func (f volumes) LiveVolumes(context.Context, string) (map[string]string, error) {
+	out := map[string]string{} // a listing, even an empty one, is never nil
+	maps.Copy(out, f.live)
+	return out, nil
+}
+
+func (f volumes) RemoveVolume(_ context.Context, name string) error {
+	f.removed = append(f.removed, Key(KindVolume, name))
+	return nil
+}
+
+func (f volumes) SwarmNodes(context.Context) (int, error) {
+	*f.nodeReads++
+	return len(f.nodes), nil
+}
+
+func (f volumes) SwarmNodeNames(context.Context) ([]string, error) {
+	*f.nodeReads++
+	return f.nodes, nil
+}
+
+type fakeVolumes struct {
+	fullFake
+	volumes
+}
+
+// The node listing answers only questions about volumes: a stack with none
+// listed and none ever declared sweeps without it, and one with a volume on
+// either side still gets the node count and names its nodes.
+func TestRun_theNodesAreListedOnlyForAStackWithVolumes(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		live      map[string]string
+		declared  bool
+		wantReads int
+	}{
+		{name: "no volume anywhere", wantReads: 0},
+		{name: "a volume on the node", live: map[string]string{"s_data": "s_data"}, wantReads: 2},
+		{name: "a volume an earlier revision declared", declared: true, wantReads: 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newStore()
+			if tt.declared {
+				s.manifests["m2"].Volumes = []string{"s_data"}
+			}
+			reads := 0
+			b := &fakeVolumes{fullFake{core{s}, drift{s}, declarer{s}, lister{s}, remover{s}, stamper{s}},
+				volumes{store: s, live: tt.live, nodes: []string{"edge-1", "edge-2"}, nodeReads: &reads}}
+			rep := mustRun(t, b, runInput(s))
+			if reads != tt.wantReads {
+				t.Errorf("node listings = %d, want %d", reads, tt.wantReads)
+			}
+			if tt.declared {
+				var kept []string
+				for _, it := range rep.Plan.Kept {
+					kept = append(kept, it.Key()+": "+it.Reason)
+				}
+				if !slices.ContainsFunc(kept, func(k string) bool {
+					return strings.HasPrefix(k, "volume/s_data") && strings.Contains(k, "each node (edge-1, edge-2)")
+				}) {
+					t.Errorf("the volume an earlier revision declared is not kept with its nodes named: %q", kept)
+				}
+			}
+		})
+	}
+}

@@ -453,6 +453,13 @@ func chromiumPath(t *testing.T) string {
 // keep separate session storage, so each test signs in on its own.
 func newTab(t *testing.T) context.Context {
 	t.Helper()
+	return newTabFor(t, 60*time.Second)
+}
+
+// newTabFor is newTab for a test that may take up to d, such as one that
+// waits on the swarm.
+func newTabFor(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
 	path := chromiumPath(t)
 	browser.once.Do(func() {
 		browser.dir, browser.err = os.MkdirTemp("", "flotilla-chromium-")
@@ -490,7 +497,7 @@ func newTab(t *testing.T) context.Context {
 	if err := chromedp.Do(tab); err != nil {
 		t.Fatalf("open a tab: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(tab, 60*time.Second)
+	ctx, cancel := context.WithTimeout(tab, d)
 	t.Cleanup(cancel)
 
 	// An uncaught exception or a Content-Security-Policy refusal is a bug in
@@ -610,7 +617,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 		t.Fatal(err)
 	}
 	cfg, err := png.DecodeConfig(bytes.NewReader(buf))
-	if err != nil || cfg.Width < 600 || cfg.Height < 300 {
+	if err != nil || cfg.Width < 320 || cfg.Height < 300 {
 		t.Fatalf("screenshot: %dx%d, %v", cfg.Width, cfg.Height, err)
 	}
 	dir := os.Getenv("FLOTILLA_UI_SCREENSHOTS")

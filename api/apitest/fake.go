@@ -18,13 +18,14 @@ import (
 
 // The full fake claims every optional interface; MinimalController none.
 var (
-	_ api.Controller    = (*Controller)(nil)
-	_ api.HistoryReader = (*Controller)(nil)
-	_ api.Differ        = (*Controller)(nil)
-	_ api.Rollbacker    = (*Controller)(nil)
-	_ api.SwarmLister   = (*Controller)(nil)
-	_ api.LogReader     = (*Controller)(nil)
-	_ api.Controller    = (*MinimalController)(nil)
+	_ api.Controller     = (*Controller)(nil)
+	_ api.HistoryReader  = (*Controller)(nil)
+	_ api.Differ         = (*Controller)(nil)
+	_ api.RevisionDiffer = (*Controller)(nil)
+	_ api.Rollbacker     = (*Controller)(nil)
+	_ api.SwarmLister    = (*Controller)(nil)
+	_ api.LogReader      = (*Controller)(nil)
+	_ api.Controller     = (*MinimalController)(nil)
 )
 
 // Controller is an in-memory api.Controller with every optional feature. A
@@ -54,6 +55,7 @@ type Controller struct {
 	apps      map[string]application.Status
 	releases  map[string][]charts.Release
 	diffs     map[string]api.Diff
+	revDiffs  map[revDiffKey]api.Diff
 	syncs     []api.SyncOptions
 	refreshed []string
 	rollbacks []int
@@ -61,7 +63,8 @@ type Controller struct {
 
 // NewController returns a fake holding statuses.
 func NewController(statuses ...application.Status) *Controller {
-	c := &Controller{apps: map[string]application.Status{}, releases: map[string][]charts.Release{}, diffs: map[string]api.Diff{}}
+	c := &Controller{apps: map[string]application.Status{}, releases: map[string][]charts.Release{}, diffs: map[string]api.Diff{},
+		revDiffs: map[revDiffKey]api.Diff{}}
 	for _, s := range statuses {
 		c.apps[s.Name] = s
 	}
@@ -80,6 +83,20 @@ func (c *Controller) SetDiff(app string, d api.Diff) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.diffs[app] = d
+}
+
+type revDiffKey struct {
+	app      string
+	revision int
+	against  string
+}
+
+// SetRevisionDiff sets what DiffRevision answers for app, revision and
+// against; any other revision is not found.
+func (c *Controller) SetRevisionDiff(app string, revision int, against string, d api.Diff) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.revDiffs[revDiffKey{app, revision, against}] = d
 }
 
 // Syncs returns the sync requests received so far.
@@ -195,6 +212,16 @@ func (c *Controller) Diff(_ context.Context, app string) (api.Diff, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.diffs[app], nil
+}
+
+func (c *Controller) DiffRevision(_ context.Context, app string, revision int, against string) (api.Diff, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.revDiffs[revDiffKey{app, revision, against}]
+	if !ok {
+		return api.Diff{}, fmt.Errorf("application %q has no revision %d: %w", app, revision, api.ErrNotFound)
+	}
+	return d, nil
 }
 
 func (c *Controller) Rollback(_ context.Context, app string, revision int, by string) (<-chan api.SyncResult, error) {

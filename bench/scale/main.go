@@ -58,6 +58,7 @@ type options struct {
 	apps     []int
 	appSvcs  int
 	steady   time.Duration
+	sample   time.Duration
 	webhook  int
 	repeat   int
 	docker   bool
@@ -73,6 +74,7 @@ func main() {
 	flag.StringVar(&apps, "apps", "1,10,100", "sizes of the many-applications workload, in applications")
 	flag.IntVar(&o.appSvcs, "app-services", 5, "services per application in the many-applications workload")
 	flag.DurationVar(&o.steady, "steady", 2*time.Minute, "length of the steady run over the largest applications size; 0 skips it")
+	flag.DurationVar(&o.sample, "sample", 2*time.Second, "how often the steady run samples the controller (and appends to steady.csv)")
 	flag.IntVar(&o.webhook, "webhook", 5, "commits timed through a webhook; 0 skips it")
 	flag.IntVar(&o.repeat, "repeat", 3, "runs of each workload and size; the table shows each step's median time")
 	flag.BoolVar(&o.docker, "docker", true, "also run docker stack deploy (false measures Flotilla alone, for sizes too large to run both)")

@@ -13,9 +13,34 @@ import (
 )
 
 // counts is what a tool sent to the daemon: every request, and those that
-// may change the swarm (any method but GET and HEAD).
+// may change the swarm (any method but GET and HEAD), and the bytes of the
+// daemon's answers (bodies) it read.
 type counts struct {
 	Requests, Writes int
+	Bytes            int64
+}
+
+func (c counts) add(d counts) counts {
+	return counts{Requests: c.Requests + d.Requests, Writes: c.Writes + d.Writes, Bytes: c.Bytes + d.Bytes}
+}
+
+// countingWriter counts the body bytes the proxy passes back to the client.
+type countingWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(b)
+	w.n += int64(n)
+	return n, err
+}
+
+// Flush keeps streamed answers (events, logs) streaming through the proxy.
+func (w *countingWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // proxy sits on a unix socket in front of the daemon and counts every
@@ -52,7 +77,11 @@ func startProxy(socket, daemon string) (*proxy, error) {
 			p.c.Writes++
 		}
 		p.mu.Unlock()
-		rp.ServeHTTP(w, r)
+		cw := &countingWriter{ResponseWriter: w}
+		rp.ServeHTTP(cw, r)
+		p.mu.Lock()
+		p.c.Bytes += cw.n
+		p.mu.Unlock()
 		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v") && strings.Contains(r.URL.Path, "/services/") && strings.HasSuffix(r.URL.Path, "/update") {
 			p.mu.Lock()
 			f := p.onUpdate

@@ -94,8 +94,10 @@ func formatReport(rows []row, st *steadyResult, wh *webhookResult) string {
 		fmt.Fprintf(&b, "  heap in use first %.1f  last %.1f  min %.1f  max %.1f MB\n", first.HeapMB, last.HeapMB, hl, hh)
 		fmt.Fprintf(&b, "  RSS         first %.1f  last %.1f  min %.1f  max %.1f MB; peak (VmHWM) %.1f MB\n", first.RSSMB, last.RSSMB, rl, rh, st.PeakMB)
 		if st.Passes > 0 {
-			fmt.Fprintf(&b, "  Docker requests %d (%.2f per pass), writes %d\n", st.Requests, float64(st.Requests)/float64(st.Passes), st.Writes)
+			fmt.Fprintf(&b, "  Docker requests %d (%.2f per pass), writes %d, %.1f MB read\n", st.Requests, float64(st.Requests)/float64(st.Passes), st.Writes, float64(st.Bytes)/(1<<20))
+			fmt.Fprintf(&b, "  controller CPU %.1f s (%.2f ms per pass)\n", st.CPU, 1000*st.CPU/float64(st.Passes))
 		}
+		b.WriteString(windows(after))
 	}
 	if wh != nil {
 		fmt.Fprintf(&b, "\ncommit to applied through a webhook, %d commits, one service of one replica (median, min-max):\n", wh.Commits)
@@ -116,4 +118,45 @@ func spread(ds []time.Duration) string {
 	slices.Sort(s)
 	r := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
 	return fmt.Sprintf("%s (%s-%s)", r(s[len(s)/2]), r(s[0]), r(s[len(s)-1]))
+}
+
+// windows compares the means of the first and the last stretch of a steady
+// run (ten minutes each, or a third of the run when it is shorter): a leak
+// shows as a last window above the first however noisy single samples are.
+func windows(after []sample) string {
+	if len(after) < 6 {
+		return ""
+	}
+	run := after[len(after)-1].At - after[0].At
+	w := min(10*time.Minute, run/3)
+	var first, last []sample
+	for _, s := range after {
+		if s.At <= after[0].At+w {
+			first = append(first, s)
+		}
+		if s.At >= after[len(after)-1].At-w {
+			last = append(last, s)
+		}
+	}
+	mean := func(ss []sample, get func(sample) float64) float64 {
+		t := 0.0
+		for _, s := range ss {
+			t += get(s)
+		}
+		return t / float64(len(ss))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "  means, first %s vs last %s (%d and %d samples):\n", w.Round(time.Second), w.Round(time.Second), len(first), len(last))
+	for _, m := range []struct {
+		name string
+		get  func(sample) float64
+	}{
+		{"goroutines    ", func(s sample) float64 { return s.Goroutines }},
+		{"heap in use MB", func(s sample) float64 { return s.HeapMB }},
+		{"RSS MB        ", func(s sample) float64 { return s.RSSMB }},
+	} {
+		f, l := mean(first, m.get), mean(last, m.get)
+		fmt.Fprintf(&b, "    %s %7.1f -> %7.1f (%+.1f%%)\n", m.name, f, l, 100*(l-f)/f)
+	}
+	return b.String()
 }

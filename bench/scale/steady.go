@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -20,6 +21,10 @@ type sample struct {
 	Goroutines float64
 	HeapMB     float64 // go_memstats_heap_inuse_bytes
 	RSSMB      float64 // VmRSS
+	ProcRSSMB  float64 // process_resident_memory_bytes, the controller's own view
+	Passes     float64 // flotilla_reconcile_duration_seconds_count so far
+	Requests   int     // Docker requests through the proxy so far (since the start)
+	CPU        float64 // the controller's user+system seconds so far
 }
 
 type steadyResult struct {
@@ -28,6 +33,7 @@ type steadyResult struct {
 	Warmup   time.Duration
 	Samples  []sample
 	PeakMB   float64 // VmHWM at the end
+	CPU      float64 // the controller's user+system seconds after the warm-up
 	counts           // requests over the run, after the warm-up
 	Passes   int     // passes the controller reported over the same span
 }
@@ -132,7 +138,9 @@ func procStatus(pid int, fields ...string) map[string]float64 {
 
 // steadyRun runs a long-running controller over the n applications the
 // applications workload just deployed, every one on a 10s interval, and
-// samples its goroutines, heap and RSS every 2s.
+// samples its goroutines, heap and RSS every -sample (2s by default). Each
+// sample is also appended to steady.csv in the output directory as it is
+// taken, so an hour's run can be watched, and kept if it is cut short.
 func (b *bench) steadyRun(ctx context.Context, n int) (*steadyResult, error) {
 	c, err := b.startController(b.lastApps)
 	if err != nil {
@@ -146,9 +154,17 @@ func (b *bench) steadyRun(ctx context.Context, n int) (*steadyResult, error) {
 	start := time.Now()
 	fmt.Fprintf(os.Stderr, "steady run: %d applications for %s\n", n, b.o.steady)
 	passes := "flotilla_reconcile_duration_seconds_count"
-	var passesAtWarmup float64
+	var passesAtWarmup, cpuAtWarmup float64
 	warm := false
-	tick := time.NewTicker(2 * time.Second)
+	csv, err := os.Create(filepath.Join(b.o.out, "steady.csv"))
+	if err != nil {
+		return nil, err
+	}
+	defer csv.Close()
+	fmt.Fprintln(csv, "seconds,goroutines,heap_inuse_mb,vmrss_mb,process_rss_mb,passes,docker_requests,cpu_seconds")
+	var total, atWarm counts
+	b.px.take()
+	tick := time.NewTicker(b.o.sample)
 	defer tick.Stop()
 	for time.Since(start) < b.o.steady {
 		select {
@@ -156,21 +172,55 @@ func (b *bench) steadyRun(ctx context.Context, n int) (*steadyResult, error) {
 			return nil, ctx.Err()
 		case <-tick.C:
 		}
-		m, err := c.metrics("go_goroutines", "go_memstats_heap_inuse_bytes", passes)
+		m, err := c.metrics("go_goroutines", "go_memstats_heap_inuse_bytes", "process_resident_memory_bytes", passes)
 		if err != nil {
 			continue // not listening yet
 		}
 		st := procStatus(c.cmd.Process.Pid, "VmRSS")
-		res.Samples = append(res.Samples, sample{At: time.Since(start), Goroutines: m["go_goroutines"],
-			HeapMB: m["go_memstats_heap_inuse_bytes"] / (1 << 20), RSSMB: st["VmRSS"] / 1024})
+		total = total.add(b.px.take())
+		s := sample{At: time.Since(start), Goroutines: m["go_goroutines"],
+			HeapMB: m["go_memstats_heap_inuse_bytes"] / (1 << 20), RSSMB: st["VmRSS"] / 1024,
+			ProcRSSMB: m["process_resident_memory_bytes"] / (1 << 20), Passes: m[passes], Requests: total.Requests,
+			CPU: cpuSeconds(c.cmd.Process.Pid)}
+		res.Samples = append(res.Samples, s)
+		fmt.Fprintf(csv, "%.0f,%.0f,%.2f,%.2f,%.2f,%.0f,%d,%.2f\n", s.At.Seconds(), s.Goroutines, s.HeapMB, s.RSSMB, s.ProcRSSMB, s.Passes, s.Requests, s.CPU)
 		if !warm && time.Since(start) >= res.Warmup {
 			warm = true
-			b.px.take()
+			atWarm = total
 			passesAtWarmup = m[passes]
+			cpuAtWarmup = s.CPU
 		}
 		res.Passes = int(m[passes] - passesAtWarmup)
 	}
-	res.counts = b.px.take()
+	total = total.add(b.px.take())
+	res.counts = counts{Requests: total.Requests - atWarm.Requests, Writes: total.Writes - atWarm.Writes, Bytes: total.Bytes - atWarm.Bytes}
 	res.PeakMB = procStatus(c.cmd.Process.Pid, "VmHWM")["VmHWM"] / 1024
+	res.CPU = cpuSeconds(c.cmd.Process.Pid) - cpuAtWarmup // the process is still running here
 	return res, nil
+}
+
+// cpuSeconds is the user+system time process pid has used so far, from
+// /proc/PID/stat (fields 14 and 15, in clock ticks of 1/100 s on Linux);
+// 0 when it cannot be read.
+func cpuSeconds(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces; the fields after it are
+	// counted from its closing parenthesis.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseFloat(f[11], 64)
+	stime, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return (utime + stime) / 100
 }

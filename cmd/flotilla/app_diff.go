@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -15,16 +16,25 @@ import (
 type appDiffOptions struct {
 	*apiOptions
 	Name string
+	// Revision, when set, compares that recorded revision instead of the
+	// live swarm; Against says with what (declared or deployed).
+	Revision int
+	Against  string
 }
 
 func newAppDiffCmd(parent *apiOptions) *cobra.Command {
 	o := appDiffOptions{apiOptions: parent}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "diff NAME",
 		Short: "Show how the swarm differs from the repository, field by field",
 		Long: `Diff shows, per service, each field whose live value differs from what the
 repository declares, the text diff of the manifest, and what a prune would
-remove. It exits 0 whether or not there are differences.`,
+remove. It exits 0 whether or not there are differences.
+
+With --revision N it compares recorded revision N (see ` + "`flotilla app history`" + `)
+instead: with what the repository declares now (--against declared, the
+default) or with the newest recorded revision (--against deployed: what a
+rollback to N would change).`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeAppNames(parent),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -34,11 +44,37 @@ remove. It exits 0 whether or not there are differences.`,
 			})
 		},
 	}
+	cmd.Flags().IntVar(&o.Revision, "revision", 0, "compare this recorded revision instead of the live swarm")
+	cmd.Flags().StringVar(&o.Against, "against", "", `with --revision: "declared" (what the repository declares now, the default) or "deployed" (the newest recorded revision)`)
+	return cmd
+}
+
+// check refuses flag combinations the API would refuse, before any request.
+func (o appDiffOptions) check() error {
+	switch {
+	case o.Revision < 0:
+		return usageError{fmt.Errorf("--revision %d: want a revision number of 1 or more", o.Revision)}
+	case o.Revision == 0 && o.Against != "":
+		return usageError{errors.New("--against needs --revision N")}
+	case o.Against != "" && o.Against != api.AgainstDeclared && o.Against != api.AgainstDeployed:
+		return usageError{fmt.Errorf("--against %q: want %q or %q", o.Against, api.AgainstDeclared, api.AgainstDeployed)}
+	}
+	return nil
 }
 
 func runAppDiff(ctx context.Context, c *client.Client, o appDiffOptions, w io.Writer) error {
-	d, err := c.Diff(ctx, o.Name)
-	if err != nil {
+	if err := o.check(); err != nil {
+		return err
+	}
+	var (
+		d   api.Diff
+		err error
+	)
+	if o.Revision > 0 {
+		if d, err = c.DiffRevision(ctx, o.Name, o.Revision, o.Against); err != nil {
+			return fmt.Errorf("diff %s against revision %d: %w", o.Name, o.Revision, err)
+		}
+	} else if d, err = c.Diff(ctx, o.Name); err != nil {
 		return fmt.Errorf("diff %s: %w", o.Name, err)
 	}
 	if o.Output != outputTable {

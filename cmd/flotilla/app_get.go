@@ -85,14 +85,53 @@ func printStatus(w io.Writer, st application.Status, now time.Time) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(st.Services) == 0 {
+	if len(st.Services) > 0 {
+		fmt.Fprintln(w)
+		tw = newTable(w)
+		fmt.Fprintln(tw, "SERVICE\tHEALTH\tTASKS\tMESSAGE")
+		for _, s := range st.Services {
+			fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\n", s.Name, s.Health, s.Running, s.Desired, oneLine(s.Message, 70))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return printHooks(w, st.Hooks, now)
+}
+
+// printHooks writes the hook jobs as a table in the order they run, and
+// the log tail of each failed one under it.
+func printHooks(w io.Writer, hooks []application.HookStatus, now time.Time) error {
+	if len(hooks) == 0 {
 		return nil
 	}
 	fmt.Fprintln(w)
-	tw = newTable(w)
-	fmt.Fprintln(tw, "SERVICE\tHEALTH\tTASKS\tMESSAGE")
-	for _, s := range st.Services {
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\n", s.Name, s.Health, s.Running, s.Desired, oneLine(s.Message, 70))
+	tw := newTable(w)
+	fmt.Fprintln(tw, "HOOK\tPHASE\tWAVE\tSTATE\tREVISION\tEXIT\tFINISHED\tMESSAGE")
+	for _, h := range hooks {
+		rev, exit, finished := "-", "-", "-"
+		if h.Revision > 0 {
+			rev = strconv.Itoa(h.Revision)
+		}
+		if h.ExitCode != nil {
+			exit = strconv.Itoa(*h.ExitCode)
+		}
+		if !h.FinishedAt.IsZero() {
+			finished = ago(now, h.FinishedAt)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Phase, h.Wave, h.State, rev, exit, finished, oneLine(h.Message, 60))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, h := range hooks {
+		if len(h.LogTail) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s hook %s, last log lines:\n", h.Phase, h.Name)
+		for _, l := range h.LogTail {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
+	return nil
 }

@@ -72,7 +72,7 @@ within --timeout (the pass goes on in the controller).`,
 	o.waitOptions.addFlags(cmd)
 	f := cmd.Flags()
 	f.BoolVar(&o.Prune, "prune", false, "also remove what the repository no longer declares (only what this application provably created)")
-	f.BoolVar(&o.DryRun, "dry-run", false, "plan and report without writing to the swarm")
+	f.BoolVar(&o.DryRun, "dry-run", false, "plan and print the writes and removals without writing to the swarm (waits for the plan)")
 	f.StringVar(&o.Revision, "revision", "", "sync this commit instead of the tracked branch's head")
 	return cmd
 }
@@ -82,9 +82,12 @@ func runAppSync(ctx context.Context, c *client.Client, o appSyncOptions, w io.Wr
 	verb := "sync"
 	if o.DryRun {
 		verb = "dry run"
+		// A dry run's only product is its plan, which comes with the
+		// pass's result: it always waits.
+		o.Wait = true
 	}
 	return runOperation(ctx, c, apiOperation{
-		app: o.Name, verb: verb, output: o.Output, wait: o.waitOptions, tty: tty,
+		app: o.Name, verb: verb, output: o.Output, wait: o.waitOptions, tty: tty, prune: o.Prune,
 		call: func(ctx context.Context, wait client.Wait) (api.OperationResponse, error) {
 			return c.Sync(ctx, o.Name, body, wait)
 		},
@@ -97,6 +100,7 @@ type apiOperation struct {
 	output    string
 	wait      waitOptions
 	tty       bool
+	prune     bool // the sync removes what a plan lists as pending removals
 	call      func(context.Context, client.Wait) (api.OperationResponse, error)
 }
 
@@ -179,6 +183,9 @@ drain:
 		}
 	} else {
 		printOutcome(w, op.verb, a.r)
+		if a.r.Plan != nil {
+			printPlan(w, *a.r.Plan, op.prune)
+		}
 	}
 	if a.r.Phase != api.Succeeded {
 		return errFailed
@@ -212,6 +219,37 @@ func printOutcome(w io.Writer, verb string, r api.OperationResponse) {
 			msg = "not finished"
 		}
 		fmt.Fprintf(w, "%s: %s did not finish in time: %s\n", r.App, verb, msg)
+	}
+}
+
+// printPlan writes a dry run's plan as a table: one row per field a write
+// would change (one row for a service created or removed whole), then the
+// objects a prune would remove, marked as left in place unless prune.
+func printPlan(w io.Writer, d api.Diff, prune bool) {
+	if len(d.Services) == 0 && len(d.PendingRemovals) == 0 {
+		fmt.Fprintln(w, "plan: nothing to write or remove")
+		return
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "CHANGE\tOBJECT\tFIELD\tLIVE\tDECLARED")
+	for _, s := range d.Services {
+		if len(s.Fields) == 0 {
+			fmt.Fprintf(tw, "%s\tservice %s\t\t\t\n", s.Change, s.Name)
+		}
+		for _, f := range s.Fields {
+			fmt.Fprintf(tw, "%s\tservice %s\t%s\t%s\t%s\n", s.Change, s.Name, f.Field, oneLine(f.Live, 40), oneLine(f.Desired, 40))
+		}
+	}
+	remove := "remove"
+	if !prune {
+		remove = "remove (with --prune)"
+	}
+	for _, r := range d.PendingRemovals {
+		fmt.Fprintf(tw, "%s\t%s\t\t\t\n", remove, r)
+	}
+	_ = tw.Flush()
+	for _, u := range d.Unavailable {
+		fmt.Fprintf(w, "note: %s\n", u)
 	}
 }
 
@@ -327,6 +365,8 @@ func describeEvent(e events.Event) string {
 		what = "hook"
 	case events.RolledBack:
 		what = "rolled back"
+	case events.AuditRecorded:
+		what = "audited"
 	case events.Lagged, events.Gap:
 		what = "event stream interrupted"
 	}

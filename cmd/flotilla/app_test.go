@@ -250,10 +250,10 @@ func TestAppSync_waitExitsNonZeroOnTimeout(t *testing.T) {
 	}
 }
 
-func TestAppSync_readTokenIsToldItNeedsAdmin(t *testing.T) {
+func TestAppSync_readTokenIsToldWhichRoleItNeeds(t *testing.T) {
 	e := newCLIEnv(t)
 	err := runAppSync(t.Context(), e.client(t, cliReadToken), appSyncOptions{apiOptions: opts(outputTable), Name: "shop"}, &bytes.Buffer{}, false)
-	if err == nil || !strings.Contains(err.Error(), "admin token") {
+	if err == nil || !strings.Contains(err.Error(), "needs operator") {
 		t.Fatalf("err = %v", err)
 	}
 	err = runAppSync(t.Context(), e.client(t, ""), appSyncOptions{apiOptions: opts(outputTable), Name: "shop"}, &bytes.Buffer{}, false)

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -44,6 +45,9 @@ type apiOptions struct {
 	Server string
 	// Output is table (default), json or yaml.
 	Output string
+	// CredentialsFile holds the logins of `flotilla login`, used when the
+	// environment gives no token (--credentials-file).
+	CredentialsFile string
 }
 
 func (o *apiOptions) addFlags(fs *pflag.FlagSet) {
@@ -53,6 +57,7 @@ func (o *apiOptions) addFlags(fs *pflag.FlagSet) {
 	}
 	fs.StringVar(&o.Server, "server", server, "controller API URL (env "+envServer+")")
 	fs.StringVarP(&o.Output, "output", "o", outputTable, "output format: table, json or yaml")
+	fs.StringVar(&o.CredentialsFile, "credentials-file", defaultCredentialsFile(), "where flotilla login keeps its logins (env "+envCredentialsFile+"); used when no token is set")
 }
 
 func (o *apiOptions) validate() error {
@@ -64,7 +69,7 @@ func (o *apiOptions) validate() error {
 }
 
 // newClient validates o and returns a client with the token from the
-// environment.
+// environment, or else the login stored by `flotilla login` for the server.
 func (o *apiOptions) newClient() (*client.Client, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -73,9 +78,25 @@ func (o *apiOptions) newClient() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	loggedIn := false
+	if token == "" {
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		defer cancel()
+		t, err := loginToken(ctx, o.CredentialsFile, o.Server, time.Now())
+		switch {
+		case err == nil:
+			token, loggedIn = t, true
+		case !errors.Is(err, errNoLogin):
+			return nil, err
+		}
+	}
 	c, err := client.New(o.Server, token, nil)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--server: %w", err)}
+	}
+	if loggedIn {
+		// The stored login expired or was revoked since it was renewed.
+		c.SetUnauthorizedHint("run flotilla login")
 	}
 	return c, nil
 }

@@ -79,5 +79,6 @@ func (r *reloader) attach(ctl *reconcile.Controller, f *application.File) error 
 	}
 	ctl.SetSyncWindows(ws)
 	ctl.HoldOrphanPruning(r.held)
+	ctl.SetApplicationSets(setPolicies(f))
 	return nil
 }

@@ -44,6 +44,7 @@ type controllerOptions struct {
 	logLevel     string
 	once         bool
 	prune        bool
+	memoryLimit  memoryLimit
 
 	sopsKeyFile    string
 	sshConfig      string
@@ -153,6 +154,8 @@ redeploys nothing.`,
 	f.BoolVar(&o.ha, "ha", false, "run as one of a highly available pair: only the holder of a leader lease kept in the swarm (a config named flotilla-lease.<controller-id>) runs passes and writes; the other answers the API read-only and takes over when the lease expires")
 	f.StringVar(&o.haID, "ha-id", "", "this controller's name in the leader lease; unique among the controllers sharing it (default $FLOTILLA_HA_ID, else hostname-pid)")
 	f.DurationVar(&o.leaseDuration, "lease-duration", lease.DefaultDuration, "with --ha, how long the leader lease lasts after each renewal; a standby takes over within two of them after the leader dies, and a leader that cannot renew stops writing a fifth of one before it runs out")
+	o.memoryLimit = memoryLimit{auto: true}
+	f.Var(&o.memoryLimit, "soft-memory-limit", "the Go runtime's soft memory limit: auto keeps it half as much again as the live heap and at least 64MiB, so the heap stays near what it holds rather than twice it; a size (such as 256MiB) fixes it; off leaves Go's default. GOMEMLIMIT, when set, wins")
 	f.BoolVar(&o.once, "once", false, "run one pass per application (applying even manual ones is NOT implied), print a summary and exit; exit 1 if any pass failed")
 	return cmd
 }
@@ -185,6 +188,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	if err != nil {
 		return err
 	}
+	defer applyMemoryLimit(ctx, o.memoryLimit, logger)()
 	fetcher := source.New(source.Options{CacheDir: filepath.Join(o.dataDir, "git"), Logger: logger,
 		RemoteTimeout: o.gitTimeout, FetchTimeout: o.gitFetchTimeout})
 	broker := events.NewBroker(events.BrokerOptions{})

@@ -173,7 +173,7 @@ func runPlan(ctx context.Context, o planOptions, stdout, stderr io.Writer) int {
 
 	var c *client.Client
 	if o.Server != "" {
-		api := apiOptions{Server: o.Server, Output: outputTable}
+		api := apiOptions{Server: o.Server, Output: outputTable, CredentialsFile: defaultCredentialsFile()}
 		if c, err = api.newClient(); err != nil {
 			return fail(err)
 		}

@@ -33,6 +33,7 @@ type applicationSetter interface {
 	SetApplications([]application.Application)
 	SetSyncWindows(*window.Set)
 	HoldOrphanPruning(bool)
+	SetApplicationSets(map[string]bool)
 }
 
 // configSource is where the applications file is read from: a file on the
@@ -189,6 +190,16 @@ func (r *reloader) expand(ctx context.Context, f *application.File) (*applicatio
 	return full, nil
 }
 
+// setPolicies names f's application sets, each with whether it removes the
+// stacks of the applications it stops generating.
+func setPolicies(f *application.File) map[string]bool {
+	out := make(map[string]bool, len(f.ApplicationSets))
+	for i := range f.ApplicationSets {
+		out[f.ApplicationSets[i].Name] = appset.Prunes(&f.ApplicationSets[i])
+	}
+	return out
+}
+
 func setOf(err error) string {
 	var se *appset.SetError
 	if errors.As(err, &se) {
@@ -270,6 +281,9 @@ func (r *reloader) apply(full *application.File, name string) bool {
 		r.ctl.SetSyncWindows(ws)
 		r.windows = full.SyncWindows
 	}
+	// Before the applications: a stack its set stopped generating is judged
+	// by the policy of the file that stopped generating it.
+	r.ctl.SetApplicationSets(setPolicies(full))
 	if reflect.DeepEqual(full.Applications, r.apps) {
 		return false
 	}

@@ -16,6 +16,7 @@ import (
 // is read from a file, never taken from argv, where ps shows it.
 type ssoOptions struct {
 	issuer, clientID, secretFile, redirectURL, groupsClaim string
+	cliClientID                                            string
 	adminGroups, viewerGroups, scopes                      []string
 	sessionTTL                                             time.Duration
 }
@@ -23,6 +24,7 @@ type ssoOptions struct {
 func (o *ssoOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.issuer, "oidc-issuer", "", "OpenID Connect issuer URL; enables console login through it at /auth/login")
 	f.StringVar(&o.clientID, "oidc-client-id", "", "the controller's client id at the OIDC provider")
+	f.StringVar(&o.cliClientID, "oidc-cli-client-id", "", "public client id at the OIDC provider that flotilla login uses (device or loopback browser flow); enables CLI login")
 	f.StringVar(&o.secretFile, "oidc-client-secret-file", "", "file holding the client secret (none for a public client)")
 	f.StringVar(&o.redirectURL, "oidc-redirect-url", "", "this controller's callback as the browser reaches it, registered at the provider: https://HOST/auth/callback")
 	f.StringVar(&o.groupsClaim, "oidc-groups-claim", "groups", "ID token claim that lists the user's groups, matched against the projects' role bindings (groups)")
@@ -35,8 +37,8 @@ func (o *ssoOptions) addFlags(f *pflag.FlagSet) {
 // build returns nil when single sign-on is not configured.
 func (o *ssoOptions) build() (*api.SSO, error) {
 	if o.issuer == "" {
-		if o.clientID != "" || o.redirectURL != "" || o.secretFile != "" {
-			return nil, errors.New("--oidc-client-id, --oidc-redirect-url and --oidc-client-secret-file need --oidc-issuer")
+		if o.clientID != "" || o.redirectURL != "" || o.secretFile != "" || o.cliClientID != "" {
+			return nil, errors.New("--oidc-client-id, --oidc-cli-client-id, --oidc-redirect-url and --oidc-client-secret-file need --oidc-issuer")
 		}
 		return nil, nil
 	}
@@ -55,7 +57,7 @@ func (o *ssoOptions) build() (*api.SSO, error) {
 	}
 	sso, err := api.NewSSO(api.SSOConfig{Issuer: o.issuer, ClientID: o.clientID, ClientSecret: secret,
 		RedirectURL: o.redirectURL, GroupsClaim: o.groupsClaim, AdminGroups: o.adminGroups,
-		ViewerGroups: o.viewerGroups, Scopes: o.scopes, SessionTTL: o.sessionTTL})
+		ViewerGroups: o.viewerGroups, Scopes: o.scopes, SessionTTL: o.sessionTTL, CLIClientID: o.cliClientID})
 	if err != nil {
 		return nil, fmt.Errorf("--oidc-*: %w", err)
 	}

@@ -17,6 +17,7 @@ func TestSSOOptions_incompleteOrMisplacedFlagsAreRefusedWithTheFlagNamed(t *test
 		want string
 	}{
 		{ssoOptions{clientID: "flotilla"}, "need --oidc-issuer"},
+		{ssoOptions{cliClientID: "flotilla-cli"}, "need --oidc-issuer"},
 		{ssoOptions{issuer: "https://idp.example.com"}, "--oidc-client-id"},
 		{ssoOptions{issuer: "https://idp.example.com", clientID: "f", redirectURL: "https://ctl.example.com/callback"}, "/auth/callback"},
 		{ssoOptions{issuer: "https://idp.example.com", clientID: "f", redirectURL: "https://ctl.example.com/auth/callback", secretFile: empty}, "empty file"},

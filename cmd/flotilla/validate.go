@@ -1,15 +1,22 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"regexp"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/appset"
 	"github.com/flotilla-gitops/flotilla/fault"
+	"github.com/flotilla-gitops/flotilla/source"
 )
 
 func init() { extraCommands = append(extraCommands, newValidateCmd) }
@@ -18,32 +25,67 @@ func init() { extraCommands = append(extraCommands, newValidateCmd) }
 type validateOptions struct {
 	// File is the applications file to check.
 	File string
+	// Offline skips expanding application sets: no repository is read,
+	// and the applications the sets generate are not checked.
+	Offline bool
+	// GitTimeout and GitFetchTimeout bound each generator's reads of its
+	// repository, as the controller's flags of the same names do. Zero:
+	// the controller's defaults.
+	GitTimeout, GitFetchTimeout time.Duration
 }
+
+// Exit codes of `flotilla validate` beyond exitOK, exitFailed (a problem
+// in the file, or in what its sets generate) and exitMisuse.
+const (
+	// validateUnchecked: a set's repository could not be read, so the file
+	// could be neither accepted nor refused. A definite problem elsewhere
+	// still exits exitFailed.
+	validateUnchecked = exitUnknown
+)
 
 func newValidateCmd() *cobra.Command {
 	var opts validateOptions
 	cmd := &cobra.Command{
 		Use:   "validate -f applications.yaml",
-		Short: "Check an applications file offline",
+		Short: "Check an applications file, and what its application sets generate",
 		Long: `Validate parses an applications file strictly, applies defaults and checks
-every rule, without contacting git or Docker. It prints every problem, one per
-line as FILE:LINE: application "NAME": field PATH: MESSAGE, and exits 1 if there
-is any; it exits 0 when the file is valid and 2 on misuse.`,
+every rule, without contacting Docker. It expands the file's application sets
+as the controller does, reading their generators' repositories (credentials
+from FLOTILLA_GIT_*), and checks the generated applications with the others:
+fields, names and stacks unique, dependsOn known and without cycles. With
+--offline no repository is read and the sets are not expanded.
+
+It prints every problem, one per line as FILE:LINE: application "NAME": field
+PATH: MESSAGE, a generated application's naming its set and the generator
+element it came from. It exits 0 when the file is valid, 1 if there is any
+problem, 2 on misuse, and 3 when a set's repository could not be read and
+nothing else was wrong (the file could not be checked).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if code := runValidate(opts, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != exitOK {
+			if code := runValidateContext(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != exitOK {
 				return exitError{code}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "applications file to check")
+	cmd.Flags().BoolVar(&opts.Offline, "offline", false, "do not read any repository: application sets are not expanded, and the applications they generate are not checked")
+	cmd.Flags().DurationVar(&opts.GitTimeout, "git-timeout", source.DefaultRemoteTimeout, "deadline of listing a generator repository's refs")
+	cmd.Flags().DurationVar(&opts.GitFetchTimeout, "git-fetch-timeout", source.DefaultFetchTimeout, "deadline of one fetch or first clone of a generator repository")
 	return cmd
 }
 
 // runValidate checks opts.File and returns the exit code. The success line
 // goes to stdout; problems go to stderr, like a compiler's diagnostics.
 func runValidate(opts validateOptions, stdout, stderr io.Writer) int {
+	return runValidateContext(context.Background(), opts, stdout, stderr)
+}
+
+// runValidateContext is runValidate whose repository reads end with ctx.
+func runValidateContext(ctx context.Context, opts validateOptions, stdout, stderr io.Writer) int {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	if opts.File == "" {
 		fmt.Fprintln(stderr, "flotilla validate: -f applications file is required")
 		return exitMisuse
@@ -55,12 +97,116 @@ func runValidate(opts validateOptions, stdout, stderr io.Writer) int {
 		}
 		return exitFailed
 	}
-	noun := "applications"
-	if len(f.Applications) == 1 {
-		noun = "application"
+	sets := len(f.ApplicationSets)
+	switch {
+	case sets == 0:
+		fmt.Fprintf(stdout, "%s: %s valid\n", opts.File, count(len(f.Applications), "application"))
+		return exitOK
+	case opts.Offline:
+		fmt.Fprintf(stdout, "%s: %s valid; %s not expanded (--offline): what they generate was not checked\n",
+			opts.File, count(len(f.Applications), "application"), count(sets, "application set"))
+		return exitOK
 	}
-	fmt.Fprintf(stdout, "%s: %d %s valid\n", opts.File, len(f.Applications), noun)
+	full, code := expandForValidate(ctx, opts, f, stderr)
+	if code != exitOK {
+		return code
+	}
+	generated := len(full.Applications) - len(f.Applications)
+	fmt.Fprintf(stdout, "%s: %s valid, %d of them generated by %s\n",
+		opts.File, count(len(full.Applications), "application"), generated, count(sets, "application set"))
 	return exitOK
+}
+
+// expandForValidate expands f's sets through a fetcher like the
+// controller's, in a cache of its own that is removed afterwards, and
+// checks the result. Each set that failed is reported on its own line; the
+// checks across applications need every set, so they wait until all
+// expand.
+func expandForValidate(ctx context.Context, opts validateOptions, f *application.File, stderr io.Writer) (*application.File, int) {
+	cache, err := os.MkdirTemp("", "flotilla-validate-")
+	if err != nil {
+		fmt.Fprintln(stderr, "flotilla validate:", err)
+		return nil, exitUnknown
+	}
+	defer os.RemoveAll(cache)
+	fetcher := source.New(source.Options{CacheDir: cache, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Backoff:       source.Backoff{Min: time.Millisecond, Max: time.Millisecond},
+		RemoteTimeout: opts.GitTimeout, FetchTimeout: opts.GitFetchTimeout})
+	swarms := []string{appset.LocalSwarm}
+	for _, sw := range f.Swarms {
+		swarms = append(swarms, sw.Name)
+	}
+	exp := appset.New(appset.Options{Fetcher: fetcher, Refs: fetcher, Swarms: func() []string { return swarms }})
+	generated, err := exp.Expand(ctx, f)
+	if err != nil {
+		invalid, unread := 0, 0
+		for _, e := range flatten(err) {
+			var re *appset.ReadError
+			if errors.As(e, &re) {
+				unread++
+			} else {
+				invalid++
+			}
+			fmt.Fprintln(stderr, setProblem(f, e))
+		}
+		fmt.Fprintf(stderr, "%s: names, stacks and dependsOn across the generated applications not checked: %s not expanded\n",
+			opts.File, count(invalid+unread, "application set"))
+		if invalid > 0 {
+			return nil, exitFailed
+		}
+		return nil, validateUnchecked
+	}
+	full, err := f.Expanded(generated)
+	if err != nil {
+		for _, e := range flatten(err) {
+			fmt.Fprintln(stderr, formatProblem(e))
+		}
+		return nil, exitFailed
+	}
+	return full, exitOK
+}
+
+// setProblem writes FILE:LINE: application set "NAME": MESSAGE for a set
+// that did not expand, at the line of the set (or of its generator).
+func setProblem(f *application.File, err error) string {
+	var se *appset.SetError
+	if !errors.As(err, &se) {
+		return source.SanitizeString(err.Error())
+	}
+	field := ""
+	for i := range f.ApplicationSets {
+		if f.ApplicationSets[i].Name == se.Set {
+			field = "applicationSets[" + strconv.Itoa(i) + "]"
+			if m := generatorRE.FindString(se.Err.Error()); m != "" {
+				field += "." + m
+			}
+		}
+	}
+	var s string
+	if file, line := f.Where(field); file != "" {
+		s = file
+		if line > 0 {
+			s += ":" + strconv.Itoa(line)
+		}
+		s += ": "
+	}
+	msg := se.Err.Error()
+	var re *appset.ReadError
+	if errors.As(err, &re) {
+		msg += " (the repository could not be read, so what the set generates is unknown)"
+	}
+	return s + "application set " + strconv.Quote(se.Set) + ": " + source.SanitizeString(msg)
+}
+
+// generatorRE finds the generator a set's error starts with.
+var generatorRE = regexp.MustCompile(`^generators\[\d+\]`)
+
+// count spells n things, "1 application", "2 applications".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // flatten undoes errors.Join so each problem gets its own line.

@@ -31,11 +31,23 @@ var (
 	_ api.Controller     = Controller{}
 	_ api.HistoryReader  = Controller{}
 	_ api.Differ         = Controller{}
+	_ api.RevisionDiffer = Controller{}
 	_ api.Rollbacker     = Controller{}
 	_ api.WebhookTargets = Controller{}
 	_ api.SwarmLister    = Controller{}
 	_ api.LogReader      = Controller{}
+	_ api.LogMasker      = Controller{}
 )
+
+// LogMask blanks the secret values of the application's deployed revision
+// in its log lines (reconcile.Controller.LogMask).
+func (a Controller) LogMask(ctx context.Context, name string) (func(string) string, string, error) {
+	m, err := a.ctl.LogMask(ctx, name)
+	if err != nil {
+		return nil, "", apiErr(err)
+	}
+	return m.Blank, m.From, nil
+}
 
 // Logs streams the application's task logs; a service or task it does not
 // have is the API's not found.
@@ -93,12 +105,24 @@ func (a Controller) Diff(ctx context.Context, name string) (api.Diff, error) {
 	if err != nil {
 		return api.Diff{}, apiErr(err)
 	}
+	return wireDiff(d), nil
+}
+
+func (a Controller) DiffRevision(ctx context.Context, name string, revision int, against string) (api.Diff, error) {
+	d, err := a.ctl.DiffRevision(ctx, name, revision, against)
+	if err != nil {
+		return api.Diff{}, apiErr(err)
+	}
+	return wireDiff(d), nil
+}
+
+func wireDiff(d reconcile.Diff) api.Diff {
 	out := api.Diff{App: d.App, Revision: d.Revision, Deployed: d.Deployed, Chart: d.Chart, DeployedChart: d.DeployedChart, Manifest: d.Manifest,
 		PendingRemovals: d.PendingRemovals, Unavailable: d.Unavailable, Notes: d.Notes}
 	for _, s := range d.Services {
 		out.Services = append(out.Services, api.ServiceDiff{Name: s.Name, Change: api.ServiceChange(s.Change), Fields: s.Fields})
 	}
-	return out, nil
+	return out
 }
 
 // forward turns the reconciler's result channel into the API's.
@@ -109,7 +133,12 @@ func forward(ch <-chan reconcile.Result, err error) (<-chan api.SyncResult, erro
 	out := make(chan api.SyncResult, 1)
 	go func() {
 		r := <-ch
-		out <- api.SyncResult{Action: string(r.Action), Revision: r.Revision, Status: r.Status, Err: r.Err}
+		res := api.SyncResult{Action: string(r.Action), Revision: r.Revision, Status: r.Status, Err: r.Err}
+		if r.Plan != nil {
+			p := wireDiff(*r.Plan)
+			res.Plan = &p
+		}
+		out <- res
 	}()
 	return out, nil
 }
@@ -120,7 +149,7 @@ func apiErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, reconcile.ErrNotFound):
+	case errors.Is(err, reconcile.ErrNotFound), errors.Is(err, reconcile.ErrNoRevision):
 		return fmt.Errorf("%w: %w", api.ErrNotFound, err)
 	case errors.Is(err, reconcile.ErrBusy):
 		return fmt.Errorf("%w: %w", api.ErrConflict, err)

@@ -40,12 +40,17 @@ func NewIdentity(t testing.TB) Identity {
 	return Identity{File: []byte(text), Recipient: id.Recipient().String()}
 }
 
-type store interface {
+// Store is the sops library's own store for a format: what the tests hold
+// sopsage's reader to.
+type Store interface {
 	LoadPlainFile(in []byte) (sops.TreeBranches, error)
+	LoadEncryptedFile(in []byte) (sops.Tree, error)
 	EmitEncryptedFile(in sops.Tree) ([]byte, error)
+	EmitPlainFile(in sops.TreeBranches) ([]byte, error)
 }
 
-func storeFor(f sopsage.Format) store {
+// StoreFor is the library's store for f.
+func StoreFor(f sopsage.Format) Store {
 	switch f {
 	case sopsage.YAML:
 		return sopsyaml.NewStore(&config.YAMLStoreConfig{})
@@ -81,7 +86,7 @@ func EncryptMatching(t testing.TB, file string, plain []byte, regex string, reci
 
 func encrypt(t testing.TB, f sopsage.Format, plain []byte, regex string, recipients []string) []byte {
 	t.Helper()
-	st := storeFor(f)
+	st := StoreFor(f)
 	branches, err := st.LoadPlainFile(plain)
 	if err != nil {
 		t.Fatalf("sopsagetest: load plaintext as %s: %v", f, err)

@@ -1,5 +1,6 @@
-// Flotilla operator UI: the application list, one application's detail, and
-// a live event stream that re-reads whatever changed.
+// Flotilla operator UI: sign-in, routing and a live event stream that
+// re-reads whatever changed; the application list is list.js, one
+// application's view detail.js.
 //
 // Everything the API returns is untrusted text (names, messages and drift
 // values come from repositories and the swarm), so the DOM is built with
@@ -77,7 +78,7 @@ async function api(method, path, body) {
 function askToken(message) {
   stopStream();
   sessionStorage.removeItem(TOKEN_KEY);
-  for (const id of ['list', 'detail', 'signout']) $(id).hidden = true;
+  for (const id of ['list', 'detail', 'signout', 'sso-user', 'sso-signout']) $(id).hidden = true;
   $('login').hidden = false;
   // With no token yet, "missing bearer token" is just the reason for the form.
   const shown = message && !message.startsWith('missing bearer token');
@@ -97,6 +98,33 @@ $('login').addEventListener('submit', (ev) => {
 
 $('signout').addEventListener('click', () => askToken(''));
 
+// showSSOUser offers Sign out when the page works through a single sign-on
+// session (the cookie, which the page cannot read) rather than a token.
+async function showSSOUser() {
+  let user = '';
+  if (!token()) {
+    try {
+      const res = await fetch('/auth/session', { headers: { Accept: 'application/json' }, cache: 'no-store' });
+      if (res.ok) user = (await res.json()).user || '';
+    } catch { /* no single sign-on here */ }
+  }
+  $('sso-user').textContent = user.replace(/^sso:/, '');
+  $('sso-user').hidden = !user;
+  $('sso-signout').hidden = !user;
+}
+
+// Sign out ends the session at the controller (a write, so it carries the
+// header every write needs) and returns to the sign-in form.
+$('sso-signout').addEventListener('click', async () => {
+  try {
+    await fetch('/auth/logout', {
+      method: 'POST', body: '{}', cache: 'no-store',
+      headers: { 'Content-Type': 'application/json', 'X-Flotilla-Request': '1' },
+    });
+  } catch { /* the form below is shown either way */ }
+  askToken('');
+});
+
 async function start() {
   $('login').hidden = true;
   state.forbidden = '';
@@ -107,6 +135,7 @@ async function start() {
     return;
   }
   $('signout').hidden = !token();
+  showSSOUser();
   startStream();
   route();
 }
@@ -133,6 +162,7 @@ async function refreshApp(name) {
     if (e.status === 404) state.apps.delete(name);
     else return showError(`Cannot read ${name}: ${e.message}`);
   }
+  listTouched(name); // list.js updates that one row
   if (openApp() === name) await loadHistory(name);
   render();
 }
@@ -168,7 +198,6 @@ async function route() {
   if (name !== null) await refreshApp(name);
 }
 window.addEventListener('hashchange', () => { if ($('login').hidden) route(); });
-$('filter').addEventListener('input', () => renderList());
 
 function render() {
   const name = openApp();
@@ -198,284 +227,6 @@ function notes(a) {
   ];
 }
 
-function renderList() {
-  const q = $('filter').value.trim().toLowerCase();
-  const apps = [...state.apps.values()]
-    .filter((a) => !q || a.name.toLowerCase().includes(q) || (a.stack || '').toLowerCase().includes(q)
-      || (a.destination || 'local').toLowerCase().includes(q) || (a.set || '').toLowerCase().includes(q))
-    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  const rows = apps.map((a) => {
-    const [ok, total] = counts(a);
-    const href = '#/app/' + enc(a.name);
-    return el('tr', { onclick: (ev) => { if (ev.target.tagName !== 'A') location.hash = href; } },
-      el('td', {}, el('a', { href }, a.name), a.set && el('div', { class: 'muted small' }, 'set ' + a.set)),
-      el('td', {}, a.stack || ''),
-      el('td', {}, a.destination || 'local'),
-      el('td', {}, syncBadge(a)),
-      el('td', {}, healthBadge(a.health), a.healthMessage && el('div', { class: 'muted small' }, a.healthMessage)),
-      el('td', {}, revisionCell(a)),
-      el('td', { class: ok < total ? 'warn num' : 'num' }, `${ok}/${total}`),
-      el('td', {}, notes(a)));
-  });
-  $('apps').tBodies[0].replaceChildren(...rows);
-  $('empty').hidden = apps.length > 0;
-  $('count').textContent = `${apps.length} of ${state.apps.size}`;
-}
-
-function table(headers, rows, empty) {
-  if (!rows.length) return el('p', { class: 'muted' }, empty);
-  return el('table', {}, el('thead', {}, el('tr', {}, headers.map((h) => el('th', {}, h)))),
-    el('tbody', {}, rows.map((r) => el('tr', {}, r.map((c) => el('td', {}, c))))));
-}
-
-const list = (title, items) => (items && items.length
-  ? el('div', {}, el('h4', {}, title), el('ul', {}, items.map((i) => el('li', {}, i)))) : null);
-
-function renderDetail(name) {
-  const a = state.apps.get(name);
-  const back = el('a', { href: '#/', class: 'back' }, '← Applications');
-  if (!a) {
-    $('detail').replaceChildren(back, el('h2', {}, name), el('p', { class: 'muted' }, 'No such application (yet).'));
-    return;
-  }
-  // The controller masks secret-looking values itself ("***"); the row only
-  // says so, and "(none)" on one side stays readable.
-  const drift = (a.drift || []).map((d) => [d.service,
-    [d.field, d.masked ? el('span', { class: 'muted small' }, ' (masked)') : null], d.desired, d.live]);
-  const services = (a.services || []).map((s) => [s.name, healthBadge(s.health),
-    `${s.running}/${s.desired}`, s.message || '']);
-  const hist = state.history.get(name);
-  const sw = a.sweep;
-  const parts = [
-    back,
-    el('h2', {}, a.name, ' ', syncBadge(a), ' ', healthBadge(a.health)),
-    el('dl', { class: 'meta' },
-      el('dt', {}, 'Stack'), el('dd', {}, a.stack || '—'),
-      el('dt', {}, 'Swarm'), el('dd', {}, a.destination || 'local'),
-      a.set && [el('dt', {}, 'Set'), el('dd', {}, a.set)],
-      el('dt', {}, 'Health'), el('dd', {}, a.healthMessage || a.health || '—'),
-      el('dt', {}, 'Deployed'), el('dd', { title: a.revision || '' }, shortRev(a.revision),
-        a.lastAppliedRevision ? ` (release ${a.lastAppliedRevision})` : ''),
-      el('dt', {}, 'Seen'), el('dd', { title: a.seenRevision || '' }, shortRev(a.seenRevision)),
-      a.chart ? [el('dt', {}, 'Chart'), el('dd', {}, a.chart)] : null,
-      el('dt', {}, 'Last sync'), el('dd', {}, when(a.lastSyncTime)),
-      el('dt', {}, 'Last pass'), el('dd', {}, when(a.lastPass))),
-    el('div', { class: 'notes' }, notes(a)),
-    actions(a),
-    el('h3', {}, 'Services'),
-    table(['Service', 'Health', 'Running', 'Message'], services, 'No services reported.'),
-    el('h3', {}, 'Resources'),
-    resourceTree(a),
-    el('h3', {}, 'Drift'),
-    table(['Service', 'Field', 'Desired', 'Live'], drift, 'No drift.'),
-    el('h3', {}, 'Logs'),
-    logsPanel(a),
-    list('Rolled back by Swarm', a.rolledBack),
-    list('Changed by another writer', a.outOfBand),
-    el('h3', {}, 'Sweep'),
-    sw ? el('div', { class: 'sweep' },
-      list(sw.dryRun ? 'Pending removals (prune is off)' : 'Pending removals', sw.pending),
-      list('Removed', sw.removed),
-      list('Unmanaged (never touched)', sw.unmanaged),
-      list('Messages', sw.messages)) : el('p', { class: 'muted' }, 'No sweep has run yet.'),
-    el('h3', {}, 'History'),
-    !hist ? el('p', { class: 'muted' }, 'Loading…')
-      : hist.error ? el('p', { class: 'muted' }, 'History unavailable: ' + hist.error)
-        : table(['Release', 'Commit', 'Chart', 'Time', 'Trigger', 'Message'], hist.items.map((r) => [
-          String(r.revision), el('code', { title: r.commit || '' }, shortRev(r.commit)),
-          r.chart ? el('span', { title: r.chart.valuesDigest || '' }, `${r.chart.name}-${r.chart.version}`) : '',
-          when(r.time), r.trigger || '', r.message || '']), 'No releases recorded.'),
-  ];
-  $('detail').replaceChildren(...parts.filter(Boolean));
-}
-
-// ago says how long since t, coarsely.
-function ago(t) {
-  if (!t) return '';
-  const s = Math.max(0, (Date.now() - new Date(t).getTime()) / 1000);
-  if (s < 90) return `${Math.round(s)}s`;
-  if (s < 5400) return `${Math.round(s / 60)}m`;
-  if (s < 129600) return `${Math.round(s / 3600)}h`;
-  return `${Math.round(s / 86400)}d`;
-}
-
-// resourceTree shows the stack, its services and their tasks, each with its
-// health, and the reason where one is unhealthy. Details elements keep it
-// usable by keyboard and screen reader without any script of their own; an
-// unhealthy service starts open.
-function resourceTree(a) {
-  const bad = (h) => h && h !== 'Healthy' && h !== 'Suspended';
-  const task = (t) => el('li', { class: 'tree-task' + (t.error ? ' unhealthy' : '') },
-    el('code', { title: t.id }, (t.id || '').slice(0, 12)),
-    t.slot ? ` slot ${t.slot}` : '',
-    ' ', el('span', { class: 'badge task-' + t.state }, t.state),
-    t.desiredState && t.desiredState !== t.state ? el('span', { class: 'muted small' }, ` → ${t.desiredState}`) : null,
-    t.health ? el('span', { class: 'muted small' }, ` (${t.health})`) : null,
-    t.node ? el('span', { class: 'muted small' }, ` on ${t.node.slice(0, 12)}`) : null,
-    t.since ? el('span', { class: 'muted small', title: when(t.since) }, ` ${ago(t.since)}`) : null,
-    t.error ? el('div', { class: 'error small' }, t.error)
-      : t.message && t.state !== 'running' ? el('div', { class: 'muted small' }, t.message) : null);
-  const service = (s) => el('li', { class: 'tree-service' },
-    el('details', { open: bad(s.health) || null },
-      el('summary', {}, el('span', { class: 'kind' }, 'service '), s.name, ' ', healthBadge(s.health),
-        ` ${s.running}/${s.desired}`, bad(s.health) && s.message ? el('span', { class: 'error small' }, ' — ' + s.message) : null),
-      (s.tasks || []).length ? el('ul', {}, s.tasks.map(task)) : el('p', { class: 'muted small' }, 'No tasks.'),
-      uses(s)));
-  // Names only: a secret's value never reaches the API.
-  const uses = (s) => {
-    const kinds = [['network', s.networks], ['config', s.configs], ['secret', s.secrets]].filter(([, v]) => v && v.length);
-    return kinds.length ? el('ul', { class: 'tree-uses' }, kinds.flatMap(([k, v]) =>
-      v.map((n) => el('li', { class: 'tree-use' }, el('span', { class: 'kind' }, k + ' '), n)))) : null;
-  };
-  return el('ul', { class: 'tree', id: 'tree', 'aria-label': 'Resources' },
-    el('li', { class: 'tree-stack' },
-      el('details', { open: true },
-        el('summary', {}, el('span', { class: 'kind' }, 'stack '), a.stack || a.name, ' ', healthBadge(a.health),
-          bad(a.health) && a.healthMessage ? el('span', { class: 'error small' }, ' — ' + a.healthMessage) : null),
-        (a.services || []).length ? el('ul', {}, a.services.map(service)) : el('p', { class: 'muted small' }, 'No services reported.'))));
-}
-
-// actions renders Sync and Refresh. A read-only token learns it may not
-// write from the API's 403, which is then shown and disables both buttons.
-function actions(a) {
-  const op = state.ops.get(a.name);
-  const button = (label, path) => el('button', {
-    type: 'button', disabled: !!state.forbidden, title: state.forbidden || null,
-    onclick: () => operate(a.name, label, path),
-  }, label);
-  return el('div', { class: 'actions' },
-    button('Sync', 'sync'), button('Refresh', 'refresh'),
-    op && el('output', { class: op.ok ? 'ok' : 'error', id: 'op-result' }, op.text));
-}
-
-async function operate(name, label, path) {
-  let res;
-  try {
-    const r = await api('POST', `applications/${enc(name)}/${path}`, {});
-    res = { ok: true, text: `${label}: ${r.phase}${r.message ? ' — ' + r.message : ''}` };
-  } catch (e) {
-    if (e.status === 403) state.forbidden = e.message;
-    res = { ok: false, text: `${label} refused: ${e.message}` };
-  }
-  state.ops.set(name, res);
-  render();
-}
-
-// ---- service logs ------------------------------------------------------------
-
-// The logs panel outlives the detail page's re-renders (every event
-// rebuilds the page), so it is built once per application and re-attached;
-// its stream runs until Stop, another page, or the end of the logs.
-const logs = { name: null, panel: null, ctl: null, lines: 0 };
-const MAX_LOG_LINES = 5000; // kept in the page; older lines are dropped
-
-function logsPanel(a) {
-  if (logs.name !== a.name) {
-    stopLogs(true);
-    logs.name = a.name;
-    logs.panel = buildLogsPanel();
-  }
-  const sel = logs.panel.querySelector('#log-service');
-  const want = ['', ...(a.services || []).map((s) => s.name)];
-  const have = [...sel.options].map((o) => o.value);
-  if (want.join('\n') !== have.join('\n')) {
-    const keep = sel.value;
-    sel.replaceChildren(...want.map((v) => el('option', { value: v }, v || 'All services')));
-    sel.value = want.includes(keep) ? keep : '';
-  }
-  return logs.panel;
-}
-
-function buildLogsPanel() {
-  const field = (label, input) => el('label', {}, label, ' ', input);
-  const form = el('form', { class: 'logs-form', id: 'log-form', 'aria-label': 'Log options' },
-    field('Service', el('select', { id: 'log-service' })),
-    field('Tail', el('input', { id: 'log-tail', type: 'number', min: '0', max: '10000', value: '100', class: 'num-input' })),
-    el('label', {}, el('input', { id: 'log-follow', type: 'checkbox' }), ' Follow'),
-    el('label', {}, el('input', { id: 'log-timestamps', type: 'checkbox' }), ' Timestamps'),
-    el('button', { type: 'submit', id: 'log-start' }, 'Show logs'),
-    el('button', { type: 'button', id: 'log-stop', disabled: true, onclick: () => stopLogs(false) }, 'Stop'),
-    el('output', { id: 'log-status', class: 'muted small' }));
-  form.addEventListener('submit', (ev) => { ev.preventDefault(); startLogs(); });
-  const out = el('pre', { id: 'log-output', class: 'log', tabindex: '0', 'aria-label': 'Log lines', 'aria-live': 'off' });
-  return el('div', { class: 'logs' }, form, out);
-}
-
-function logStatus(text, cls) {
-  const o = logs.panel.querySelector('#log-status');
-  o.className = cls || 'muted small';
-  o.textContent = text;
-}
-
-function stopLogs(quiet) {
-  if (logs.ctl) logs.ctl.abort();
-  logs.ctl = null;
-  if (logs.panel) {
-    logs.panel.querySelector('#log-start').disabled = false;
-    logs.panel.querySelector('#log-stop').disabled = true;
-    if (!quiet) logStatus('stopped');
-  }
-}
-
-// startLogs reads GET …/logs, one JSON line at a time, with the token in a
-// header (never the URL).
-async function startLogs() {
-  stopLogs(true);
-  const p = logs.panel;
-  const name = logs.name;
-  const q = new URLSearchParams();
-  const svc = p.querySelector('#log-service').value;
-  if (svc) q.set('service', svc);
-  q.set('tail', p.querySelector('#log-tail').value || '100');
-  const follow = p.querySelector('#log-follow').checked;
-  const stamps = p.querySelector('#log-timestamps').checked;
-  if (follow) q.set('follow', '1');
-  if (stamps) q.set('timestamps', '1');
-  const out = p.querySelector('#log-output');
-  out.replaceChildren();
-  logs.lines = 0;
-  const ctl = new AbortController();
-  logs.ctl = ctl;
-  p.querySelector('#log-start').disabled = true;
-  p.querySelector('#log-stop').disabled = false;
-  logStatus(follow ? 'following…' : 'reading…');
-  try {
-    const headers = { Accept: 'application/x-ndjson' };
-    if (token()) headers.Authorization = 'Bearer ' + token();
-    const res = await fetch(`${API}applications/${enc(name)}/logs?${q}`, { headers, signal: ctl.signal, cache: 'no-store' });
-    if (!res.ok) {
-      let msg = `${res.status} ${res.statusText}`;
-      try { msg = (await res.json()).message || msg; } catch { /* not JSON */ }
-      throw new Error(msg);
-    }
-    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buf = '';
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buf += value;
-      const lines = buf.split('\n');
-      buf = lines.pop();
-      for (const line of lines) if (line) appendLog(out, JSON.parse(line), stamps);
-    }
-    if (logs.ctl === ctl) { stopLogs(true); logStatus(`${logs.lines} lines`); }
-  } catch (e) {
-    if (ctl.signal.aborted) return;
-    stopLogs(true);
-    logStatus('Logs unavailable: ' + e.message, 'error');
-  }
-}
-
-function appendLog(out, l, stamps) {
-  if (l.error) { logStatus('The stream ended: ' + l.error, 'error'); return; }
-  const stick = out.scrollTop + out.clientHeight >= out.scrollHeight - 4;
-  const task = (l.task || '').slice(0, 12);
-  out.appendChild(el('span', { class: 'log-line' },
-    stamps && l.time ? el('span', { class: 'log-time' }, l.time + ' ') : null,
-    el('span', { class: 'log-src' }, `${l.service}.${task} `), l.text + '\n'));
-  if (++logs.lines > MAX_LOG_LINES) out.firstChild.remove();
-  if (stick) out.scrollTop = out.scrollHeight;
-}
 
 // ---- live updates ------------------------------------------------------------
 
@@ -490,7 +241,7 @@ const due = new Set();
 let dueTimer = 0;
 function schedule(name) {
   due.add(name);
-  if (!dueTimer) dueTimer = setTimeout(flushDue, 250);
+  if (!dueTimer) dueTimer = setTimeout(flushDue, 100);
 }
 function flushDue() {
   dueTimer = 0;
@@ -576,6 +327,10 @@ function dispatch(frame) {
   try { ev = JSON.parse(frame.data.join('\n')); } catch { return false; }
   const type = ev.type || frame.type;
   if (type === 'stream.lagged') return true;
+  noteEvent({ ...ev, type }); // the timeline (detail.js)
+  // An audit entry says who wrote, not that the application changed: the
+  // write's own events (sync started, succeeded, ...) bring the re-read.
+  if (type === 'audit.recorded') return false;
   // A gap means events were lost: re-read everything, not just one app.
   schedule(type === 'stream.gap' ? '' : ev.app || '');
   return false;

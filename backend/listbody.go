@@ -1,0 +1,62 @@
+package backend
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// A listing of configs always carries every config's data: the daemon has
+// no way to leave it out, and the client decodes all of it (base64 and
+// all) into memory. A caller that needs only labels, such as ReleaseOwners
+// over every release record of a swarm, reads the answer itself through
+// withListBody: the transport hands the successful answer's body to the
+// caller's decoder and gives the client an empty list in its place. The
+// request is the client's own (version negotiation, headers, counting and
+// deadline included); only the decoding differs.
+type listBodyKey struct{}
+
+// withListBody returns a context under which the answer to a successful
+// listing is decoded by decode instead of the client.
+func withListBody(ctx context.Context, decode func(io.Reader) error) context.Context {
+	return context.WithValue(ctx, listBodyKey{}, decode)
+}
+
+// takeListBody decodes resp's body with the decoder req's context carries,
+// if any, and leaves an empty JSON list in its place.
+func takeListBody(req *http.Request, resp *http.Response) (*http.Response, error) {
+	decode, ok := req.Context().Value(listBodyKey{}).(func(io.Reader) error)
+	if !ok || resp.StatusCode != http.StatusOK || req.Method != http.MethodGet {
+		return resp, nil
+	}
+	err := decode(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read the answer to %s: %w", operation(req.Method, req.URL.Path), err)
+	}
+	resp.Body = io.NopCloser(strings.NewReader("[]"))
+	resp.ContentLength = 2
+	return resp, nil
+}
+
+// eachListed decodes a JSON list from r one element at a time, so the
+// decoder holds one element's text rather than the whole answer's, and
+// hands each to fn.
+func eachListed[T any](r io.Reader, fn func(T)) error {
+	dec := json.NewDecoder(r)
+	if _, err := dec.Token(); err != nil { // [
+		return err
+	}
+	for dec.More() {
+		var v T
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		fn(v)
+	}
+	_, err := dec.Token() // ]
+	return err
+}
