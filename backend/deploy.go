@@ -54,6 +54,9 @@ type deployPlan struct {
 	// sealedEnv is, for each service with sealed values, its env as the
 	// manifest holds it (placeholders): what the spec hash is taken over.
 	sealedEnv map[string][]string
+	// netNames names, by id, the manifest's networks the swarm already
+	// has; apply adds those it creates (charts.DeployResult.Networks).
+	netNames map[string]string
 }
 
 // DeployStack converges req.Stack to req.Manifest. It reads, converts and
@@ -136,7 +139,12 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 		return nil, fmt.Errorf("list services: %w", err)
 	}
 
-	p := &deployPlan{live: make(map[string]swarm.Service, len(services)), heal: make(map[string]bool)}
+	p := &deployPlan{live: make(map[string]swarm.Service, len(services)), heal: make(map[string]bool), netNames: make(map[string]string, len(nets))}
+	for _, n := range nets {
+		if !stale[n.Name] {
+			p.netNames[n.ID] = n.Name
+		}
+	}
 	for _, s := range services {
 		p.live[s.Spec.Name] = s
 	}
@@ -315,6 +323,7 @@ func (b *Backend) apply(ctx context.Context, req charts.DeployRequest, p *deploy
 
 	created, n, err := b.createResources(ctx, log, req, p)
 	res.Writes += n
+	res.Networks = p.netNames
 	outcomes := make([]serviceOutcome, len(p.services))
 	if err == nil {
 		err = bounded(len(p.services), func(i int) error {
@@ -395,7 +404,9 @@ func (b *Backend) createResources(ctx context.Context, log *slog.Logger, req cha
 			continue
 		}
 		n++
-		if c.kind != "network" {
+		if c.kind == "network" {
+			p.netNames[ids[i]] = c.name
+		} else {
 			created[pendingPrefix+c.name] = ids[i]
 		}
 	}

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +56,33 @@ func TestDeployStack_writesOnlyWhatChanged(t *testing.T) {
 	}
 	states := waitRunning(t, b, stack)
 	tasks := taskIDs(states)
+
+	// A read-back after the deploy compares attachments against the
+	// networks the deploy names instead of listing every network of the
+	// swarm, so they must name every network a written service attaches
+	// to, by the id the swarm put in its spec, as the full listing does.
+	t.Run("the result names each network the services attach to", func(t *testing.T) {
+		all, err := b.LiveNetworkNames(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := 0
+		for name, s := range services(t, b, stack) {
+			for _, n := range s.Spec.TaskTemplate.Networks {
+				seen++
+				if got, want := res.Networks[n.Target], all[n.Target]; got == "" || got != want {
+					t.Errorf("%s attaches to %s: the deploy names it %q, the swarm %q", name, n.Target, got, want)
+				}
+			}
+		}
+		if seen == 0 {
+			t.Fatal("no service attaches to a network: the fixture no longer tests this")
+		}
+		again := deploy(t, b, stack, fixture{Replicas: 1}, labels)
+		if !maps.Equal(again.Networks, res.Networks) {
+			t.Errorf("a redeploy finding the networks names %v, the deploy that created them %v", again.Networks, res.Networks)
+		}
+	})
 
 	t.Run("labels go on the service, not the task template", func(t *testing.T) {
 		for name, s := range services(t, b, stack) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/flotilla-gitops/flotilla/capability"
 )
@@ -32,6 +33,8 @@ func (b *Backend) LiveOwners(ctx context.Context, stack string) (capability.Owne
 // LiveResources reads the stack's networks, configs, secrets and services
 // and their owner stamps from one listing of each kind: what LiveNetworks,
 // LiveConfigs, LiveSecrets, LiveServices and LiveOwners answer, together.
+// The four listings are independent, so they are made at once: a sweep
+// after a deploy waits for the slowest of them, not for their sum.
 func (b *Backend) LiveResources(ctx context.Context, stack string) (capability.Resources, error) {
 	r := capability.Resources{
 		Networks: map[string]string{}, Configs: map[string]string{}, Secrets: map[string]string{}, Services: map[string]swarm.Service{},
@@ -42,35 +45,53 @@ func (b *Backend) LiveResources(ctx context.Context, stack string) (capability.R
 			m[name] = o
 		}
 	}
-	services, err := b.api.ServiceList(ctx, swarm.ServiceListOptions{Filters: namespace(stack)})
-	if err != nil {
-		return r, fmt.Errorf("live services of %s: %w", stack, err)
+	var (
+		services []swarm.Service
+		nets     []network.Summary
+		configs  []swarm.Config
+		secrets  []swarm.Secret
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		if services, err = b.api.ServiceList(gctx, swarm.ServiceListOptions{Filters: namespace(stack)}); err != nil {
+			err = fmt.Errorf("live services of %s: %w", stack, err)
+		}
+		return err
+	})
+	g.Go(func() (err error) {
+		if nets, err = b.api.NetworkList(gctx, network.ListOptions{Filters: namespace(stack)}); err != nil {
+			err = fmt.Errorf("live networks of %s: %w", stack, err)
+		}
+		return err
+	})
+	g.Go(func() (err error) {
+		if configs, err = b.api.ConfigList(gctx, swarm.ConfigListOptions{Filters: namespace(stack)}); err != nil {
+			err = fmt.Errorf("live configs of %s: %w", stack, err)
+		}
+		return err
+	})
+	g.Go(func() (err error) {
+		if secrets, err = b.api.SecretList(gctx, swarm.SecretListOptions{Filters: namespace(stack)}); err != nil {
+			err = fmt.Errorf("live secrets of %s: %w", stack, err)
+		}
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return r, err
 	}
 	for _, s := range services {
 		r.Services[s.Spec.Name] = s
 		stamp(r.Owners.Services, s.Spec.Name, s.Spec.Labels)
 	}
-	nets, err := b.api.NetworkList(ctx, network.ListOptions{Filters: namespace(stack)})
-	if err != nil {
-		return r, fmt.Errorf("live networks of %s: %w", stack, err)
-	}
 	for _, n := range nets {
 		r.Networks[n.Name] = n.ID
 		stamp(r.Owners.Networks, n.Name, n.Labels)
-	}
-	configs, err := b.api.ConfigList(ctx, swarm.ConfigListOptions{Filters: namespace(stack)})
-	if err != nil {
-		return r, fmt.Errorf("live configs of %s: %w", stack, err)
 	}
 	for _, c := range configs {
 		if c.Spec.Labels[LabelRecord] == "" {
 			r.Configs[c.Spec.Name] = c.ID
 		}
 		stamp(r.Owners.Configs, c.Spec.Name, c.Spec.Labels)
-	}
-	secrets, err := b.api.SecretList(ctx, swarm.SecretListOptions{Filters: namespace(stack)})
-	if err != nil {
-		return r, fmt.Errorf("live secrets of %s: %w", stack, err)
 	}
 	for _, s := range secrets {
 		r.Secrets[s.Spec.Name] = s.ID

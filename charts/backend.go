@@ -91,6 +91,11 @@ type DeployResult struct {
 	// Writes counts every create and update the deploy sent to the swarm,
 	// services, networks, configs and secrets alike.
 	Writes int
+	// Networks names, by id, each network of the manifest as the deploy
+	// found or created it. A read-back of the services just written
+	// compares their attachments (which hold ids) against these rather
+	// than listing every network of the swarm. Nil when not known.
+	Networks map[string]string
 }
 
 // Changed reports whether the deploy wrote anything.

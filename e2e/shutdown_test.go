@@ -314,6 +314,12 @@ type stallingDaemon struct {
 	path    string
 	held    chan struct{} // receives when a creation is being held
 	release chan struct{} // closed to let held creations through
+	// over is set when the test ends: a request still held then is
+	// refused, not passed on, so no write lands on the daemon while the
+	// stack's cleanup removes its objects (a service created between the
+	// cleanup's listing of services and its removal of the network would
+	// keep the network in use).
+	over atomic.Bool
 }
 
 // holdCreations matches service creations.
@@ -345,11 +351,16 @@ func newStallingDaemon(t *testing.T, hold func(*http.Request) bool) *stallingDae
 			default:
 			}
 			<-d.release
+			if d.over.Load() {
+				http.Error(w, "the test is over", http.StatusServiceUnavailable)
+				return
+			}
 		}
 		proxy.ServeHTTP(w, r)
 	})}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
+		d.over.Store(true)
 		select {
 		case <-d.release:
 		default:

@@ -119,6 +119,7 @@ func (c *Controller) lastResolved(ctx context.Context, p *pass) *source.Revision
 // next number every time would make a chart that prints its revision
 // differ on every pass, and redeploy forever.
 func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Identities) error {
+	p.awaitSnapshot()
 	latest, err := c.latestReleaseIn(ctx, p, p.snapshot)
 	if err != nil {
 		return transient("render", err)

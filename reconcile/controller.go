@@ -595,6 +595,15 @@ func (c *Controller) appBackend(p *pass) (charts.Backend, error) {
 
 // pass runs the steps for one application and always publishes a status.
 func (c *Controller) pass(ctx context.Context, app application.Application, req *SyncRequest, snap *snapshot) (res Result) {
+	return c.passIn(ctx, app, req, &batchRead{done: closedDone, snap: snap})
+}
+
+// closedDone is the done channel of a read that is already there.
+var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// passIn is pass within a batch whose read of the swarm may still be on its
+// way: the steps that read nothing of the swarm run before it arrives.
+func (c *Controller) passIn(ctx context.Context, app application.Application, req *SyncRequest, read *batchRead) (res Result) {
 	c.mu.Lock()
 	var prev application.Status
 	if a, ok := c.apps[app.Name]; ok {
@@ -603,12 +612,12 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 	c.mu.Unlock()
 	started := c.now()
 	p := &pass{
-		app:      app,
-		owner:    c.opts.ControllerID + "/" + app.Name,
-		request:  req,
-		snapshot: snap,
-		status:   prev,
-		log:      c.log.With("app", app.Name, "stack", app.Stack),
+		app:     app,
+		owner:   c.opts.ControllerID + "/" + app.Name,
+		request: req,
+		read:    read,
+		status:  prev,
+		log:     c.log.With("app", app.Name, "stack", app.Stack),
 	}
 	// The fetch step leases the checkout; no other fetch prunes it until
 	// the pass is over.
@@ -634,6 +643,9 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 			if writingSteps[s.name] {
 				sctx = context.WithoutCancel(ctx)
 			}
+			if !offSwarm[s.name] {
+				p.awaitSnapshot()
+			}
 			if err = s.run(c, sctx, p); err != nil {
 				break
 			}
@@ -642,6 +654,8 @@ func (c *Controller) pass(ctx context.Context, app application.Application, req 
 			}
 		}
 	}
+	p.awaitSnapshot() // a pass that failed early still reports health from it
+	c.joinReadBacks(p)
 	gated := errors.Is(err, errGated)
 	if gated {
 		err = nil

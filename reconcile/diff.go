@@ -92,7 +92,7 @@ func (c *Controller) Diff(ctx context.Context, name string) (Diff, error) {
 // the diff never disagree.
 func (c *Controller) liveChanges(ctx context.Context, p *pass, d *Diff) error {
 	app := p.app
-	cmp, ok, err := readComparison(ctx, p)
+	cmp, ok, err := readComparison(ctx, p, nil)
 	if err != nil {
 		return err
 	}

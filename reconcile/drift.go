@@ -45,7 +45,7 @@ func (c *Controller) detectDrift(ctx context.Context, p *pass) error {
 		c.publish(p)
 		return nil
 	}
-	cmp, ok, err := readComparison(ctx, p)
+	cmp, ok, err := readComparison(ctx, p, nil)
 	if err != nil {
 		return transient("drift", err)
 	}
@@ -177,46 +177,102 @@ type apiVersioner interface{ APIVersion() string }
 // between the write and the read would look the same; a service whose write
 // lost a compare-and-swap in this pass is therefore not judged, and the
 // memory lets go as soon as that field's live value moves again.
+//
+// The read and the comparison run beside the pass's next steps (the sweep
+// and the confirmation read the swarm too, and need nothing from it);
+// joinReadBacks applies what they found before the pass reports.
 func (c *Controller) checkWritesKept(ctx context.Context, p *pass, res *charts.DeployResult) {
 	if res == nil || len(res.Created)+len(res.Updated) == 0 {
 		return
 	}
 	// Fresh network names: the batch's listing predates networks this
-	// write may have created.
+	// write may have created. The deploy's own resolution of them answers
+	// when it covers every attachment read back, as it does unless a
+	// service attaches to a node-local network or to one attached behind
+	// the controller's back; only then is every network listed.
 	q := *p
 	q.snapshot = nil
-	cmp, ok, err := readComparison(ctx, &q)
+	rb := &readBack{written: slices.Concat(res.Created, res.Updated), done: make(chan struct{})}
+	if av, ok := capability.As[apiVersioner](p.backend); ok {
+		rb.version = av.APIVersion()
+	}
+	go func() {
+		defer close(rb.done)
+		rb.read(ctx, &q, res.Networks)
+	}()
+	p.readBacks = append(p.readBacks, rb)
+}
+
+// readBack is one check of checkWritesKept: the services a write made, by
+// short name, and, once done is closed, the fields of each that read back
+// otherwise (changes), or the read's error.
+type readBack struct {
+	written []string
+	version string
+	done    chan struct{}
+	changes map[string][]drift.Change
+	err     error
+	skipped bool // the backend cannot read live specs
+}
+
+// read compares the written services as the swarm now holds them with
+// what q's manifest converts to. It touches nothing but rb.
+func (rb *readBack) read(ctx context.Context, q *pass, known map[string]string) {
+	cmp, ok, err := readComparison(ctx, q, known)
 	if err != nil || !ok {
-		if err != nil {
-			p.log.Warn("could not read back the services just written; a field the daemon drops would go unnoticed", "error", err)
-		}
+		rb.err, rb.skipped = err, !ok && err == nil
 		return
 	}
-	version := ""
-	if av, ok := capability.As[apiVersioner](p.backend); ok {
-		version = av.APIVersion()
-	}
-	found := map[string]map[string]notKeptField{}
-	for _, short := range slices.Concat(res.Created, res.Updated) {
-		scoped := p.app.Stack + "_" + short
+	rb.changes = map[string][]drift.Change{}
+	for _, short := range rb.written {
+		scoped := q.app.Stack + "_" + short
 		d, dok := cmp.desired.Services[scoped]
 		l, lok := cmp.live[scoped]
-		if !dok || !lok || slices.Contains(p.status.OutOfBand, short) {
+		if !dok || !lok {
+			continue
+		}
+		for _, ch := range drift.Diff(d, l.Spec, cmp.options(scoped)) {
+			if !ch.Masked { // a masked rendering cannot tell two values apart
+				rb.changes[short] = append(rb.changes[short], ch)
+			}
+		}
+	}
+}
+
+// joinReadBacks waits for the pass's read-backs and applies what each
+// found: the report, and the memory of fields not kept.
+func (c *Controller) joinReadBacks(p *pass) {
+	for _, rb := range p.readBacks {
+		<-rb.done
+		c.applyReadBack(p, rb)
+	}
+	p.readBacks = nil
+}
+
+func (c *Controller) applyReadBack(p *pass, rb *readBack) {
+	if rb.skipped {
+		return
+	}
+	if rb.err != nil {
+		p.log.Warn("could not read back the services just written; a field the daemon drops would go unnoticed", "error", rb.err)
+		return
+	}
+	found := map[string]map[string]notKeptField{}
+	for _, short := range rb.written {
+		if slices.Contains(p.status.OutOfBand, short) {
 			// Another writer was seen on it during this pass: what
 			// reads back may be its write, not what the daemon kept.
 			continue
 		}
-		for _, ch := range drift.Diff(d, l.Spec, cmp.options(scoped)) {
-			if ch.Masked {
-				continue // a masked rendering cannot tell two values apart
-			}
+		scoped := p.app.Stack + "_" + short
+		for _, ch := range rb.changes[short] {
 			if found[scoped] == nil {
 				found[scoped] = map[string]notKeptField{}
 			}
-			found[scoped][ch.Field] = notKeptField{desired: ch.Desired, live: ch.Live, apiVersion: version}
-			p.status.Warnings = append(p.status.Warnings, notKeptMessage(short, ch, version))
+			found[scoped][ch.Field] = notKeptField{desired: ch.Desired, live: ch.Live, apiVersion: rb.version}
+			p.status.Warnings = append(p.status.Warnings, notKeptMessage(short, ch, rb.version))
 			p.log.Warn("a field written was not kept by the daemon; it will not be rewritten until the repository changes it",
-				"service", short, "field", ch.Field, "api", version)
+				"service", short, "field", ch.Field, "api", rb.version)
 		}
 	}
 	c.mu.Lock()
@@ -228,7 +284,7 @@ func (c *Controller) checkWritesKept(ctx context.Context, p *pass, res *charts.D
 	if a.drift.notKept == nil {
 		a.drift.notKept = map[string]map[string]notKeptField{}
 	}
-	for _, short := range slices.Concat(res.Created, res.Updated) {
+	for _, short := range rb.written {
 		scoped := p.app.Stack + "_" + short
 		if f, ok := found[scoped]; ok {
 			a.drift.notKept[scoped] = f
@@ -278,7 +334,10 @@ func (c *comparison) unseal(sealed map[string]string) error {
 // halves are read (ok is true); otherwise there is nothing to compare.
 // Live services and network names come from the batch's snapshot when there
 // is one, so one listing of each serves every application of the batch.
-func readComparison(ctx context.Context, p *pass) (comparison, bool, error) {
+// known, if not nil, names networks by id as a deploy of this pass
+// resolved them; it stands in for the listing when it names every network
+// the live services attach to.
+func readComparison(ctx context.Context, p *pass, known map[string]string) (comparison, bool, error) {
 	ld, ok := capability.As[capability.LiveDrift](p.backend)
 	if !ok {
 		return comparison{}, false, nil
@@ -314,9 +373,11 @@ func readComparison(ctx context.Context, p *pass) (comparison, bool, error) {
 	if snap == nil {
 		snap = &snapshot{}
 	}
-	names, err := snap.networkNames(ctx, p.backend)
-	if err != nil {
-		return comparison{}, false, fmt.Errorf("read networks: %w", err)
+	names := known
+	if names == nil || !attachedWithin(live, known) {
+		if names, err = snap.networkNames(ctx, p.backend); err != nil {
+			return comparison{}, false, fmt.Errorf("read networks: %w", err)
+		}
 	}
 	cmp := comparison{desired: desired, live: live, networkNames: names}
 	if err := cmp.unseal(p.rendered.Sealed); err != nil {
@@ -416,4 +477,17 @@ func (c *Controller) outOfBand(p *pass) func(service string) {
 			"service", short)
 		c.emit(p, events.OutOfBandChange, short, "another writer changed the service during a write; retried from a fresh read", nil)
 	}
+}
+
+// attachedWithin reports whether every network the live services attach to
+// is named in names.
+func attachedWithin(live map[string]swarm.Service, names map[string]string) bool {
+	for _, s := range live {
+		for _, n := range slices.Concat(s.Spec.TaskTemplate.Networks, s.Spec.Networks) { //nolint:staticcheck // the deprecated field is compared too
+			if _, ok := names[n.Target]; !ok {
+				return false
+			}
+		}
+	}
+	return true
 }

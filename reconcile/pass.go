@@ -43,8 +43,10 @@ type pass struct {
 	owner   string
 	request *SyncRequest // non-nil for an explicit sync
 	plan    *Diff        // a dry run's preview
-	// snapshot is the swarm read shared by every application of a batch.
+	// snapshot is the swarm read shared by every application of a batch,
+	// set from read by awaitSnapshot before the first step that needs it.
 	snapshot *snapshot
+	read     *batchRead
 
 	rev      *source.Revision
 	values   *source.Revision // the values repository's, see fetchValues
@@ -75,7 +77,10 @@ type pass struct {
 
 	deployed *charts.DeployResult
 	healed   *charts.DeployResult
-	recorded *charts.Release
+	// readBacks are the checks of what the daemon kept of this pass's
+	// writes, on their way (checkWritesKept).
+	readBacks []*readBack
+	recorded  *charts.Release
 	// lostRecordRace counts the times this pass found its revision number
 	// taken by another writer.
 	lostRecordRace int
@@ -205,6 +210,19 @@ func (s *snapshot) networkNames(ctx context.Context, b charts.Backend) (map[stri
 	})
 	return s.netNames, s.netErr
 }
+
+// awaitSnapshot waits for the batch's read of the swarm, once.
+func (p *pass) awaitSnapshot() {
+	if p.read != nil {
+		p.snapshot = p.read.wait()
+		p.read = nil
+	}
+}
+
+// offSwarm are the steps that read nothing of the swarm's (a chart's
+// render, which does, waits by itself): they run while the batch's read is
+// still on its way.
+var offSwarm = map[string]bool{"fetch": true, "render": true}
 
 // step is one stage of a pass. The first step that fails ends the pass.
 type step struct {
@@ -570,8 +588,25 @@ func (c *Controller) recordTaken(ctx context.Context, p *pass, rec charts.Releas
 // after its own deploy is reported rather than redeployed in a loop.
 func (c *Controller) confirm(ctx context.Context, p *pass) error {
 	if p.recorded == nil && p.healed == nil {
+		c.joinReadBacks(p)
 		return nil
 	}
+	// Health after a write is read fresh: the batch snapshot predates it.
+	// The read does not depend on the record's, so both are made at once.
+	type stackRead struct {
+		states  []charts.ServiceState
+		trusted bool
+		err     error
+	}
+	health := make(chan stackRead, 1)
+	go func() {
+		var r stackRead
+		r.states, r.trusted, r.err = capability.ReadStack(ctx, p.backend, p.app.Stack)
+		health <- r
+	}()
+	// The checks of what the daemon kept run while these reads are made;
+	// their report joins the status before the pass publishes it.
+	defer c.joinReadBacks(p)
 	if p.recorded != nil {
 		// Read back from the swarm, not from memory: a record write that
 		// was acknowledged and lost, or one another writer replaced,
@@ -601,11 +636,10 @@ func (c *Controller) confirm(ctx context.Context, p *pass) error {
 		}
 		c.emit(p, events.SyncSucceeded, "", fmt.Sprintf("revision %d deployed (%s)", p.recorded.Revision, p.recorded.Trigger), nil)
 	}
-	// Health after a write is read fresh: the batch snapshot predates it.
-	states, trusted, rerr := capability.ReadStack(ctx, p.backend, p.app.Stack)
-	snap := &snapshot{stacks: map[string][]charts.ServiceState{}, err: rerr}
-	if trusted {
-		snap.stacks[p.app.Stack] = states
+	r := <-health
+	snap := &snapshot{stacks: map[string][]charts.ServiceState{}, err: r.err}
+	if r.trusted {
+		snap.stacks[p.app.Stack] = r.states
 	}
 	c.applyHealth(p, snap)
 	return nil

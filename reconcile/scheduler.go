@@ -149,10 +149,18 @@ func (c *Controller) startBatch(ctx context.Context, wg *sync.WaitGroup, dest st
 	for _, a := range due {
 		stacks = append(stacks, a.app.Stack)
 	}
-	wg.Add(1)
+	// The passes start at once and wait for the batch's read of the swarm
+	// only at their first step that needs it: the git remote check and the
+	// render, which need none, overlap the read.
+	read := &batchRead{done: make(chan struct{})}
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		snap := c.readBatch(ctx, dest, stacks)
+		defer close(read.done)
+		read.snap = c.readBatch(ctx, dest, stacks)
+	}()
+	go func() {
+		defer wg.Done()
 		// One feeder per lane, so that first passes waiting for a slot
 		// never hold up a steady pass of the same batch.
 		var firsts, steady []*appState
@@ -166,16 +174,16 @@ func (c *Controller) startBatch(ctx context.Context, wg *sync.WaitGroup, dest st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.feed(ctx, wg, c.firstLane, firsts, snap)
+			c.feed(ctx, wg, c.firstLane, firsts, read)
 		}()
-		c.feed(ctx, wg, c.steadyLane, steady, snap)
+		c.feed(ctx, wg, c.steadyLane, steady, read)
 	}()
 }
 
 // feed starts the passes of due one by one as lane has room. If ctx ends
 // first, those not started are given up (their requests are answered when
 // Run returns).
-func (c *Controller) feed(ctx context.Context, wg *sync.WaitGroup, lane chan struct{}, due []*appState, snap *snapshot) {
+func (c *Controller) feed(ctx context.Context, wg *sync.WaitGroup, lane chan struct{}, due []*appState, snap *batchRead) {
 	for i, a := range due {
 		select {
 		case lane <- struct{}{}:
@@ -206,6 +214,19 @@ func cmpBool(a, b bool) int {
 	return -1
 }
 
+// batchRead is a batch's read of the swarm on its way; done is closed once
+// snap is set.
+type batchRead struct {
+	done chan struct{}
+	snap *snapshot
+}
+
+// wait returns the read once it has arrived.
+func (r *batchRead) wait() *snapshot {
+	<-r.done
+	return r.snap
+}
+
 // readBatch takes the one look at the swarm a batch shares, bounded by
 // SwarmReadTimeout. A read that failed or ran out of time is kept as the
 // snapshot's error, which every pass of the batch then reports as Unknown.
@@ -226,7 +247,7 @@ func (c *Controller) readBatch(ctx context.Context, dest string, stacks []string
 }
 
 // runPass runs one pass for a and schedules the next.
-func (c *Controller) runPass(ctx context.Context, a *appState, snap *snapshot) {
+func (c *Controller) runPass(ctx context.Context, a *appState, snap *batchRead) {
 	// One request per pass: a sync and a rollback queued together are
 	// different deploys. The rest stay queued and make the app due again.
 	c.mu.Lock()
@@ -243,7 +264,7 @@ func (c *Controller) runPass(ctx context.Context, a *appState, snap *snapshot) {
 	if q != nil {
 		req = &q.req
 	}
-	res := c.pass(ctx, app, req, snap)
+	res := c.passIn(ctx, app, req, snap)
 
 	c.mu.Lock()
 	a.running = false

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
@@ -138,23 +140,41 @@ func Run(ctx context.Context, b charts.Backend, in RunInput) (Report, error) {
 	if rep.Failures == nil {
 		rep.Failures = map[string]int{}
 	}
-	live, degraded, err := readLiveOwned(ctx, b, in.Stack)
-	rep.Degraded = append(rep.Degraded, degraded...)
-	if err != nil {
-		return rep, fmt.Errorf("sweep %s: %w", in.Stack, err)
+	// The three reads are independent: made at once, the sweep after a
+	// deploy waits for the slowest, not for their sum. Reading them in any
+	// order decides the same: an object made between two of them is in the
+	// live read without a claim in the history, or in neither, and is left
+	// alone either way.
+	var (
+		live             Live
+		history          []Claim
+		vols             map[string]string
+		liveDeg, histDeg []string
+	)
+	vs, sweepsVolumes := capability.As[capability.VolumeSweeper](b)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		live, liveDeg, err = readLiveOwned(gctx, b, in.Stack)
+		return err
+	})
+	g.Go(func() (err error) {
+		history, histDeg, err = readHistory(gctx, b, in.Stack)
+		return err
+	})
+	if sweepsVolumes {
+		g.Go(func() (err error) {
+			vols, err = vs.LiveVolumes(gctx, in.Stack)
+			return err
+		})
 	}
-	history, degraded, err := readHistory(ctx, b, in.Stack)
-	rep.Degraded = append(rep.Degraded, degraded...)
+	err := g.Wait()
+	rep.Degraded = append(append(rep.Degraded, liveDeg...), histDeg...)
 	if err != nil {
 		return rep, fmt.Errorf("sweep %s: %w", in.Stack, err)
 	}
 	coverSwarm := false
 	var nodes []string
-	if vs, ok := capability.As[capability.VolumeSweeper](b); ok {
-		vols, err := vs.LiveVolumes(ctx, in.Stack)
-		if err != nil {
-			return rep, fmt.Errorf("sweep %s: %w", in.Stack, err)
-		}
+	if sweepsVolumes {
 		live.Volumes = vols
 		// A manager lists its own node's volumes only: the listing is the
 		// whole swarm's when the swarm is that one node, and that is known

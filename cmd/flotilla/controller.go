@@ -301,14 +301,27 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	}
 	if o.once {
 		failed := false
-		orphans, err := ctl.SweepOrphans(ctx)
-		if err != nil {
-			fmt.Fprintf(stderr, "stacks of removed applications not checked: %v\n", err)
+		// The look for orphans and the passes concern different stacks, as
+		// they do in a running controller, where they run side by side too;
+		// the orphans are still printed first.
+		var (
+			orphans   []reconcile.Orphan
+			orphanErr error
+			looked    = make(chan struct{})
+		)
+		go func() {
+			defer close(looked)
+			orphans, orphanErr = ctl.SweepOrphans(ctx)
+		}()
+		results := ctl.RunOnce(ctx)
+		<-looked
+		if orphanErr != nil {
+			fmt.Fprintf(stderr, "stacks of removed applications not checked: %v\n", orphanErr)
 		}
 		for _, orphan := range orphans {
 			printOrphan(stdout, orphan)
 		}
-		for _, res := range ctl.RunOnce(ctx) {
+		for _, res := range results {
 			printResult(stdout, res.App, res, res.Err)
 			failed = failed || res.Err != nil
 		}

@@ -1,0 +1,166 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/source"
+)
+
+// idAttachingFake is liveDriftFake on a swarm that stores attachments by
+// network id ("id-<name>"), as Swarm does. Its deploys name the networks
+// they resolved in DeployResult.Networks, leaving out those in unnamed;
+// LiveNetworkNames knows them all and counts its calls.
+type idAttachingFake struct {
+	*liveDriftFake
+	nmu     sync.Mutex
+	unnamed map[string]bool
+	listed  int
+}
+
+func (f *idAttachingFake) DeployStack(ctx context.Context, req charts.DeployRequest) (charts.DeployResult, error) {
+	res, err := f.liveDriftFake.DeployStack(ctx, req)
+	if err != nil {
+		return res, err
+	}
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	res.Networks = map[string]string{}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for name, s := range f.live {
+		nets := slices.Clone(s.Spec.TaskTemplate.Networks)
+		for i := range nets {
+			if !strings.HasPrefix(nets[i].Target, "id-") {
+				nets[i].Target = "id-" + nets[i].Target
+			}
+			if n := strings.TrimPrefix(nets[i].Target, "id-"); !f.unnamed[n] {
+				res.Networks[nets[i].Target] = n
+			}
+		}
+		s.Spec.TaskTemplate.Networks = nets
+		f.live[name] = s
+	}
+	return res, nil
+}
+
+func (f *idAttachingFake) LiveNetworkNames(context.Context) (map[string]string, error) {
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	f.listed++
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]string{}
+	for _, s := range f.live {
+		for _, n := range s.Spec.TaskTemplate.Networks {
+			out[n.Target] = strings.TrimPrefix(n.Target, "id-")
+		}
+	}
+	return out, nil
+}
+
+func (f *idAttachingFake) takeListed() int {
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	n := f.listed
+	f.listed = 0
+	return n
+}
+
+// The read-back after a deploy (does the daemon keep every field written?)
+// compares the services' network attachments by name. It takes the names
+// from the deploy itself, which resolved or created every network of the
+// manifest, rather than listing every network of the swarm; a deploy that
+// cannot name an attachment makes it list them, and either way the
+// attachments compare equal and nothing is reported as not kept.
+func TestTheReadBackAfterADeployNamesNetworksFromTheDeploy(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		unnamed    map[string]bool
+		wantListed int
+	}{
+		{"every attachment named by the deploy", nil, 0},
+		{"an attachment the deploy did not name", map[string]bool{"app_back": true}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &idAttachingFake{liveDriftFake: newLiveDriftFake(), unnamed: tc.unnamed}
+			f := newFakeFetcher()
+			f.commit(t, repoFiles(composeV1))
+			c := newTestController(t, b, f, testApp("app", true))
+			res := c.RunOnce(context.Background())
+			if len(res) != 1 || res[0].Err != nil || res[0].Action != charts.Install {
+				t.Fatalf("first pass: %+v", res)
+			}
+			if n := b.takeListed(); n != tc.wantListed {
+				t.Errorf("every network of the swarm listed %d times by the deploy's pass, want %d", n, tc.wantListed)
+			}
+			if w := res[0].Status.Warnings; slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, "not kept") }) {
+				t.Errorf("attachments read back as not kept: %q", w)
+			}
+			if len(b.live) == 0 {
+				t.Fatal("nothing was deployed")
+			}
+		})
+	}
+}
+
+// gatedReadFake is liveDriftFake whose batch read of the swarm answers only
+// once gate is closed, or fails after a while, saying so in waitedOut.
+type gatedReadFake struct {
+	*liveDriftFake
+	gate      chan struct{}
+	waitedOut atomic.Bool
+}
+
+func (f *gatedReadFake) ReadStacks(ctx context.Context, stacks []string) (map[string][]charts.ServiceState, error) {
+	select {
+	case <-f.gate:
+	case <-time.After(5 * time.Second):
+		f.waitedOut.Store(true)
+		return nil, errors.New("the batch's read was kept waiting for a fetch that never started")
+	}
+	out := map[string][]charts.ServiceState{}
+	for _, s := range stacks {
+		out[s] = f.StackServices(ctx, s)
+	}
+	return out, nil
+}
+
+// gatingFetcher opens gate when its first fetch starts.
+type gatingFetcher struct {
+	*fakeFetcher
+	once sync.Once
+	gate chan struct{}
+}
+
+func (f *gatingFetcher) Fetch(ctx context.Context, req source.Request) (*source.Revision, error) {
+	f.once.Do(func() { close(f.gate) })
+	return f.fakeFetcher.Fetch(ctx, req)
+}
+
+// A pass does not wait for its batch's read of the swarm before it fetches
+// and renders, which read nothing of the swarm: the git remote check and
+// the render overlap the read. Here the read answers only once a fetch has
+// started; a pass that waited for the read before fetching would see it
+// time out.
+func TestAPassFetchesWhileItsBatchReadsTheSwarm(t *testing.T) {
+	gate := make(chan struct{})
+	b := &gatedReadFake{liveDriftFake: newLiveDriftFake(), gate: gate}
+	f := &gatingFetcher{fakeFetcher: newFakeFetcher(), gate: gate}
+	f.commit(t, repoFiles(composeV1))
+	c := newTestController(t, b, f, testApp("app", true))
+	res := c.RunOnce(context.Background())
+	if len(res) != 1 || res[0].Err != nil || res[0].Action != charts.Install {
+		t.Fatalf("pass: %+v", res)
+	}
+	if b.waitedOut.Load() {
+		t.Error("the batch's read timed out waiting for the fetch: the pass waited for the swarm before fetching")
+	}
+}
