@@ -20,6 +20,8 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+# shellcheck source=bench/lib/stack-repo.sh
+. bench/lib/stack-repo.sh
 n=${1:-20}
 rounds=${2:-1}
 bash scripts/swarm-up.sh >/dev/null 2>&1
@@ -38,25 +40,7 @@ cleanup() {
 trap cleanup EXIT
 
 repo=$work/repo
-mkdir -p "$repo"
-{
-  echo 'version: "3.8"'
-  echo 'services:'
-  for i in $(seq -w 1 "$n"); do
-    cat <<EOS
-  svc$i:
-    image: flotilla-test/app:1
-    environment: {INDEX: "$i"}
-    networks: [back]
-    deploy: {replicas: 0}
-EOS
-  done
-  echo 'networks:'
-  echo '  back: {driver: overlay}'
-} >"$repo/docker-compose.yml"
-git -C "$repo" init -q -b main
-git -C "$repo" add -A
-git -C "$repo" -c user.name=bench -c user.email=bench@example.invalid commit -q -m bench
+stack_repo "$repo" "$n"
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 versions() { docker service ls -q --filter label=com.docker.stack.namespace="$1" | xargs -r docker service inspect --format '{{.ID}} {{.Version.Index}}' | sort; }
@@ -109,7 +93,7 @@ for i in $(seq 1 "$rounds"); do
   awk -v i="$i" -v o="$order" '{ printf "%-6s %-6s %12.3f %12.3f %7.2fx   %12.3f %12.3f %7.2fx   %s/%s\n", i, o, $1, $2, $2/$1, $3, $4, $4/$3, $5, $6 }' <<<"$dfirst $ffirst $dagain $fagain $dwr $fwr"
 done
 
-# median of column expression over the rows
-median() { awk "{ print $1 }" "$rows" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.3f", v[(NR + 1) / 2]; else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-printf '%-13s %12s %12s %7sx   %12s %12s %7sx\n' "median" "$(median '$1')" "$(median '$2')" "$(median '$2/$1')" "$(median '$3')" "$(median '$4')" "$(median '$4/$3')"
+# col EXPR: the median of an awk expression over the rows
+col() { awk "{ print $1 }" "$rows" | median; }
+printf '%-13s %12s %12s %7sx   %12s %12s %7sx\n' "median" "$(col '$1')" "$(col '$2')" "$(col '$2/$1')" "$(col '$3')" "$(col '$4')" "$(col '$4/$3')"
 echo "(ratio = flotilla time / docker stack deploy time, the median ratio is the median of the rounds' ratios; below 1 means flotilla is faster)"

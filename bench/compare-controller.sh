@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# compare-controller.sh: the first deploy of a SERVICES-service stack by a
+# running controller, side by side with `docker stack deploy --resolve-image
+# never` of the same stack on this swarm, in ROUNDS alternating rounds.
+#
+# compare.sh times `controller --once`, a process started for each deploy:
+# its figure carries process start, a first clone and cold caches, which a
+# controller pays once. Here one controller (the built binary) runs for the
+# whole comparison; each round adds an application for a fresh stack to its
+# applications file and sends SIGHUP. Two Flotilla figures are printed:
+#
+#   pass     the controller's time for that application's first pass (git
+#            remote check, clone, render, plan, the writes, the record,
+#            read-back, sweep, confirmation), from its own
+#            flotilla_reconcile_duration_seconds histogram;
+#   reload   from SIGHUP until the API reports the application Synced at
+#            revision 1, polled every 5 ms: the pass plus the reload of the
+#            file and the start of its batch.
+#
+# docker's figure is the wall time of its process, as in compare.sh.
+#
+#   bash bench/compare-controller.sh [SERVICES] [ROUNDS]   (default 20 12)
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+# shellcheck source=bench/lib/stack-repo.sh
+. bench/lib/stack-repo.sh
+n=${1:-20}
+rounds=${2:-12}
+bash scripts/swarm-up.sh >/dev/null 2>&1
+bash scripts/build-test-image.sh >/dev/null 2>&1
+go build -o bin/flotilla ./cmd/flotilla
+
+work=$(mktemp -d)
+tag=cc$$
+addr=127.0.0.1:$((20000 + $$ % 20000))
+ctl=
+cleanup() {
+  [ -n "$ctl" ] && kill "$ctl" 2>/dev/null && wait "$ctl" 2>/dev/null || true
+  for st in $(docker stack ls --format '{{.Name}}' | grep "^$tag" || true); do
+    docker stack rm "$st" >/dev/null 2>&1 || true
+  done
+  docker config ls -q --filter label=io.flotilla.record=release | while read -r id; do
+    docker config inspect --format '{{index .Spec.Labels "io.flotilla.release"}} {{.ID}}' "$id"
+  done | awk -v t="$tag" 'index($1, t) == 1 { print $2 }' | xargs -r docker config rm >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+repo=$work/repo
+stack_repo "$repo" "$n"
+
+apps=$work/apps.yaml
+add_app() {
+  cat >>"$apps" <<EOA
+  - name: $1
+    source: {repoURL: $repo, revision: main}
+    syncPolicy: {automated: {}, interval: 10m}
+EOA
+}
+printf 'apiVersion: flotilla/v1\napplications:\n' >"$apps"
+add_app "${tag}warm"
+
+bin/flotilla controller --controller-id "$tag" --config "$apps" --data "$work/data" \
+  --listen "$addr" --insecure-no-auth --log-level warn >"$work/controller.log" 2>&1 &
+ctl=$!
+
+# synced NAME: the application is Synced at revision 1.
+synced() {
+  curl -fsS "http://$addr/api/v1/applications/$1" 2>/dev/null |
+    grep -q '"sync":"Synced".*"lastAppliedRevision":1\|"lastAppliedRevision":1.*"sync":"Synced"'
+}
+wait_synced() {
+  local i
+  for i in $(seq 1 2000); do
+    synced "$1" && return 0
+    sleep 0.005
+  done
+  echo "application $1 never synced; the controller said:" >&2
+  tail -20 "$work/controller.log" >&2
+  exit 1
+}
+wait_synced "${tag}warm"
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
+# pass_seconds NAME: the duration of the application's first pass.
+pass_seconds() {
+  curl -fsS "http://$addr/metrics" | awk -v app="$1" '
+    index($0, "flotilla_reconcile_duration_seconds_sum{") == 1 && index($0, "app=\"" app "\"") { s += $NF }
+    END { printf "%.3f", s }'
+}
+
+docker_round() {
+  local t0 t1
+  t0=$(now); docker stack deploy --resolve-image never -c "$repo/docker-compose.yml" "${tag}ds$1" >/dev/null 2>&1; t1=$(now)
+  elapsed "$t0" "$t1"
+}
+flotilla_round() {
+  local name=${tag}fl$1 t0 t1
+  add_app "$name"
+  t0=$(now); kill -HUP "$ctl"; wait_synced "$name"; t1=$(now)
+  echo "$(pass_seconds "$name") $(elapsed "$t0" "$t1")"
+}
+
+printf '\n%-6s %-9s %12s %12s %8s %12s %8s\n' round first "docker (s)" "pass (s)" ratio "reload (s)" ratio
+rows=$work/rows
+for i in $(seq 1 "$rounds"); do
+  if ((i % 2)); then
+    d=$(docker_round "$i"); f=$(flotilla_round "$i"); order=docker
+  else
+    f=$(flotilla_round "$i"); d=$(docker_round "$i"); order=flotilla
+  fi
+  read -r pass reload <<<"$f"
+  echo "$d $pass $reload" >>"$rows"
+  awk -v i="$i" -v o="$order" '{ printf "%-6s %-9s %12.3f %12.3f %7.2fx %12.3f %7.2fx\n", i, o, $1, $2, $2/$1, $3, $3/$1 }' <<<"$d $pass $reload"
+done
+col() { awk "{ print $1 }" "$rows" | median; }
+printf '%-16s %12s %12s %7sx %12s %7sx\n' median "$(col '$1')" "$(col '$2')" "$(col '$2/$1')" "$(col '$3')" "$(col '$3/$1')"
+echo "(pass: the controller's first pass of the new application; reload: SIGHUP to Synced; ratio = that / docker stack deploy's time, the median ratio is the median of the rounds' ratios)"

@@ -1,0 +1,33 @@
+# stack-repo.sh: sourced by the comparison scripts in bench/.
+#
+# stack_repo DIR N writes a git repository at DIR whose docker-compose.yml
+# declares N services of the local test image at 0 replicas on one overlay
+# network, committed on main: the control plane's work only, none of the
+# scheduler's.
+stack_repo() {
+  local dir=$1 n=$2 i
+  mkdir -p "$dir"
+  {
+    echo 'version: "3.8"'
+    echo 'services:'
+    for i in $(seq -w 1 "$n"); do
+      cat <<EOS
+  svc$i:
+    image: flotilla-test/app:1
+    environment: {INDEX: "$i"}
+    networks: [back]
+    deploy: {replicas: 0}
+EOS
+    done
+    echo 'networks:'
+    echo '  back: {driver: overlay}'
+  } >"$dir/docker-compose.yml"
+  git -C "$dir" init -q -b main
+  git -C "$dir" add -A
+  git -C "$dir" -c user.name=bench -c user.email=bench@example.invalid commit -q -m bench
+}
+
+# median prints the median of the numbers on standard input.
+median() {
+  sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.3f", v[(NR + 1) / 2]; else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
