@@ -24,13 +24,11 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-# shellcheck source=bench/lib/stack-repo.sh
-. bench/lib/stack-repo.sh
+# shellcheck source=bench/lib/common.sh
+. bench/lib/common.sh
 n=${1:-20}
 rounds=${2:-12}
-bash scripts/swarm-up.sh >/dev/null 2>&1
-bash scripts/build-test-image.sh >/dev/null 2>&1
-go build -o bin/flotilla ./cmd/flotilla
+ready
 
 work=$(mktemp -d)
 tag=cc$$
@@ -83,8 +81,6 @@ wait_synced() {
 }
 wait_synced "${tag}warm"
 
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 # pass_seconds NAME: the duration of the application's first pass.
 pass_seconds() {
   curl -fsS "http://$addr/metrics" | awk -v app="$1" '

@@ -20,13 +20,11 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-# shellcheck source=bench/lib/stack-repo.sh
-. bench/lib/stack-repo.sh
+# shellcheck source=bench/lib/common.sh
+. bench/lib/common.sh
 n=${1:-20}
 rounds=${2:-1}
-bash scripts/swarm-up.sh >/dev/null 2>&1
-bash scripts/build-test-image.sh >/dev/null 2>&1
-go build -o bin/flotilla ./cmd/flotilla
+ready
 
 work=$(mktemp -d)
 tag=bench$$
@@ -41,8 +39,6 @@ trap cleanup EXIT
 
 repo=$work/repo
 stack_repo "$repo" "$n"
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 versions() { docker service ls -q --filter label=com.docker.stack.namespace="$1" | xargs -r docker service inspect --format '{{.ID}} {{.Version.Index}}' | sort; }
 moved() { join <(echo "$1") <(echo "$2") | awk '$2 != $3' | wc -l; }
 

@@ -185,6 +185,69 @@ type repoCache struct {
 	// tree is never pruned, so a render cannot lose its files to a fetch
 	// made for another application.
 	leases map[string]int
+
+	// Listings of the remote's refs: listings counts those begun, and
+	// listed is the newest that succeeded, with the number it was begun
+	// as and the credentials it was made with. A Fetch reuses it when it
+	// was begun after that Fetch was called, so it is no older than the
+	// caller's own request: the passes of many applications on one
+	// repository, queued on sem, then share one ls-remote instead of
+	// making one each, and none sees the remote as it was before it asked
+	// (a pass a webhook started sees the push the webhook announced).
+	listings uint64
+	listed   *listing
+}
+
+// listing is one successful ls-remote of a repository.
+type listing struct {
+	seq   uint64
+	creds string
+	refs  map[plumbing.ReferenceName]*plumbing.Reference
+}
+
+// credsKey names the credentials a listing was made with: a listing is
+// shared only between fetches that authenticate alike.
+func credsKey(c *application.Credentials) string {
+	if c == nil {
+		return ""
+	}
+	return strings.Join([]string{c.UsernameFile, c.PasswordFile, c.SSHKeyFile, c.KnownHostsFile}, "\x00")
+}
+
+// askedAt is the number of listings begun so far: a listing begun later
+// than this is as new as a request made now.
+func (r *repoCache) askedAt() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.listings
+}
+
+// fresh returns the refs of the newest successful listing if it was begun
+// after asked, with the same credentials.
+func (r *repoCache) fresh(asked uint64, creds string) (map[plumbing.ReferenceName]*plumbing.Reference, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l := r.listed; l != nil && l.seq > asked && l.creds == creds {
+		return l.refs, true
+	}
+	return nil, false
+}
+
+// beginListing numbers a listing about to be made.
+func (r *repoCache) beginListing() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.listings++
+	return r.listings
+}
+
+// listedOK keeps a successful listing for fetches that asked before it.
+func (r *repoCache) listedOK(seq uint64, creds string, refs map[plumbing.ReferenceName]*plumbing.Reference) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.listed == nil || seq > r.listed.seq {
+		r.listed = &listing{seq: seq, creds: creds, refs: refs}
+	}
 }
 
 func (r *repoCache) lock(ctx context.Context) error {
@@ -238,12 +301,13 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request) (*Revision, error) {
 	}
 	r := f.cache(loc)
 	log := f.log.With("repo", loc.safe, "revision", rev)
+	asked := r.askedAt()
 	if err := r.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer r.unlock()
 
-	out, err := f.fetchLocked(ctx, r, rev, req.Credentials, log)
+	out, err := f.fetchLocked(ctx, r, rev, asked, req.Credentials, log)
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +348,7 @@ func revKey(s string) string {
 }
 
 // fetchLocked does the work of Fetch; the caller holds r's lock.
-func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision string, creds *application.Credentials, log *slog.Logger) (out *Revision, err error) {
+func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision string, asked uint64, creds *application.Credentials, log *slog.Logger) (out *Revision, err error) {
 	var secrets []string
 	defer func() {
 		if err != nil {
@@ -323,11 +387,21 @@ func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision string
 	remote := newRemote(repo, r.loc)
 
 	if t.refspecs == nil {
-		var refs map[plumbing.ReferenceName]*plumbing.Reference
-		err := withDeadline(ctx, f.remoteTimeout, "list refs", func(ctx context.Context) (err error) {
-			refs, err = listRefs(ctx, remote, r.loc, a)
-			return err
-		})
+		ck := credsKey(creds)
+		refs, shared := r.fresh(asked, ck)
+		var err error
+		if shared {
+			log.Debug("refs listed since this fetch was asked for; not listing again")
+		} else {
+			seq := r.beginListing()
+			err = withDeadline(ctx, f.remoteTimeout, "list refs", func(ctx context.Context) (err error) {
+				refs, err = listRefs(ctx, remote, r.loc, a)
+				return err
+			})
+			if err == nil {
+				r.listedOK(seq, ck, refs)
+			}
+		}
 		if errors.Is(err, errEmptyRemote) {
 			r.succeeded()
 			return nil, notFound(revision, r.loc)

@@ -1,4 +1,17 @@
-# stack-repo.sh: sourced by the comparison scripts in bench/.
+# common.sh: sourced by the comparison scripts in bench/, from the
+# repository's root.
+#
+# ready brings the swarm and the test image up and builds bin/flotilla from
+# this checkout.
+ready() {
+  bash scripts/swarm-up.sh >/dev/null 2>&1
+  bash scripts/build-test-image.sh >/dev/null 2>&1
+  go build -o bin/flotilla ./cmd/flotilla
+}
+
+# now and elapsed A B time a step in seconds.
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 #
 # stack_repo DIR N writes a git repository at DIR whose docker-compose.yml
 # declares N services of the local test image at 0 replicas on one overlay
