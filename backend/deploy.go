@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
@@ -112,8 +113,33 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 		return nil, fmt.Errorf("convert manifest: %w", err)
 	}
 
-	nets, err := b.declaredNetworks(ctx, decl)
-	if err != nil {
+	// The four reads are independent: made at once, a deploy waits for the
+	// slowest rather than for their sum.
+	var (
+		nets                     []network.Summary
+		liveConfigs, liveSecrets map[string]string
+		services                 []swarm.Service
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		nets, err = b.declaredNetworks(gctx, decl)
+		return err
+	})
+	g.Go(func() (err error) {
+		liveConfigs, err = b.configIDs(gctx, append(slices.Collect(maps.Keys(decl.Configs)), decl.ExternalConfigs...))
+		return err
+	})
+	g.Go(func() (err error) {
+		liveSecrets, err = b.secretIDs(gctx, append(slices.Collect(maps.Keys(decl.Secrets)), decl.ExternalSecrets...))
+		return err
+	})
+	g.Go(func() (err error) {
+		if services, err = b.api.ServiceList(gctx, swarm.ServiceListOptions{Filters: namespace(req.Stack)}); err != nil {
+			err = fmt.Errorf("list services: %w", err)
+		}
+		return err
+	})
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	liveNets := make(map[string]network.Summary, len(nets))
@@ -125,18 +151,6 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 		}
 		liveNets[n.Name] = n
 		liveNets[n.ID] = n
-	}
-	liveConfigs, err := b.configIDs(ctx, append(slices.Collect(maps.Keys(decl.Configs)), decl.ExternalConfigs...))
-	if err != nil {
-		return nil, err
-	}
-	liveSecrets, err := b.secretIDs(ctx, append(slices.Collect(maps.Keys(decl.Secrets)), decl.ExternalSecrets...))
-	if err != nil {
-		return nil, err
-	}
-	services, err := b.api.ServiceList(ctx, swarm.ServiceListOptions{Filters: namespace(req.Stack)})
-	if err != nil {
-		return nil, fmt.Errorf("list services: %w", err)
 	}
 
 	p := &deployPlan{live: make(map[string]swarm.Service, len(services)), heal: make(map[string]bool), netNames: make(map[string]string, len(nets))}

@@ -80,7 +80,10 @@ type pass struct {
 	// readBacks are the checks of what the daemon kept of this pass's
 	// writes, on their way (checkWritesKept).
 	readBacks []*readBack
-	recorded  *charts.Release
+	// healthRead is confirm's fresh read of the stack when the sweep
+	// started it beside its own reads (see sweepStep).
+	healthRead chan stackRead
+	recorded   *charts.Release
 	// lostRecordRace counts the times this pass found its revision number
 	// taken by another writer.
 	lostRecordRace int
@@ -592,18 +595,12 @@ func (c *Controller) confirm(ctx context.Context, p *pass) error {
 		return nil
 	}
 	// Health after a write is read fresh: the batch snapshot predates it.
-	// The read does not depend on the record's, so both are made at once.
-	type stackRead struct {
-		states  []charts.ServiceState
-		trusted bool
-		err     error
+	// The read does not depend on the record's, so both are made at once,
+	// if the sweep did not start it already.
+	health := p.healthRead
+	if health == nil {
+		health = readStackAsync(ctx, p)
 	}
-	health := make(chan stackRead, 1)
-	go func() {
-		var r stackRead
-		r.states, r.trusted, r.err = capability.ReadStack(ctx, p.backend, p.app.Stack)
-		health <- r
-	}()
 	// The checks of what the daemon kept run while these reads are made;
 	// their report joins the status before the pass publishes it.
 	defer c.joinReadBacks(p)
@@ -643,6 +640,25 @@ func (c *Controller) confirm(ctx context.Context, p *pass) error {
 	}
 	c.applyHealth(p, snap)
 	return nil
+}
+
+// stackRead is one read of a stack's services and tasks.
+type stackRead struct {
+	states  []charts.ServiceState
+	trusted bool
+	err     error
+}
+
+// readStackAsync reads p's stack on a goroutine of its own; the channel
+// gives the answer once.
+func readStackAsync(ctx context.Context, p *pass) chan stackRead {
+	ch := make(chan stackRead, 1)
+	go func() {
+		var r stackRead
+		r.states, r.trusted, r.err = capability.ReadStack(ctx, p.backend, p.app.Stack)
+		ch <- r
+	}()
+	return ch
 }
 
 // latestRevision is the newest recorded revision number, 0 before the first.

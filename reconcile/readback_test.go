@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/source"
 )
@@ -162,5 +164,62 @@ func TestAPassFetchesWhileItsBatchReadsTheSwarm(t *testing.T) {
 	}
 	if b.waitedOut.Load() {
 		t.Error("the batch's read timed out waiting for the fetch: the pass waited for the swarm before fetching")
+	}
+}
+
+// sweepGateFake is liveDriftFake whose sweep listing (LiveResources) waits
+// until the stack's health has been read after a deploy, or fails after a
+// while, saying so in waitedOut.
+type sweepGateFake struct {
+	*liveDriftFake
+	deployed   atomic.Bool
+	healthRead chan struct{}
+	once       sync.Once
+	waitedOut  atomic.Bool
+}
+
+func (f *sweepGateFake) DeployStack(ctx context.Context, req charts.DeployRequest) (charts.DeployResult, error) {
+	res, err := f.liveDriftFake.DeployStack(ctx, req)
+	f.deployed.Store(true)
+	return res, err
+}
+
+func (f *sweepGateFake) ReadStackServices(ctx context.Context, stack string) ([]charts.ServiceState, error) {
+	if f.deployed.Load() {
+		f.once.Do(func() { close(f.healthRead) })
+	}
+	return f.StackServices(ctx, stack), nil
+}
+
+func (f *sweepGateFake) LiveResources(ctx context.Context, stack string) (capability.Resources, error) {
+	select {
+	case <-f.healthRead:
+	case <-time.After(5 * time.Second):
+		f.waitedOut.Store(true)
+	}
+	live, err := f.LiveServices(ctx, stack)
+	return capability.Resources{Services: live, Networks: map[string]string{}, Configs: map[string]string{}, Secrets: map[string]string{}}, err
+}
+
+// After a deploy the health is read afresh for the confirmation. With no
+// hook job to clean up, that read is made while the sweep reads (the sweep
+// removes only services the manifest does not declare, which health does
+// not judge), not after it. Here the sweep's listing answers only once the
+// health read has begun; a pass that read health after the sweep would
+// keep it waiting until it gave up.
+func TestAfterADeployHealthIsReadBesideTheSweep(t *testing.T) {
+	b := &sweepGateFake{liveDriftFake: newLiveDriftFake(), healthRead: make(chan struct{})}
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	c := newTestController(t, b, f, testApp("app", true))
+	res := c.RunOnce(context.Background())
+	if len(res) != 1 || res[0].Err != nil || res[0].Action != charts.Install {
+		t.Fatalf("pass: %+v", res)
+	}
+	if b.waitedOut.Load() {
+		t.Error("the sweep's listing waited for a health read that came only after the sweep")
+	}
+	if res[0].Status.Sync != application.Synced {
+		t.Errorf("sync %s, want Synced", res[0].Status.Sync)
 	}
 }

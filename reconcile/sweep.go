@@ -25,6 +25,13 @@ func pruneEnabled(p *pass) bool {
 // earlier sweep left work to retry — so a steady-state pass reads nothing
 // more for it.
 func (c *Controller) sweepStep(ctx context.Context, p *pass) error {
+	// After a write, the confirmation reads health afresh. That read does
+	// not depend on the sweep (health judges declared services, which the
+	// sweep never removes) unless a hook job is left to clean up after it,
+	// so it is made beside the sweep's reads.
+	if (p.recorded != nil || p.healed != nil) && p.healthRead == nil && !p.hasHooks() {
+		p.healthRead = readStackAsync(ctx, p)
+	}
 	prev := c.sweepState(p.app.Name)
 	needed := p.deployed != nil || !prev.ran || p.request != nil || len(prev.failures) > 0 ||
 		prev.manifest != p.rendered.Manifest

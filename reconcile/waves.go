@@ -111,6 +111,16 @@ func (p *pass) serviceManifest() (string, error) {
 	return o.services, nil
 }
 
+// hasHooks reports whether the pass's manifest has hook jobs; true when
+// its order cannot be read, which is the careful answer.
+func (p *pass) hasHooks() bool {
+	if p.rendered == nil {
+		return false
+	}
+	o, err := p.ordering()
+	return err != nil || o.order.HasHooks()
+}
+
 // isHook reports whether the unscoped service is a hook job of the pass's
 // manifest; false when the order cannot be read.
 func (p *pass) isHook(service string) bool {
