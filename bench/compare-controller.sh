@@ -19,7 +19,7 @@
 #
 # docker's figure is the wall time of its process, as in compare.sh.
 #
-#   bash bench/compare-controller.sh [SERVICES] [ROUNDS]   (default 20 12)
+#   bash bench/compare-controller.sh [SERVICES] [ROUNDS]   (default 20 12; FLOTILLA=BINARY times that build)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -60,7 +60,7 @@ EOA
 printf 'apiVersion: flotilla/v1\napplications:\n' >"$apps"
 add_app "${tag}warm"
 
-bin/flotilla controller --controller-id "$tag" --config "$apps" --data "$work/data" \
+"$flotilla" controller --controller-id "$tag" --config "$apps" --data "$work/data" \
   --listen "$addr" --insecure-no-auth --log-level warn >"$work/controller.log" 2>&1 &
 ctl=$!
 

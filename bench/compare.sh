@@ -15,7 +15,7 @@
 # never, its fastest setting here (the registry is unreachable, and the
 # default `always` spends seconds failing to reach it).
 #
-#   bash bench/compare.sh [SERVICES] [ROUNDS]   (default 20 1)
+#   bash bench/compare.sh [SERVICES] [ROUNDS]   (default 20 1; FLOTILLA=BINARY times that build)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -66,7 +66,7 @@ docker_round() {
 flotilla_round() {
   local st=${tag}fl$1 t0 t1 first v0
   apps "$st"
-  run() { bin/flotilla controller --controller-id "$st" --config "$work/$st.yaml" --data "$work/cache-$st" --once --log-level warn >/dev/null; }
+  run() { "$flotilla" controller --controller-id "$st" --config "$work/$st.yaml" --data "$work/cache-$st" --once --log-level warn >/dev/null; }
   t0=$(now); run; t1=$(now)
   first=$(elapsed "$t0" "$t1")
   v0=$(versions "$st")

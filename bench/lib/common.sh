@@ -1,12 +1,17 @@
 # common.sh: sourced by the comparison scripts in bench/, from the
 # repository's root.
 #
-# ready brings the swarm and the test image up and builds bin/flotilla from
-# this checkout.
+# ready brings the swarm and the test image up and sets flotilla to the
+# binary to time: $FLOTILLA if set (to compare two builds), otherwise
+# bin/flotilla built from this checkout.
 ready() {
   bash scripts/swarm-up.sh >/dev/null 2>&1
   bash scripts/build-test-image.sh >/dev/null 2>&1
-  go build -o bin/flotilla ./cmd/flotilla
+  flotilla=${FLOTILLA:-}
+  if [ -z "$flotilla" ]; then
+    go build -o bin/flotilla ./cmd/flotilla
+    flotilla=bin/flotilla
+  fi
 }
 
 # now and elapsed A B time a step in seconds.
