@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -221,5 +222,61 @@ func TestAfterADeployHealthIsReadBesideTheSweep(t *testing.T) {
 	}
 	if res[0].Status.Sync != application.Synced {
 		t.Errorf("sync %s, want Synced", res[0].Status.Sync)
+	}
+}
+
+// slowReadFake is liveDriftFake whose batch read takes a while, and notes
+// whether a fetch had started before it answered.
+type slowReadFake struct {
+	*liveDriftFake
+	fetches         *atomic.Int32
+	fetchDuringRead atomic.Bool
+}
+
+func (f *slowReadFake) ReadStacks(ctx context.Context, stacks []string) (map[string][]charts.ServiceState, error) {
+	time.Sleep(100 * time.Millisecond)
+	if f.fetches.Load() > 0 {
+		f.fetchDuringRead.Store(true)
+	}
+	out := map[string][]charts.ServiceState{}
+	for _, s := range stacks {
+		out[s] = f.StackServices(ctx, s)
+	}
+	return out, nil
+}
+
+// countingFetcher counts the fetches begun.
+type countingFetcher struct {
+	*fakeFetcher
+	n *atomic.Int32
+}
+
+func (f *countingFetcher) Fetch(ctx context.Context, req source.Request) (*source.Revision, error) {
+	f.n.Add(1)
+	return f.fakeFetcher.Fetch(ctx, req)
+}
+
+// A batch of more applications than overlapBatch starts its passes only
+// once its read of the swarm is in, so the read's decoded services and the
+// passes' renders are not in memory at once; a small batch overlaps them.
+func TestOnlyASmallBatchFetchesWhileItReadsTheSwarm(t *testing.T) {
+	for _, n := range []int{1, overlapBatch + 1} {
+		var fetches atomic.Int32
+		b := &slowReadFake{liveDriftFake: newLiveDriftFake(), fetches: &fetches}
+		f := &countingFetcher{fakeFetcher: newFakeFetcher(), n: &fetches}
+		f.commit(t, repoFiles(composeV1))
+		var apps []application.Application
+		for i := range n {
+			apps = append(apps, testApp(fmt.Sprintf("app%02d", i), true))
+		}
+		c := newTestController(t, b, f, apps...)
+		for _, r := range c.RunOnce(context.Background()) {
+			if r.Err != nil {
+				t.Fatalf("%d applications: %s: %v", n, r.App, r.Err)
+			}
+		}
+		if got, want := b.fetchDuringRead.Load(), n <= overlapBatch; got != want {
+			t.Errorf("%d applications: a fetch began during the batch's read: %v, want %v", n, got, want)
+		}
 	}
 }

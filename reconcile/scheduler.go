@@ -149,10 +149,15 @@ func (c *Controller) startBatch(ctx context.Context, wg *sync.WaitGroup, dest st
 	for _, a := range due {
 		stacks = append(stacks, a.app.Stack)
 	}
-	// The passes start at once and wait for the batch's read of the swarm
-	// only at their first step that needs it: the git remote check and the
-	// render, which need none, overlap the read.
+	// The passes of a small batch (a webhook's, a new application's) start
+	// at once and wait for the batch's read of the swarm only at their
+	// first step that needs it: the git remote check and the render, which
+	// need none, overlap the read. A larger batch's passes start once the
+	// read is in: its decoded services and the passes' renders would
+	// otherwise be in memory together, which at 1,000 applications of 5
+	// services raised the controller's peak by about 10 MB.
 	read := &batchRead{done: make(chan struct{})}
+	overlap := len(due) <= overlapBatch
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -161,6 +166,9 @@ func (c *Controller) startBatch(ctx context.Context, wg *sync.WaitGroup, dest st
 	}()
 	go func() {
 		defer wg.Done()
+		if !overlap {
+			read.wait()
+		}
 		// One feeder per lane, so that first passes waiting for a slot
 		// never hold up a steady pass of the same batch.
 		var firsts, steady []*appState
@@ -213,6 +221,10 @@ func cmpBool(a, b bool) int {
 	}
 	return -1
 }
+
+// overlapBatch is the largest batch whose passes start before its read of
+// the swarm has answered (see startBatch).
+const overlapBatch = 8
 
 // batchRead is a batch's read of the swarm on its way; done is closed once
 // snap is set.
