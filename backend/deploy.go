@@ -115,6 +115,7 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 
 	// The four reads are independent: made at once, a deploy waits for the
 	// slowest rather than for their sum.
+	b.negotiate(ctx)
 	var (
 		nets                     []network.Summary
 		liveConfigs, liveSecrets map[string]string
@@ -264,13 +265,25 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 	return p, nil
 }
 
+// negotiate settles the API version the client speaks before requests go
+// out side by side. The client negotiates on its first request, and two
+// first requests at once would both write the version each of them reads.
+func (b *Backend) negotiate(ctx context.Context) {
+	if b.counter.negotiated.Load() {
+		return
+	}
+	b.counter.negotiating.Lock()
+	defer b.counter.negotiating.Unlock()
+	if !b.counter.negotiated.Load() {
+		b.api.NegotiateAPIVersion(ctx)
+	}
+}
+
 // apiVersion is the engine API version the client speaks with the daemon,
 // negotiated first if no ping has been answered yet: before that the client
 // reports its own newest version, which would keep fields the daemon drops.
 func (b *Backend) apiVersion(ctx context.Context) string {
-	if !b.counter.negotiated.Load() {
-		b.api.NegotiateAPIVersion(ctx)
-	}
+	b.negotiate(ctx)
 	return b.api.ClientVersion()
 }
 

@@ -45,6 +45,7 @@ func (b *Backend) LiveResources(ctx context.Context, stack string) (capability.R
 			m[name] = o
 		}
 	}
+	b.negotiate(ctx)
 	var (
 		services []swarm.Service
 		nets     []network.Summary

@@ -66,6 +66,8 @@ type counter struct {
 	// version, which is when the client settles on the version it speaks;
 	// asking again would cost a request per conversion and change nothing.
 	negotiated atomic.Bool
+	// negotiating serialises negotiate.
+	negotiating sync.Mutex
 }
 
 func newCounter() *counter {
