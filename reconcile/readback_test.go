@@ -95,16 +95,11 @@ func TestTheReadBackAfterADeployNamesNetworksFromTheDeploy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &idAttachingFake{liveDriftFake: newLiveDriftFake(), unnamed: tc.unnamed}
 			f := newFakeFetcher()
-			f.commit(t, repoFiles(composeV1))
-			c := newTestController(t, b, f, testApp("app", true))
-			res := c.RunOnce(context.Background())
-			if len(res) != 1 || res[0].Err != nil || res[0].Action != charts.Install {
-				t.Fatalf("first pass: %+v", res)
-			}
+			res := installApp(t, b, f, f)
 			if n := b.takeListed(); n != tc.wantListed {
 				t.Errorf("every network of the swarm listed %d times by the deploy's pass, want %d", n, tc.wantListed)
 			}
-			if w := res[0].Status.Warnings; slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, "not kept") }) {
+			if w := res.Status.Warnings; slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, "not kept") }) {
 				t.Errorf("attachments read back as not kept: %q", w)
 			}
 			if len(b.live) == 0 {
@@ -157,12 +152,7 @@ func TestAPassFetchesWhileItsBatchReadsTheSwarm(t *testing.T) {
 	gate := make(chan struct{})
 	b := &gatedReadFake{liveDriftFake: newLiveDriftFake(), gate: gate}
 	f := &gatingFetcher{fakeFetcher: newFakeFetcher(), gate: gate}
-	f.commit(t, repoFiles(composeV1))
-	c := newTestController(t, b, f, testApp("app", true))
-	res := c.RunOnce(context.Background())
-	if len(res) != 1 || res[0].Err != nil || res[0].Action != charts.Install {
-		t.Fatalf("pass: %+v", res)
-	}
+	installApp(t, b, f.fakeFetcher, f)
 	if b.waitedOut.Load() {
 		t.Error("the batch's read timed out waiting for the fetch: the pass waited for the swarm before fetching")
 	}
@@ -211,17 +201,12 @@ func (f *sweepGateFake) LiveResources(ctx context.Context, stack string) (capabi
 func TestAfterADeployHealthIsReadBesideTheSweep(t *testing.T) {
 	b := &sweepGateFake{liveDriftFake: newLiveDriftFake(), healthRead: make(chan struct{})}
 	f := newFakeFetcher()
-	f.commit(t, repoFiles(composeV1))
-	c := newTestController(t, b, f, testApp("app", true))
-	res := c.RunOnce(context.Background())
-	if len(res) != 1 || res[0].Err != nil || res[0].Action != charts.Install {
-		t.Fatalf("pass: %+v", res)
-	}
+	res := installApp(t, b, f, f)
 	if b.waitedOut.Load() {
 		t.Error("the sweep's listing waited for a health read that came only after the sweep")
 	}
-	if res[0].Status.Sync != application.Synced {
-		t.Errorf("sync %s, want Synced", res[0].Status.Sync)
+	if res.Status.Sync != application.Synced {
+		t.Errorf("sync %s, want Synced", res.Status.Sync)
 	}
 }
 
@@ -279,4 +264,18 @@ func TestOnlyASmallBatchFetchesWhileItReadsTheSwarm(t *testing.T) {
 			t.Errorf("%d applications: a fetch began during the batch's read: %v, want %v", n, got, want)
 		}
 	}
+}
+
+// installApp commits composeV1 to repo, runs the first pass of
+// application "app" on b with fetches through fetcher (repo itself or a
+// wrapper of it), and wants it to install the stack.
+func installApp(t *testing.T, b charts.Backend, repo *fakeFetcher, fetcher Fetcher) Result {
+	t.Helper()
+	repo.commit(t, repoFiles(composeV1))
+	c := newTestController(t, b, fetcher, testApp("app", true))
+	res := c.RunOnce(context.Background())
+	if len(res) != 1 || res[0].Err != nil || res[0].Action != charts.Install {
+		t.Fatalf("first pass: %+v", res)
+	}
+	return res[0]
 }
