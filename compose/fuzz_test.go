@@ -11,8 +11,9 @@ import (
 )
 
 // FuzzRender feeds arbitrary bytes to Render as the only compose file of a
-// project. Whatever the input, Render must return a manifest that Convert
-// accepts or a *fault.Error, and never panic.
+// project. Whatever the input, Render must return a manifest that passes
+// the compose schema and that Convert accepts, or a *fault.Error, and never
+// panic.
 func FuzzRender(f *testing.F) {
 	for _, name := range []string{"compose.yaml", "compose.prod.yaml"} {
 		if b, err := os.ReadFile(filepath.Join("testdata/stack", name)); err == nil {
@@ -51,6 +52,9 @@ func FuzzRender(f *testing.F) {
 				t.Fatalf("error is %T, not *fault.Error: %v", err, err)
 			}
 			return
+		}
+		if err := schemaErr(t, r.Manifest); err != nil {
+			t.Fatalf("a rendered manifest fails the compose schema its conversion skips: %v\n%s", err, r.Manifest)
 		}
 		if _, err := ReadOrdering(r.Manifest); err != nil {
 			t.Fatalf("a rendered manifest's x-flotilla does not read back: %v", err)

@@ -173,6 +173,13 @@ func (s *digestSet) has(d string) bool {
 	return ok
 }
 
+// reset forgets every digest.
+func (s *digestSet) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m = nil
+}
+
 func (s *digestSet) add(d string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
