@@ -67,6 +67,7 @@ type Metrics struct {
 	syncStatus       *prometheus.GaugeVec
 	healthStatus     *prometheus.GaugeVec
 	reconcileSeconds *prometheus.HistogramVec
+	stepSeconds      *prometheus.HistogramVec
 	gitFetchSeconds  *prometheus.HistogramVec
 	gitFetchErrors   *prometheus.CounterVec
 	dockerRequests   *prometheus.CounterVec
@@ -96,6 +97,11 @@ func New() *Metrics {
 			Help:    "Duration of reconcile passes by application and outcome.",
 			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
 		}, []string{"app", "result"}),
+		stepSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "flotilla_reconcile_step_duration_seconds",
+			Help:    "Duration of the steps of reconcile passes (fetch, render, plan, apply, sweep, confirm...), every application together.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10, 60},
+		}, []string{"step"}),
 		gitFetchSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "flotilla_git_fetch_duration_seconds",
 			Help:    "Duration of git fetches (remote checks included) by repository.",
@@ -135,7 +141,7 @@ func New() *Metrics {
 		}, []string{"repo", "kind"}),
 	}
 	m.reg.MustRegister(
-		m.syncStatus, m.healthStatus, m.reconcileSeconds, m.gitFetchSeconds, m.gitFetchErrors,
+		m.syncStatus, m.healthStatus, m.reconcileSeconds, m.stepSeconds, m.gitFetchSeconds, m.gitFetchErrors,
 		m.dockerRequests, m.swarmWrites, m.driftFields, m.webhooks, m.chartFetches, m.chartBytes, m.swarmReachable,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -206,6 +212,16 @@ func (m *Metrics) ObserveReconcile(app string, result Outcome, d time.Duration) 
 		return
 	}
 	m.reconcileSeconds.WithLabelValues(app, string(result)).Observe(d.Seconds())
+}
+
+// ObserveStep records how long one step of a pass took. The step is not
+// broken down by application: the steps are a closed vocabulary and their
+// sum over all applications is what says where a controller's time goes.
+func (m *Metrics) ObserveStep(step string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.stepSeconds.WithLabelValues(step).Observe(d.Seconds())
 }
 
 // ObserveGitFetch records one fetch of repoURL; err non-nil counts a failure.

@@ -64,6 +64,8 @@ func TestMetrics_scrapeParsesAndMoves(t *testing.T) {
 	m := New()
 	m.SetStatus(application.Status{Name: "shop", Sync: application.OutOfSync, Health: application.Progressing})
 	m.ObserveReconcile("shop", Succeeded, 1500*time.Millisecond)
+	m.ObserveStep("render", 8*time.Millisecond)
+	m.ObserveStep("render", 9*time.Millisecond)
 	m.ObserveGitFetch("https://user:s3cret@git.example.com/team/shop.git?token=abc", time.Second, errors.New("boom"))
 	m.DockerRequest(LocalSwarm, "service.list")
 	m.DockerRequests("other")("service.list")
@@ -87,6 +89,9 @@ func TestMetrics_scrapeParsesAndMoves(t *testing.T) {
 	}
 	if v := value(t, f, "flotilla_reconcile_duration_seconds", map[string]string{"app": "shop", "result": "succeeded"}); v != 1 {
 		t.Errorf("reconcile count = %v, want 1", v)
+	}
+	if v := value(t, f, "flotilla_reconcile_step_duration_seconds", map[string]string{"step": "render"}); v != 2 {
+		t.Errorf("render steps = %v, want 2", v)
 	}
 	repo := map[string]string{"repo": "git.example.com/team/shop"}
 	if v := value(t, f, "flotilla_git_fetch_duration_seconds", repo); v != 1 {
@@ -191,6 +196,7 @@ func TestMetrics_nilRecordsNothing(t *testing.T) {
 	var m *Metrics
 	m.SetStatus(application.Status{Name: "x"})
 	m.ObserveReconcile("x", Failed, time.Second)
+	m.ObserveStep("fetch", time.Second)
 	m.ObserveGitFetch("https://h/p", time.Second, nil)
 	m.DockerRequest(LocalSwarm, "op")
 	m.DockerRequests(LocalSwarm)("op")

@@ -646,7 +646,10 @@ func (c *Controller) passIn(ctx context.Context, app application.Application, re
 			if !offSwarm[s.name] {
 				p.awaitSnapshot()
 			}
-			if err = s.run(c, sctx, p); err != nil {
+			began := time.Now()
+			err = s.run(c, sctx, p)
+			c.opts.Metrics.ObserveStep(s.name, time.Since(began))
+			if err != nil {
 				break
 			}
 			if s.name == "observe" {
