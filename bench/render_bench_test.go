@@ -55,35 +55,63 @@ func writeStack(tb testing.TB, dir string, n int) {
 	}
 }
 
-// BenchmarkRenderConvertPlan1000 measures what a pass does before touching
-// the swarm for a 1,000-service stack: load and render the compose project,
-// convert the manifest to swarm specs, and plan it against a record.
-func BenchmarkRenderConvertPlan1000(b *testing.B) {
-	dir := b.TempDir()
+// renderStack writes the 1,000-service stack of writeStack, rewritten by
+// prep, into a new directory and renders it once. It returns the
+// directory, the compose file, its text and a record of that first render,
+// which the benchmarks' iterations plan against.
+func renderStack(b *testing.B, prep func(string) string) (dir, path, text string, rec *charts.Release) {
+	b.Helper()
+	dir = b.TempDir()
 	writeStack(b, dir, 1000)
-	ctx := context.Background()
+	path = filepath.Join(dir, "docker-compose.yml")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	text = prep(string(raw))
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		b.Fatal(err)
+	}
 	first, err := compose.Render("bench", compose.Dir{Root: dir})
 	if err != nil {
 		b.Fatal(err)
 	}
-	rec := &charts.Release{Name: "bench", Revision: 1, Owner: "ctl/bench", Manifest: first.Manifest}
+	return dir, path, text, &charts.Release{Name: "bench", Revision: 1, Owner: "ctl/bench", Manifest: first.Manifest}
+}
+
+// renderConvertPlan is what the benchmarks time: render dir, convert the
+// manifest and plan it against rec. It fails b unless every service was
+// converted and the plan is want.
+func renderConvertPlan(b *testing.B, dir string, rec *charts.Release, want charts.Action) *compose.Stack {
+	b.Helper()
+	r, err := compose.Render("bench", compose.Dir{Root: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := compose.Convert(context.Background(), r.Manifest, "bench", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(st.Services) != 1000 {
+		b.Fatalf("%d services", len(st.Services))
+	}
+	if got := charts.Plan(r.Manifest, "ctl/bench", rec); got != want {
+		b.Fatalf("planned as %s, want %s", got, want)
+	}
+	return st
+}
+
+func unchanged(s string) string { return s }
+
+// BenchmarkRenderConvertPlan1000 measures what a pass does before touching
+// the swarm for a 1,000-service stack: load and render the compose project,
+// convert the manifest to swarm specs, and plan it against a record.
+func BenchmarkRenderConvertPlan1000(b *testing.B) {
+	dir, _, _, rec := renderStack(b, unchanged)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		r, err := compose.Render("bench", compose.Dir{Root: dir})
-		if err != nil {
-			b.Fatal(err)
-		}
-		st, err := compose.Convert(ctx, r.Manifest, "bench", nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(st.Services) != 1000 {
-			b.Fatalf("%d services", len(st.Services))
-		}
-		if charts.Plan(r.Manifest, "ctl/bench", rec) != charts.Unchanged {
-			b.Fatal("identical render planned as a change")
-		}
+		renderConvertPlan(b, dir, rec, charts.Unchanged)
 	}
 }
 
@@ -93,46 +121,21 @@ func BenchmarkRenderConvertPlan1000(b *testing.B) {
 // loader reads the whole project, the manifest is written and converted, and
 // the plan is an upgrade. What a pass costs when git moved.
 func BenchmarkRenderConvertPlan1000Changed(b *testing.B) {
-	// changes counts across runs of the benchmark in one process, so no run
-	// renders what an earlier one did.
-	dir := b.TempDir()
-	writeStack(b, dir, 1000)
-	path := filepath.Join(dir, "docker-compose.yml")
-	base, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	first, err := compose.Render("bench", compose.Dir{Root: dir})
-	if err != nil {
-		b.Fatal(err)
-	}
-	rec := &charts.Release{Name: "bench", Revision: 1, Owner: "ctl/bench", Manifest: first.Manifest}
+	dir, path, base, rec := renderStack(b, unchanged)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
 		b.StopTimer()
 		changes++
-		changed := strings.Replace(string(base), `INDEX: "0"`, fmt.Sprintf(`INDEX: "changed-%d"`, changes), 1)
+		changed := strings.Replace(base, `INDEX: "0"`, fmt.Sprintf(`INDEX: "changed-%d"`, changes), 1)
 		if err := os.WriteFile(path, []byte(changed), 0o644); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		r, err := compose.Render("bench", compose.Dir{Root: dir})
-		if err != nil {
-			b.Fatal(err)
-		}
-		st, err := compose.Convert(ctx, r.Manifest, "bench", nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(st.Services) != 1000 {
-			b.Fatalf("%d services", len(st.Services))
-		}
-		if charts.Plan(r.Manifest, "ctl/bench", rec) != charts.Upgrade {
-			b.Fatal("changed render not planned as an upgrade")
-		}
+		renderConvertPlan(b, dir, rec, charts.Upgrade)
 	}
 }
 
+// changes counts across runs of the benchmark in one process, so no run
+// renders what an earlier one did.
 var changes int

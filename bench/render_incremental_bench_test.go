@@ -1,15 +1,12 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/flotilla-gitops/flotilla/charts"
-	"github.com/flotilla-gitops/flotilla/compose"
 )
 
 // benchChangedAlternating renders, converts and plans the 1,000-service
@@ -19,23 +16,7 @@ import (
 // edited service's spec carries the edit, so a render that reused too much
 // would fail the benchmark rather than look fast.
 func benchChangedAlternating(b *testing.B, prep func(string) string) {
-	dir := b.TempDir()
-	writeStack(b, dir, 1000)
-	path := filepath.Join(dir, "docker-compose.yml")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	base := prep(string(raw))
-	if err := os.WriteFile(path, []byte(base), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	first, err := compose.Render("bench", compose.Dir{Root: dir})
-	if err != nil {
-		b.Fatal(err)
-	}
-	rec := &charts.Release{Name: "bench", Revision: 1, Owner: "ctl/bench", Manifest: first.Manifest}
+	dir, path, base, rec := renderStack(b, prep)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -51,20 +32,7 @@ func benchChangedAlternating(b *testing.B, prep func(string) string) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		r, err := compose.Render("bench", compose.Dir{Root: dir})
-		if err != nil {
-			b.Fatal(err)
-		}
-		st, err := compose.Convert(ctx, r.Manifest, "bench", nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(st.Services) != 1000 {
-			b.Fatalf("%d services", len(st.Services))
-		}
-		if charts.Plan(r.Manifest, "ctl/bench", rec) != charts.Upgrade {
-			b.Fatal("changed render not planned as an upgrade")
-		}
+		st := renderConvertPlan(b, dir, rec, charts.Upgrade)
 		b.StopTimer()
 		env := strings.Join(st.Services[svc].TaskTemplate.ContainerSpec.Env, " ")
 		if !strings.Contains(env, "INDEX="+value) {
@@ -82,7 +50,7 @@ var alternations int
 // BenchmarkRenderConvertPlan1000Changed with the edit moving between two
 // services: the cost of a commit that changed one service, whichever.
 func BenchmarkRenderConvertPlan1000ChangedAlternating(b *testing.B) {
-	benchChangedAlternating(b, func(s string) string { return s })
+	benchChangedAlternating(b, unchanged)
 }
 
 // BenchmarkRenderConvertPlan1000ChangedAnchors is the same for a stack

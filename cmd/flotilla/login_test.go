@@ -112,11 +112,13 @@ func cliEnviron(server string) []string {
 
 var userCodeRe = regexp.MustCompile(`enter the code (\S+)`)
 
-// login runs `flotilla login` and approves its code at the provider as
-// user, the way a person in a browser would.
-func (e *loginEnv) login(t *testing.T, creds, user string) string {
+// runLogin runs `flotilla login` with args and hands each line it prints
+// to act, which plays the person at the provider and reports whether it
+// did; it fails t unless the login succeeded and act did. It returns what
+// the command printed.
+func (e *loginEnv) runLogin(t *testing.T, what string, act func(line string) bool, args ...string) string {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), builtBinary(t), "login", "--credentials-file", creds, "--timeout", "1m")
+	cmd := exec.CommandContext(t.Context(), builtBinary(t), append([]string{"login"}, args...)...)
 	cmd.Env = cliEnviron(e.api)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -129,27 +131,40 @@ func (e *loginEnv) login(t *testing.T, creds, user string) string {
 	}
 	var out strings.Builder
 	sc := bufio.NewScanner(stdout)
-	approved := false
+	acted := false
 	for sc.Scan() {
 		line := sc.Text()
 		out.WriteString(line + "\n")
-		if m := userCodeRe.FindStringSubmatch(line); m != nil && !approved {
-			if !strings.Contains(line, e.op+"/device") {
-				t.Errorf("the address to open is not the provider's device page: %q", line)
-			}
-			if err := apitest.ApproveDevice(t.Context(), e.op, m[1], user); err != nil {
-				t.Fatal(err)
-			}
-			approved = true
+		if !acted {
+			acted = act(line)
 		}
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("flotilla login: %v\n%s%s", err, out.String(), stderr.String())
 	}
-	if !approved {
-		t.Fatalf("flotilla login printed no code:\n%s", out.String())
+	if !acted {
+		t.Fatalf("flotilla login printed no %s:\n%s", what, out.String())
 	}
 	return out.String()
+}
+
+// login runs `flotilla login` and approves its code at the provider as
+// user, the way a person in a browser would.
+func (e *loginEnv) login(t *testing.T, creds, user string) string {
+	t.Helper()
+	return e.runLogin(t, "code", func(line string) bool {
+		m := userCodeRe.FindStringSubmatch(line)
+		if m == nil {
+			return false
+		}
+		if !strings.Contains(line, e.op+"/device") {
+			t.Errorf("the address to open is not the provider's device page: %q", line)
+		}
+		if err := apitest.ApproveDevice(t.Context(), e.op, m[1], user); err != nil {
+			t.Fatal(err)
+		}
+		return true
+	}, "--credentials-file", creds, "--timeout", "1m")
 }
 
 // loginInBrowser runs `flotilla login --flow browser` and plays the
@@ -157,27 +172,10 @@ func (e *loginEnv) login(t *testing.T, creds, user string) string {
 // as user and follows the redirects to the CLI's loopback callback.
 func (e *loginEnv) loginInBrowser(t *testing.T, creds, user string) string {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), builtBinary(t), "login", "--flow", "browser", "--open=false", "--credentials-file", creds, "--timeout", "1m")
-	cmd.Env = cliEnviron(e.api)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	sc := bufio.NewScanner(stdout)
-	visited := false
-	for sc.Scan() {
-		line := sc.Text()
-		out.WriteString(line + "\n")
-		if !strings.HasPrefix(line, e.op+"/") || visited {
-			continue
+	return e.runLogin(t, "address", func(line string) bool {
+		if !strings.HasPrefix(line, e.op+"/") {
+			return false
 		}
-		visited = true
 		u, err := url.Parse(line)
 		if err != nil {
 			t.Fatal(err)
@@ -215,14 +213,8 @@ func (e *loginEnv) loginInBrowser(t *testing.T, creds, user string) string {
 		if resp.StatusCode != 200 || resp.Request.URL.Host != strings.TrimPrefix(strings.Split(u.Query().Get("redirect_uri"), "/callback")[0], "http://") || !strings.Contains(string(b), "Logged in") {
 			t.Errorf("the browser ended at %s with %d: %s", resp.Request.URL, resp.StatusCode, b)
 		}
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("flotilla login: %v\n%s%s", err, out.String(), stderr.String())
-	}
-	if !visited {
-		t.Fatalf("flotilla login printed no address:\n%s", out.String())
-	}
-	return out.String()
+		return true
+	}, "--flow", "browser", "--open=false", "--credentials-file", creds, "--timeout", "1m")
 }
 
 // run runs the binary with args and the stored login in creds.
