@@ -118,53 +118,78 @@ func TestAPI_roleMatrix(t *testing.T) {
 	_, missing := e.do(t, "GET", "/api/v1/applications/nope", adminToken, "")
 	for _, c := range callers {
 		t.Run(c.name, func(t *testing.T) {
-			for _, rt := range appRoutes {
-				for _, target := range []struct {
-					app         string
-					read, write int
-				}{{"shop", c.ownRead, c.ownOperate}, {"billing", c.othRead, c.othOperate}} {
-					want := target.read
-					if rt.operate {
-						want = target.write
-					}
-					if rt.ok != 0 && want/100 == 2 {
-						want = rt.ok
-					}
-					path := "/api/v1/applications/" + target.app + rt.path
-					resp, b := e.do(t, rt.method, path, c.token, rt.body)
-					if resp.StatusCode != want {
-						t.Errorf("%s %s: %d, want %d: %s", rt.method, path, resp.StatusCode, want, b)
-					}
-					// Not allowed to know is answered exactly like "does not exist".
-					if want == 404 && rt.method == "GET" && rt.path == "" {
-						if got, nope := string(b), strings.ReplaceAll(string(missing), "nope", target.app); got != nope {
-							t.Errorf("the 404 for %s tells it apart from a missing application:\n%s\n%s", target.app, got, nope)
-						}
-					}
-				}
+			call := func(method, path, body string) (int, []byte) {
+				resp, b := e.do(t, method, path, c.token, body)
+				return resp.StatusCode, b
 			}
-			for _, g := range []struct {
-				path string
-				want int
-			}{{"/api/v1/audit", c.audit}, {"/metrics", c.metrics}, {"/api/v1/applications", c.list}} {
-				resp, b := e.do(t, "GET", g.path, c.token, "")
-				if resp.StatusCode != g.want {
-					t.Errorf("GET %s: %d, want %d: %s", g.path, resp.StatusCode, g.want, b)
-				}
-				if g.path == "/api/v1/applications" && resp.StatusCode == 200 {
-					var names []string
-					for _, it := range decode[api.ApplicationList](t, b).Items {
-						names = append(names, it.Name)
-					}
-					if strings.Join(names, ",") != strings.Join(c.sees, ",") {
-						t.Errorf("the list shows %v, want %v", names, c.sees)
-					}
-				}
-			}
+			checkAppRoutes(t, c, missing, call)
+			checkGlobalRoutes(t, c, []globalRoute{{"/api/v1/audit", c.audit}, {"/metrics", c.metrics}, {"/api/v1/applications", c.list}}, call)
 			if got := streamStatus(t, e, c.token); got != c.list {
 				t.Errorf("GET /api/v1/events: %d, want %d", got, c.list)
 			}
 		})
+	}
+}
+
+// checkAppRoutes sends every route of appRoutes for shop (the caller's own
+// project) and billing (another's) through call, and checks each answer
+// against the caller's row. A 404 to reading an application must read
+// exactly like missing, the answer about one that does not exist.
+func checkAppRoutes(t *testing.T, c caller, missing []byte, call func(method, path, body string) (int, []byte)) {
+	t.Helper()
+	for _, rt := range appRoutes {
+		for _, target := range []struct {
+			app         string
+			read, write int
+		}{{"shop", c.ownRead, c.ownOperate}, {"billing", c.othRead, c.othOperate}} {
+			want := target.read
+			if rt.operate {
+				want = target.write
+			}
+			if rt.ok != 0 && want/100 == 2 {
+				want = rt.ok
+			}
+			path := "/api/v1/applications/" + target.app + rt.path
+			code, b := call(rt.method, path, rt.body)
+			if code != want {
+				t.Errorf("%s %s: %d, want %d: %s", rt.method, path, code, want, b)
+			}
+			// Not allowed to know is answered exactly like "does not exist".
+			if want == 404 && rt.method == "GET" && rt.path == "" {
+				if got, nope := string(b), strings.ReplaceAll(string(missing), "nope", target.app); got != nope {
+					t.Errorf("the 404 for %s tells it apart from a missing application:\n%s\n%s", target.app, got, nope)
+				}
+			}
+		}
+	}
+}
+
+// globalRoute is a GET outside any application and the status a caller's
+// row wants for it.
+type globalRoute struct {
+	path string
+	want int
+}
+
+// checkGlobalRoutes sends each GET of routes through call and checks its
+// status; the application list must hold exactly the applications the
+// caller's row sees.
+func checkGlobalRoutes(t *testing.T, c caller, routes []globalRoute, call func(method, path, body string) (int, []byte)) {
+	t.Helper()
+	for _, g := range routes {
+		code, b := call("GET", g.path, "")
+		if code != g.want {
+			t.Errorf("GET %s: %d, want %d: %s", g.path, code, g.want, b)
+		}
+		if g.path == "/api/v1/applications" && code == 200 {
+			var names []string
+			for _, it := range decode[api.ApplicationList](t, b).Items {
+				names = append(names, it.Name)
+			}
+			if strings.Join(names, ",") != strings.Join(c.sees, ",") {
+				t.Errorf("the list shows %v, want %v", names, c.sees)
+			}
+		}
 	}
 }
 

@@ -171,48 +171,9 @@ func TestAPI_roleMatrixForSingleSignOnSessionsAndCLILogins(t *testing.T) {
 	_, missing := e.call(t, rows[4], "GET", "/api/v1/applications/nope", "")
 	for _, c := range rows {
 		t.Run(c.name, func(t *testing.T) {
-			for _, rt := range appRoutes {
-				for _, target := range []struct {
-					app         string
-					read, write int
-				}{{"shop", c.ownRead, c.ownOperate}, {"billing", c.othRead, c.othOperate}} {
-					want := target.read
-					if rt.operate {
-						want = target.write
-					}
-					if rt.ok != 0 && want/100 == 2 {
-						want = rt.ok
-					}
-					path := "/api/v1/applications/" + target.app + rt.path
-					code, b := e.call(t, c, rt.method, path, rt.body)
-					if code != want {
-						t.Errorf("%s %s: %d, want %d: %s", rt.method, path, code, want, b)
-					}
-					if want == 404 && rt.method == "GET" && rt.path == "" {
-						if got, nope := string(b), strings.ReplaceAll(string(missing), "nope", target.app); got != nope {
-							t.Errorf("the 404 for %s tells it apart from a missing application:\n%s\n%s", target.app, got, nope)
-						}
-					}
-				}
-			}
-			for _, g := range []struct {
-				path string
-				want int
-			}{{"/api/v1/audit", c.audit}, {"/metrics", c.metrics}, {"/api/v1/swarms", c.metrics}, {"/api/v1/applications", c.list}, {"/api/v1/events", c.list}} {
-				code, b := e.call(t, c, "GET", g.path, "")
-				if code != g.want {
-					t.Errorf("GET %s: %d, want %d: %s", g.path, code, g.want, b)
-				}
-				if g.path == "/api/v1/applications" && code == 200 {
-					var names []string
-					for _, it := range decode[api.ApplicationList](t, b).Items {
-						names = append(names, it.Name)
-					}
-					if strings.Join(names, ",") != strings.Join(c.sees, ",") {
-						t.Errorf("the list shows %v, want %v", names, c.sees)
-					}
-				}
-			}
+			call := func(method, path, body string) (int, []byte) { return e.call(t, c, method, path, body) }
+			checkAppRoutes(t, c.caller, missing, call)
+			checkGlobalRoutes(t, c.caller, []globalRoute{{"/api/v1/audit", c.audit}, {"/metrics", c.metrics}, {"/api/v1/swarms", c.metrics}, {"/api/v1/applications", c.list}, {"/api/v1/events", c.list}}, call)
 		})
 	}
 	var named bool

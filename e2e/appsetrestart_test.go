@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -88,13 +87,7 @@ func TestAPreviewWhoseRefWasDeletedWhileTheControllerWasDownIsRemovedAtRestart(t
 	repo := gittest.New(t)
 	repo.Commit("main", map[string]string{"compose.yaml": sleeper})
 	head := repo.Commit("change", map[string]string{"compose.yaml": strings.Replace(sleeper, "app:1", "app:2", 1)})
-	git := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("git", append([]string{"-C", repo.Dir}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	git("update-ref", "refs/pull/9/head", head)
+	repo.SetRef("refs/pull/9/head", head)
 	apps := writeFile(t, fmt.Sprintf(`apiVersion: flotilla/v1
 applicationSets:
   - name: previews
@@ -114,7 +107,7 @@ applicationSets:
 		t.Fatalf("controller exit %d on SIGTERM", code)
 	}
 
-	git("update-ref", "-d", "refs/pull/9/head")
+	repo.DeleteRef("refs/pull/9/head")
 	ctl2, c2 := startFlotilla(t, prefix, "--config", apps, "--appset-interval", "2s")
 	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
 		st := statuses(c2)

@@ -358,13 +358,7 @@ applicationSets:
 		return st != nil && len(st) == 0, fmt.Sprintf("%d applications before any ref", len(st))
 	})
 
-	git := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("git", append([]string{"-C", repo.Dir}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	git("update-ref", "refs/pull/7/head", head)
+	repo.SetRef("refs/pull/7/head", head)
 	swarmtest.Eventually(t, 90*time.Second, func() (bool, string) {
 		s, ok := statuses(c)[preview]
 		return ok && s.Set == "previews" && s.Revision == head && s.Health == "Healthy",
@@ -375,7 +369,7 @@ applicationSets:
 		t.Fatalf("preview stack: %+v", svcs)
 	}
 
-	git("update-ref", "-d", "refs/pull/7/head")
+	repo.DeleteRef("refs/pull/7/head")
 	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
 		_, ok := statuses(c)[preview]
 		n := len(stackServices(t, preview))

@@ -73,6 +73,18 @@ var fleetProjects = []application.Project{
 	{Name: "bank", Applications: []string{"bank-*"}},
 }
 
+// openFleet opens the console of a new fleet fixture at hash, signed in
+// with token, and waits until the list shows rows rows.
+func openFleet(t *testing.T, hash, token string, rows int) (*fixture, context.Context) {
+	t.Helper()
+	f := newFleetFixture(t)
+	ctx := newTab(t)
+	run(t, ctx, chromedp.Navigate(f.url+"/ui/"+hash))
+	signIn(t, ctx, token)
+	waitJS(t, ctx, fmt.Sprintf("%d rows", rows), rowCount(rows))
+	return f, ctx
+}
+
 // newFleetFixture is newFixture with fleetProjects as the policy's projects.
 func newFleetFixture(t *testing.T) *fixture {
 	t.Helper()
@@ -103,11 +115,7 @@ func rowCount(n int) string {
 }
 
 func TestBrowser_filtersSearchAndSortLiveInTheURLSoReloadAndBackRestoreTheView(t *testing.T) {
-	f := newFleetFixture(t)
-	ctx := newTab(t)
-	run(t, ctx, chromedp.Navigate(f.url+"/ui/"))
-	signIn(t, ctx, readToken)
-	waitJS(t, ctx, "twelve rows", rowCount(12))
+	_, ctx := openFleet(t, "", readToken, 12)
 
 	// The counts cover every application, by sync and by health.
 	counts := eval[string](t, ctx, `[...document.querySelectorAll('#counts button')].map(b => b.dataset.dim + ':' + b.dataset.value + '=' + b.querySelector('.count-n').textContent).join(' ')`)
@@ -219,11 +227,7 @@ func TestBrowser_filtersSearchAndSortLiveInTheURLSoReloadAndBackRestoreTheView(t
 }
 
 func TestBrowser_anEventRewritesOnlyItsOwnRowAndMovesItInTheSortedList(t *testing.T) {
-	f := newFleetFixture(t)
-	ctx := newTab(t)
-	run(t, ctx, chromedp.Navigate(f.url+"/ui/#/?sort=health"))
-	signIn(t, ctx, readToken)
-	waitJS(t, ctx, "twelve rows", rowCount(12))
+	f, ctx := openFleet(t, "#/?sort=health", readToken, 12)
 	waitLive(t, ctx)
 	// Mark every row element and every first cell.
 	run(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('#apps tbody tr').forEach(r => { r.mark = r.dataset.name; r.cells[0].mark = r.dataset.name })`))
@@ -282,11 +286,7 @@ func pageScreenshot(t *testing.T, ctx context.Context, name string, w int64) {
 var widths = []int64{360, 1024, 1920}
 
 func TestBrowser_theListLaysOutAtPhoneLaptopAndWideWidthsInLightAndDark(t *testing.T) {
-	f := newFleetFixture(t)
-	ctx := newTab(t)
-	run(t, ctx, chromedp.Navigate(f.url+"/ui/"))
-	signIn(t, ctx, readToken)
-	waitJS(t, ctx, "twelve rows", rowCount(12))
+	_, ctx := openFleet(t, "", readToken, 12)
 	for _, scheme := range []string{"light", "dark"} {
 		if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
 			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}},
@@ -321,11 +321,7 @@ func TestBrowser_theListLaysOutAtPhoneLaptopAndWideWidthsInLightAndDark(t *testi
 }
 
 func TestBrowser_everyListControlShowsKeyboardFocus(t *testing.T) {
-	f := newFleetFixture(t)
-	ctx := newTab(t)
-	run(t, ctx, chromedp.Navigate(f.url+"/ui/#/?set=edge"))
-	signIn(t, ctx, readToken)
-	waitJS(t, ctx, "the edge set", rowCount(3))
+	_, ctx := openFleet(t, "#/?set=edge", readToken, 3)
 	// Tab from the page's start through every control up to the first row.
 	run(t, ctx, chromedp.Evaluate[chromedp.Void](`document.activeElement.blur()`))
 	seen := map[string]bool{}
@@ -387,11 +383,7 @@ func TestUI_theConsoleIsServedUnderAStrictContentSecurityPolicyWithNoInlineCode(
 }
 
 func TestBrowser_aScreenReaderFindsATableWithSortableHeadersAndLabelledControls(t *testing.T) {
-	f := newFleetFixture(t)
-	ctx := newTab(t)
-	run(t, ctx, chromedp.Navigate(f.url+"/ui/#/?sort=health"))
-	signIn(t, ctx, readToken)
-	waitJS(t, ctx, "twelve rows", rowCount(12))
+	_, ctx := openFleet(t, "#/?sort=health", readToken, 12)
 	if _, err := chromedp.Call(ctx, accessibility.Enable, cdp.Empty{}); err != nil {
 		t.Fatal(err)
 	}
@@ -511,11 +503,7 @@ func TestBrowser_aLongListKeepsItsOrderAndKeyboardPathAcrossRowGroups(t *testing
 // (the write's own events do), so an admin's console under a busy audit
 // trail sends no read per entry.
 func TestBrowser_anAuditEntryOnTheStreamDoesNotReReadItsApplication(t *testing.T) {
-	f := newFleetFixture(t)
-	ctx := newTab(t)
-	run(t, ctx, chromedp.Navigate(f.url+"/ui/#/"))
-	signIn(t, ctx, adminToken) // audit entries go to admins only
-	waitJS(t, ctx, "twelve rows", rowCount(12))
+	f, ctx := openFleet(t, "#/", adminToken, 12) // audit entries go to admins only
 	waitLive(t, ctx)
 
 	// zeta changes behind the console's back, and only an audit entry

@@ -81,3 +81,22 @@ func (r *Repo) Commit(msg string, files map[string]string) string {
 	}
 	return h.String()
 }
+
+// SetRef points the reference name (refs/pull/7/head, say) at hash, as a
+// forge does when a pull request is opened or pushed to.
+func (r *Repo) SetRef(name, hash string) {
+	r.t.Helper()
+	ref := plumbing.NewHashReference(plumbing.ReferenceName(name), plumbing.NewHash(hash))
+	if err := r.repo.Storer.SetReference(ref); err != nil {
+		r.t.Fatalf("set %s: %v", name, err)
+	}
+}
+
+// DeleteRef removes the reference name, as a forge does when a pull
+// request is closed.
+func (r *Repo) DeleteRef(name string) {
+	r.t.Helper()
+	if err := r.repo.Storer.RemoveReference(plumbing.ReferenceName(name)); err != nil {
+		r.t.Fatalf("delete %s: %v", name, err)
+	}
+}
