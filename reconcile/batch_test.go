@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -96,10 +95,7 @@ func batchOf(t *testing.T, n int) (*batchFake, *Controller) {
 	b := &batchFake{liveDriftFake: newLiveDriftFake()}
 	f := newFakeFetcher()
 	f.commit(t, repoFiles(composeV1))
-	var apps []application.Application
-	for i := range n {
-		apps = append(apps, testApp(fmt.Sprintf("app%02d", i), true))
-	}
+	apps := numberedApps(n)
 	c := newTestController(t, b, f, apps...)
 	for _, r := range c.RunOnce(context.Background()) {
 		if r.Err != nil || r.Action != charts.Install {

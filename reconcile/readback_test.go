@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -250,10 +249,7 @@ func TestOnlyASmallBatchFetchesWhileItReadsTheSwarm(t *testing.T) {
 		b := &slowReadFake{liveDriftFake: newLiveDriftFake(), fetches: &fetches}
 		f := &countingFetcher{fakeFetcher: newFakeFetcher(), n: &fetches}
 		f.commit(t, repoFiles(composeV1))
-		var apps []application.Application
-		for i := range n {
-			apps = append(apps, testApp(fmt.Sprintf("app%02d", i), true))
-		}
+		apps := numberedApps(n)
 		c := newTestController(t, b, f, apps...)
 		for _, r := range c.RunOnce(context.Background()) {
 			if r.Err != nil {

@@ -439,14 +439,20 @@ func (b *countingStacksReader) ReadStacks(ctx context.Context, stacks []string) 
 
 var _ capability.StacksReader = (*countingStacksReader)(nil)
 
+// numberedApps is n automated applications, app00, app01 and so on.
+func numberedApps(n int) []application.Application {
+	apps := make([]application.Application, 0, n)
+	for i := range n {
+		apps = append(apps, testApp(fmt.Sprintf("app%02d", i), true))
+	}
+	return apps
+}
+
 func TestOneBatchReadsTheSwarmOnceForEveryApplication(t *testing.T) {
 	b := &countingStacksReader{MinimalBackend: chartstest.NewMinimal()}
 	f := newFakeFetcher()
 	f.commit(t, repoFiles(composeV1))
-	var apps []application.Application
-	for i := range 20 {
-		apps = append(apps, testApp(fmt.Sprintf("app%02d", i), true))
-	}
+	apps := numberedApps(20)
 	c := newTestController(t, b, f, apps...)
 	res := c.RunOnce(context.Background())
 	if len(res) != 20 {
