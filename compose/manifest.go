@@ -107,29 +107,39 @@ func encodeManifest(m *manifestOut) (string, error) {
 	return b.String(), nil
 }
 
-// decodeManifest parses a manifest and loads its compose part. Unknown keys
-// are refused: a manifest is machine-written, so one is a sign of a
-// different format rather than a typo.
-func decodeManifest(text string) (*manifestIn, *composetypes.Config, error) {
+// manifestCompose parses a manifest and returns it with its compose
+// section as the loader is given it: the section's text and its parsed
+// map. Unknown keys are refused: a manifest is machine-written, so one is
+// a sign of a different format rather than a typo.
+func manifestCompose(text string) (*manifestIn, []byte, map[string]any, error) {
 	var m manifestIn
 	dec := yaml.NewDecoder(strings.NewReader(text))
 	dec.KnownFields(true)
 	if err := dec.Decode(&m); err != nil {
-		return nil, nil, fmt.Errorf("parse manifest: %w", err)
+		return nil, nil, nil, fmt.Errorf("parse manifest: %w", err)
 	}
 	if m.Kind != manifestKind {
-		return nil, nil, fmt.Errorf("parse manifest: kind %q, want %q", m.Kind, manifestKind)
+		return nil, nil, nil, fmt.Errorf("parse manifest: kind %q, want %q", m.Kind, manifestKind)
 	}
 	if m.Compose.Kind == 0 {
-		return nil, nil, errors.New("parse manifest: no compose section")
+		return nil, nil, nil, errors.New("parse manifest: no compose section")
 	}
 	raw, err := yaml.Marshal(&m.Compose)
 	if err != nil {
-		return nil, nil, fmt.Errorf("parse manifest: %w", err)
+		return nil, nil, nil, fmt.Errorf("parse manifest: %w", err)
 	}
 	dict, err := loader.ParseYAML(raw)
 	if err != nil {
-		return nil, nil, fmt.Errorf("parse manifest compose section: %w", err)
+		return nil, nil, nil, fmt.Errorf("parse manifest compose section: %w", err)
+	}
+	return &m, raw, dict, nil
+}
+
+// decodeManifest parses a manifest and loads its compose part.
+func decodeManifest(text string) (*manifestIn, *composetypes.Config, error) {
+	m, raw, dict, err := manifestCompose(text)
+	if err != nil {
+		return nil, nil, err
 	}
 	sum := digest(raw)
 	validated := validatedManifests.has(sum) || validatedManifests.has(manifestSum(text))
@@ -144,7 +154,7 @@ func decodeManifest(text string) (*manifestIn, *composetypes.Config, error) {
 	if !validated {
 		validatedManifests.add(sum)
 	}
-	return &m, cfg, nil
+	return m, cfg, nil
 }
 
 // manifestSum names a whole manifest in validatedManifests: one rendered

@@ -3,7 +3,6 @@ package compose
 import (
 	"testing"
 
-	"github.com/docker/cli/cli/compose/loader"
 	"github.com/docker/cli/cli/compose/schema"
 	"gopkg.in/yaml.v3"
 )
@@ -14,15 +13,7 @@ import (
 // is sound only while this returns nil for every manifest a render gives.
 func schemaErr(t *testing.T, manifest string) error {
 	t.Helper()
-	var m manifestIn
-	if err := yaml.Unmarshal([]byte(manifest), &m); err != nil {
-		t.Fatalf("parse manifest: %v", err)
-	}
-	raw, err := yaml.Marshal(&m.Compose)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dict, err := loader.ParseYAML(raw)
+	_, _, dict, err := manifestCompose(manifest)
 	if err != nil {
 		t.Fatal(err)
 	}
