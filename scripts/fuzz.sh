@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# fuzz.sh: run every fuzz target of the project with Go's fuzzing engine.
+# `go test` alone runs only each target's seed corpus; this mutates inputs.
+#
+#   bash scripts/fuzz.sh                 # smoke: 5s a target (what CI runs)
+#   FUZZTIME=1h bash scripts/fuzz.sh     # longer: an hour a target
+#   FUZZTIME=10m bash scripts/fuzz.sh ./chartengine   # the targets of some packages only
+#
+# A failing input is written under the package's testdata/fuzz/FuzzX/, where
+# plain `go test` then replays it: commit it with the fix. The summary line
+# counts targets run and failed, and the script exits 1 on any failure.
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+fuzztime=${FUZZTIME:-5s}
+pkgs=("$@")
+[ ${#pkgs[@]} -gt 0 ] || pkgs=(./...)
+
+mapfile -t targets < <(
+  for p in "${pkgs[@]}"; do
+    dir=${p%/...}
+    grep -rl --include='*_test.go' '^func Fuzz' "$dir" 2>/dev/null
+  done | sort -u | while read -r f; do
+    d=$(dirname "$f")
+    grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed "s|^func |./$d |"
+  done | sed 's|\./\./|./|' | sort -u
+)
+
+passed=0 failed=0 failures=()
+for t in "${targets[@]}"; do
+  read -r pkg name <<<"$t"
+  printf '==> %s %s (%s)\n' "$pkg" "$name" "$fuzztime"
+  if go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" >"${TMPDIR:-/tmp}/fuzz-$name.log" 2>&1; then
+    passed=$((passed + 1))
+    tail -n 3 "${TMPDIR:-/tmp}/fuzz-$name.log" | grep -E 'elapsed|^ok' | tail -n 1
+  else
+    failed=$((failed + 1))
+    failures+=("$pkg $name")
+    cat "${TMPDIR:-/tmp}/fuzz-$name.log"
+  fi
+done
+for f in "${failures[@]}"; do echo "FAILED: $f"; done
+echo "fuzz: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
