@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -95,10 +96,18 @@ func (c manifestConfig) bytes() ([]byte, error) {
 // encodeManifest writes m deterministically: yaml.v3 sorts map keys, and the
 // compose model carries no paths, file names or extension fields.
 func encodeManifest(m *manifestOut) (string, error) {
+	var v any = m
+	if f := (fragile{}); f.find(reflect.ValueOf(m)) {
+		doc, err := f.node(m)
+		if err != nil {
+			return "", fmt.Errorf("encode manifest: %w", err)
+		}
+		v = doc
+	}
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
-	if err := enc.Encode(m); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return "", fmt.Errorf("encode manifest: %w", err)
 	}
 	if err := enc.Close(); err != nil {

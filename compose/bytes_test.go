@@ -1,0 +1,159 @@
+package compose
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/flotilla-gitops/flotilla/fault"
+)
+
+// fragileStrings are values that stress a YAML round trip: the first four
+// yaml.v3's own encoder does not read back as written (a leading newline,
+// a lone newline, a tab at the start of a line), the rest it quotes or
+// keeps by itself (carriage returns, surrounding or only spaces, trailing
+// newlines).
+var fragileStrings = []string{
+	"\nset -e\necho hi\n",
+	"\n\nx",
+	"\n",
+	"\t\tindented\n",
+	"line1\r\nline2\r\n",
+	" lead and trail ",
+	"   ",
+	"tail\n\n\n",
+	"plain",
+	"a: b # not a comment",
+}
+
+// keptBytes renders a project that carries s in a command argument, an
+// environment value, a service label and a config file, converts the
+// manifest, and reports what reached each of them. An error is a render
+// that refused the project.
+func keptBytes(t *testing.T, s string) (map[string]string, error) {
+	t.Helper()
+	// JSON text is YAML flow text, and its escapes mean the same in a
+	// YAML double-quoted scalar; "$$" is compose's escape for "$".
+	q, err := json.Marshal(strings.ReplaceAll(s, "$", "$$"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	file := `services:
+  web:
+    image: flotilla-test/app:1
+    command: ["serve", ` + string(q) + `]
+    environment:
+      V: ` + string(q) + `
+    deploy:
+      labels:
+        v: ` + string(q) + `
+    configs: [conf]
+configs:
+  conf:
+    file: ./conf.txt
+`
+	for name, data := range map[string]string{"compose.yaml": file, "conf.txt": s} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Render("bytes", Dir{Root: root})
+	if err != nil {
+		return nil, err
+	}
+	st, err := Convert(context.Background(), r.Manifest, "bytes", nil)
+	if err != nil {
+		t.Fatalf("manifest does not convert: %v\n%s", err, r.Manifest)
+	}
+	spec := st.Services["bytes_web"]
+	cs := spec.TaskTemplate.ContainerSpec
+	got := map[string]string{"label": spec.Labels["v"]}
+	if len(cs.Args) == 2 {
+		got["command"] = cs.Args[1]
+	}
+	for _, e := range cs.Env {
+		if v, ok := strings.CutPrefix(e, "V="); ok {
+			got["environment"] = v
+		}
+	}
+	for _, c := range st.Configs {
+		got["config"] = string(c.Data)
+	}
+	return got, nil
+}
+
+// What the repository declares is what reaches the daemon, byte for byte,
+// through the stored manifest: a command block that begins with a newline
+// used to lose it, and drift, comparing against the same altered text,
+// could never see it.
+func TestManifestKeepsEveryByteOfStrings(t *testing.T) {
+	for _, s := range fragileStrings {
+		got, err := keptBytes(t, s)
+		if err != nil {
+			t.Fatalf("%q: render refused: %v", s, err)
+		}
+		for _, field := range []string{"command", "environment", "label", "config"} {
+			if got[field] != s {
+				t.Errorf("%q: %s reached the daemon as %q", s, field, got[field])
+			}
+		}
+	}
+}
+
+// A manifest whose strings all round-trip is written as before: changing
+// the encoding of unaffected manifests would make every stored release
+// look changed.
+func TestQuoteFragileStringsLeavesOtherStringsAlone(t *testing.T) {
+	for _, s := range []string{"plain", "two\nlines\n", "a: b", "true", "123", ""} {
+		if !roundTrips(s) {
+			t.Errorf("%q is reported fragile", s)
+		}
+	}
+	for _, s := range fragileStrings[:4] {
+		if roundTrips(s) {
+			t.Errorf("%q is reported safe, but yaml.v3 alone does not keep it", s)
+		}
+	}
+}
+
+// FuzzManifestKeepsBytes checks that render, manifest and convert are the
+// identity on every string that reaches the daemon: whatever text a
+// repository puts in a command, an environment value, a label or a config
+// file either arrives unchanged or is refused with a *fault.Error.
+func FuzzManifestKeepsBytes(f *testing.F) {
+	for _, s := range fragileStrings {
+		f.Add(s)
+	}
+	f.Add("é\u2028x")
+	f.Add("#!/bin/sh\n\texit 0\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+			return // NUL and non-UTF-8 are refused by the environment and compose parsers, checked elsewhere
+		}
+		got, err := keptBytes(t, s)
+		if err != nil {
+			var fe *fault.Error
+			if !errors.As(err, &fe) {
+				t.Fatalf("error is %T, not *fault.Error: %v", err, err)
+			}
+			return
+		}
+		var lost []string
+		for _, field := range []string{"command", "environment", "label", "config"} {
+			if got[field] != s {
+				lost = append(lost, field)
+			}
+		}
+		if len(lost) > 0 {
+			slices.Sort(lost)
+			t.Fatalf("%q changed on the way to the daemon in %v: %q", s, lost, got)
+		}
+	})
+}
