@@ -40,6 +40,11 @@ const (
 	// applications file (or what its application sets generate) does not
 	// validate and the applications loaded before are kept.
 	ConfigRejected Type = "config.rejected"
+	// GeneratedRefused is published, with no App, for an application an
+	// application set generated that does not validate (a directory name,
+	// a duplicate): it is left out and the rest of the file applies. Its
+	// Message names the set, the element and the field.
+	GeneratedRefused Type = "generated.refused"
 	// AuditRecorded is published for every audited write to the API, with
 	// the entry's fields in Data (see AuditData); App is the application
 	// the write named, empty for one on the controller as a whole. It
@@ -65,7 +70,7 @@ const (
 func (t Type) Valid() bool {
 	switch t {
 	case SyncStarted, SyncSucceeded, SyncFailed, DriftDetected, DriftCorrected,
-		OutOfBandChange, HealthChanged, Pruned, HookRan, RolledBack, ConfigRejected, AuditRecorded, Lagged, Gap:
+		OutOfBandChange, HealthChanged, Pruned, HookRan, RolledBack, ConfigRejected, GeneratedRefused, AuditRecorded, Lagged, Gap:
 		return true
 	}
 	return false

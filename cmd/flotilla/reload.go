@@ -86,9 +86,10 @@ func (s gitSource) read(ctx context.Context) ([]byte, string, string, error) {
 
 // reloader keeps the controller's applications in step with the
 // applications file and its application sets. A file (or commit) that does
-// not validate, or whose sets generate applications that do not, is
-// reported (log and a config.rejected event) and the applications loaded
-// before are kept: a typo never stops or removes a running application.
+// not validate is reported (log and a config.rejected event) and the
+// applications loaded before are kept: a typo never stops or removes a
+// running application. A generated application that does not validate is
+// left out alone (see expand).
 type reloader struct {
 	src    configSource
 	ctl    applicationSetter
@@ -155,7 +156,11 @@ func (r *reloader) load(ctx context.Context) (*application.File, []application.A
 
 // expand generates f's sets and validates the result with f's own
 // applications. Sets that failed are logged; while one has never expanded,
-// orphan removal is held.
+// orphan removal is held. A generated application that does not validate
+// is left out, logged and published (generated.refused): a directory or
+// pull request can cost only itself, never the file or the controller's
+// start. One that ran before keeps its last good expansion; a newcomer is
+// simply not deployed.
 func (r *reloader) expand(ctx context.Context, f *application.File) (*application.File, error) {
 	var generated []application.Application
 	hold := false
@@ -179,7 +184,21 @@ func (r *reloader) expand(ctx context.Context, f *application.File) (*applicatio
 			}
 		}
 	}
-	full, err := f.Expanded(generated)
+	full, refused, err := f.Admit(generated, r.ran)
+	if len(refused) > 0 && err == nil {
+		// An element refused now that ran before keeps its last good
+		// expansion; a newcomer simply stays out.
+		if kept := r.lastGood(refused); len(kept) > 0 {
+			full, _, err = f.Admit(append(admitted(full), kept...), r.ran)
+		}
+	}
+	for _, e := range refused {
+		msg := source.SanitizeString(e.Err.Error())
+		r.log.Warn("generated application refused; the rest of the file applies, and the element keeps the application it had, if any", "error", msg)
+		if r.events != nil {
+			r.events.Publish(events.Event{Time: time.Now(), Type: events.GeneratedRefused, Message: msg})
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +207,54 @@ func (r *reloader) expand(ctx context.Context, f *application.File) (*applicatio
 		r.ctl.HoldOrphanPruning(hold)
 	}
 	return full, nil
+}
+
+// ran reports whether a generated application is the one its set's
+// element produced in the applications loaded last, so a newcomer with its
+// name does not displace it.
+func (r *reloader) ran(a *application.Application) bool {
+	if a.Generated == nil {
+		return false
+	}
+	for i := range r.apps {
+		g := r.apps[i].Generated
+		if g != nil && r.apps[i].Name == a.Name && g.Set == a.Generated.Set && g.Element == a.Generated.Element {
+			return true
+		}
+	}
+	return false
+}
+
+// lastGood returns, for each refused application whose set's element
+// produced an application in the applications loaded last, that
+// application.
+func (r *reloader) lastGood(refused []application.Refusal) []application.Application {
+	var out []application.Application
+	for _, x := range refused {
+		g := x.Application.Generated
+		if g == nil {
+			continue
+		}
+		for i := range r.apps {
+			p := r.apps[i].Generated
+			if p != nil && p.Set == g.Set && p.Element == g.Element {
+				out = append(out, r.apps[i])
+				break
+			}
+		}
+	}
+	return out
+}
+
+// admitted is the generated applications of an expanded file.
+func admitted(full *application.File) []application.Application {
+	var out []application.Application
+	for _, a := range full.Applications {
+		if a.Generated != nil {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // setPolicies names f's application sets, each with whether it removes the

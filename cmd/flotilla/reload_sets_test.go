@@ -11,6 +11,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/appset"
+	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/window"
 )
 
@@ -69,11 +70,12 @@ applicationSets:
 	if want := map[string]bool{"tiers": false, "previews": true}; !maps.Equal(ctl.sets, want) {
 		t.Fatalf("after prune was turned off: sets %v, want %v", ctl.sets, want)
 	}
-	// A file whose generated applications do not validate is not loaded:
-	// its prune: true must not reach the controller either.
-	src.data = file(true, "      syncPolicy: {interval: 1s}\n")
+	// A file whose own applications do not validate with what the sets
+	// generate is not loaded: its prune: true must not reach the
+	// controller either.
+	src.data = file(true, "") + "applications:\n  - name: shop\n    source: {repoURL: https://git.example.com/shop.git}\n    dependsOn: [t-silver]\n"
 	r.check(context.Background(), true)
-	if !strings.Contains(r.problem(), "minimum") || ctl.sets["tiers"] {
+	if !strings.Contains(r.problem(), "t-silver") || ctl.sets["tiers"] {
 		t.Fatalf("a rejected file's policy reached the controller: %v (problem %q)", ctl.sets, r.problem())
 	}
 }
@@ -83,4 +85,60 @@ type noRefs struct{}
 
 func (noRefs) ListRefs(context.Context, string, *application.Credentials) (map[string]string, error) {
 	return map[string]string{}, nil
+}
+
+// capture keeps what a reload published.
+type capture struct{ got []events.Event }
+
+func (c *capture) Publish(e events.Event) events.Event { c.got = append(c.got, e); return e }
+
+func TestABadGeneratedApplicationCostsOnlyItselfNeverTheFileOrTheStart(t *testing.T) {
+	file := func(elements, template string) string {
+		return `apiVersion: flotilla/v1
+applications:
+  - name: platform
+    source: {repoURL: https://git.example.com/platform.git}
+applicationSets:
+  - name: dirs
+    prune: true
+    generators:
+      - list: {elements: [` + elements + `]}
+    template:
+      name: "{{.basename}}"
+      source: {repoURL: https://git.example.com/mono.git, path: "apps/{{.basename}}"}
+` + template
+	}
+	names := func(apps []application.Application) string {
+		var n []string
+		for _, a := range apps {
+			n = append(n, a.Name)
+		}
+		return strings.Join(n, ",")
+	}
+	src := &mutableSource{data: file(`{basename: web}, {basename: Web_2}, {basename: platform}`, "")}
+	ctl := &recordingSetter{}
+	pub := &capture{}
+	r := &reloader{src: src, ctl: ctl, sets: appset.New(appset.Options{}), events: pub, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		now: time.Now, setsEvery: time.Hour, version: "\x00never"}
+	// At start: the bad elements are refused, the controller starts.
+	if _, apps, err := r.load(context.Background()); err != nil || names(apps) != "platform,web" {
+		t.Fatalf("start: applications %s, error %v", names(apps), err)
+	}
+	if len(pub.got) != 2 || pub.got[0].Type != events.GeneratedRefused ||
+		!strings.Contains(pub.got[0].Message, `set "dirs"`) || !strings.Contains(pub.got[0].Message, "basename=Web_2") ||
+		!strings.Contains(pub.got[0].Message, ".name") || !strings.Contains(pub.got[1].Message, "already used") {
+		t.Fatalf("refusals published: %+v", pub.got)
+	}
+	// A later change to the file, with the bad elements still there, applies.
+	src.data = file(`{basename: web}, {basename: Web_2}, {basename: platform}, {basename: api}`, "")
+	if !r.check(context.Background(), false) || names(ctl.apps) != "platform,web,api" || r.problem() != "" {
+		t.Fatalf("a later file was not applied: %s (problem %q)", names(ctl.apps), r.problem())
+	}
+	// A template an element no longer validates under keeps that
+	// element's last good application instead of pruning it.
+	src.data = file(`{basename: web}, {basename: api}`, "      syncPolicy: {interval: 1s}\n")
+	r.check(context.Background(), false)
+	if names(ctl.apps) != "platform,web,api" || ctl.apps[1].SyncPolicy.Interval.Duration == time.Second {
+		t.Fatalf("last good expansion not kept: %s %+v", names(ctl.apps), ctl.apps[1].SyncPolicy)
+	}
 }
