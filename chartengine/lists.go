@@ -2,6 +2,7 @@ package chartengine
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -28,7 +29,8 @@ func stepCount(start, stop, step int, inclusive bool) uint64 {
 		return 0
 	}
 	if inclusive {
-		return dist/size + 1
+		// min: the whole int range holds 2^64 elements, one past uint64.
+		return min(dist/size, math.MaxUint64-1) + 1
 	}
 	return (dist-1)/size + 1
 }
