@@ -44,23 +44,41 @@ var maxIncludeCalls = 100_000
 // errTooLarge ends a template whose output passed maxOutput.
 var errTooLarge = fmt.Errorf("output is larger than %d MiB", maxOutput>>20)
 
-// limitedBuffer is a buffer that refuses to grow past maxOutput.
-type limitedBuffer struct{ strings.Builder }
+// limitedBuffer is a buffer that refuses to grow past maxOutput, and
+// charges what it is given to the render's budget, so that a loop that
+// writes is clocked even when it calls no function.
+type limitedBuffer struct {
+	strings.Builder
+	budget *budget
+}
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
 	if b.Len()+len(p) > maxOutput {
 		return 0, errTooLarge
 	}
+	if b.budget != nil {
+		if err := b.budget.clock(); err != nil {
+			return 0, err
+		}
+		if err := b.budget.charge("the output", int64(len(p))); err != nil {
+			return 0, err
+		}
+	}
 	return b.Builder.Write(p)
 }
 
-// funcMap returns the functions of one render. include and tpl need the
-// template set, which exists only once the map is installed, hence t.
-func funcMap(t **template.Template) template.FuncMap {
+// funcMap returns the functions of one render and the budget they share
+// (see budget.go). include and tpl need the template set, which exists
+// only once the map is installed, hence t.
+func funcMap(t **template.Template) (template.FuncMap, *budget) {
 	fm := sprig.TxtFuncMap()
 	for _, name := range removedFuncs {
 		delete(fm, name)
 	}
+	bud := newBudget()
+	// text/template's own print functions, so that they are budgeted too.
+	fm["print"], fm["printf"], fm["println"] = fmt.Sprint, fmt.Sprintf, fmt.Sprintln
+	fm["html"], fm["js"], fm["urlquery"] = template.HTMLEscaper, template.JSEscaper, template.URLQueryEscaper
 	depth, calls := 0, 0
 	fm["include"] = func(name string, data any) (string, error) {
 		if depth >= maxIncludeDepth {
@@ -71,7 +89,7 @@ func funcMap(t **template.Template) template.FuncMap {
 		}
 		depth++
 		defer func() { depth-- }()
-		var b limitedBuffer
+		b := limitedBuffer{budget: bud}
 		if err := (*t).ExecuteTemplate(&b, name, data); err != nil {
 			return "", err
 		}
@@ -91,7 +109,7 @@ func funcMap(t **template.Template) template.FuncMap {
 		if err != nil {
 			return "", err
 		}
-		var b limitedBuffer
+		b := limitedBuffer{budget: bud}
 		if err := nt.Execute(&b, data); err != nil {
 			return "", err
 		}
@@ -106,42 +124,7 @@ func funcMap(t **template.Template) template.FuncMap {
 		}
 		return v, nil
 	}
-	bounded := func(name string, n int) error {
-		if n > maxListLength {
-			return fmt.Errorf("%s: %d elements is more than %d", name, n, maxListLength)
-		}
-		return nil
-	}
-	until, untilStep, seq := fm["until"].(func(int) []int), fm["untilStep"].(func(int, int, int) []int), fm["seq"].(func(...int) string)
-	fm["until"] = func(n int) ([]int, error) {
-		if err := bounded("until", n); err != nil {
-			return nil, err
-		}
-		return until(n), nil
-	}
-	fm["untilStep"] = func(start, stop, step int) ([]int, error) {
-		if step != 0 {
-			if err := bounded("untilStep", (stop-start)/step); err != nil {
-				return nil, err
-			}
-		}
-		return untilStep(start, stop, step), nil
-	}
-	fm["seq"] = func(params ...int) (string, error) {
-		if len(params) > 0 {
-			lo, hi := 1, params[len(params)-1]
-			if len(params) > 1 {
-				lo = params[0]
-			}
-			if err := bounded("seq", hi-lo); err != nil {
-				return "", err
-			}
-			if err := bounded("seq", lo-hi); err != nil {
-				return "", err
-			}
-		}
-		return seq(params...), nil
-	}
+	fm["until"], fm["untilStep"], fm["seq"] = until, untilStep, seq
 	fm["repeat"] = func(count int, s string) (string, error) {
 		if count < 0 || len(s) > 0 && count > maxOutput/len(s) {
 			return "", fmt.Errorf("repeat: the result would be larger than %d MiB", maxOutput>>20)
@@ -170,7 +153,8 @@ func funcMap(t **template.Template) template.FuncMap {
 		}
 		return string(js), nil
 	}
-	return fm
+	wrapFuncs(fm, bud)
+	return fm, bud
 }
 
 // toYAML is yaml.v3 with sorted keys and no trailing newline, so

@@ -321,7 +321,8 @@ func (s *renderSet) execute(rel Release) (map[string]any, map[string]string, err
 	names := sortedKeys(s.byName)
 	c := s.top
 	var root *template.Template
-	root = template.New(c.Meta.Name).Funcs(funcMap(&root)).Option("missingkey=zero")
+	fm, bud := funcMap(&root)
+	root = template.New(c.Meta.Name).Funcs(fm).Option("missingkey=zero")
 	for _, n := range names {
 		u := s.byName[n]
 		if _, err := root.New(n).Parse(u.chart.templates[strings.TrimPrefix(n, u.prefix)]); err != nil {
@@ -352,7 +353,7 @@ func (s *renderSet) execute(rel Release) (map[string]any, map[string]string, err
 			continue
 		}
 		u := s.byName[n]
-		var b limitedBuffer
+		b := limitedBuffer{budget: bud}
 		if err := root.ExecuteTemplate(&b, n, data[u]); err != nil {
 			return nil, nil, s.templateFault(n, err)
 		}
