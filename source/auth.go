@@ -3,7 +3,10 @@ package source
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
@@ -19,6 +22,10 @@ const (
 	EnvPasswordFile   = "FLOTILLA_GIT_PASSWORD_FILE"
 	EnvSSHKeyFile     = "FLOTILLA_GIT_SSH_KEY_FILE"
 	EnvKnownHostsFile = "FLOTILLA_GIT_KNOWN_HOSTS_FILE"
+	// EnvCredentialHosts lists, comma-separated, the hosts (host or
+	// host:port) the default credentials are for. Unset or empty, the
+	// defaults go nowhere.
+	EnvCredentialHosts = "FLOTILLA_GIT_CREDENTIAL_HOSTS"
 )
 
 // defaultUser is the HTTPS user name when none is given; token-based hosts
@@ -37,7 +44,7 @@ type auth struct {
 // protocol the credentials do not fit (an SSH key for an https URL) is
 // anonymous.
 func loadAuth(loc location, c *application.Credentials) (auth, error) {
-	c = effectiveCredentials(c)
+	c = effectiveCredentials(c, loc)
 	if c == nil {
 		return auth{}, nil
 	}
@@ -95,10 +102,16 @@ func loadAuth(loc location, c *application.Credentials) (auth, error) {
 }
 
 // effectiveCredentials returns c, or the environment's defaults when c names
-// no file at all, or nil when neither names any.
-func effectiveCredentials(c *application.Credentials) *application.Credentials {
+// no file at all, or nil when neither applies. The defaults are an
+// operator's token for particular hosts: they go only to a host listed in
+// FLOTILLA_GIT_CREDENTIAL_HOSTS, and only over https or ssh, so neither a
+// repository URL on another host nor a plain http:// one receives them.
+func effectiveCredentials(c *application.Credentials, loc location) *application.Credentials {
 	if c != nil && *c != (application.Credentials{}) {
 		return c
+	}
+	if !defaultCredentialsFor(loc, os.Getenv(EnvCredentialHosts)) {
+		return nil
 	}
 	env := application.Credentials{
 		UsernameFile:   os.Getenv(EnvUsernameFile),
@@ -110,6 +123,48 @@ func effectiveCredentials(c *application.Credentials) *application.Credentials {
 		return nil
 	}
 	return &env
+}
+
+// defaultCredentialsFor reports whether loc may receive the default
+// credentials given the comma-separated host list hosts. An entry without a
+// port matches the protocol's default port only, so "git.example.com" does
+// not also cover a second server on git.example.com:8443.
+func defaultCredentialsFor(loc location, hosts string) bool {
+	if loc.protocol != "https" && loc.protocol != "ssh" {
+		return false
+	}
+	for entry := range strings.SplitSeq(hosts, ",") {
+		entry = strings.ToLower(strings.TrimSpace(entry))
+		if entry == "" {
+			continue
+		}
+		host, port := entry, defaultPort(loc.protocol)
+		if h, p, err := net.SplitHostPort(entry); err == nil {
+			n, err := strconv.Atoi(p)
+			if err != nil {
+				continue
+			}
+			host, port = h, n
+		} else {
+			// A bare IPv6 address may come bracketed.
+			host = strings.TrimSuffix(strings.TrimPrefix(entry, "["), "]")
+		}
+		if host == strings.Trim(loc.hostname, "[]") && port == loc.port {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultCredentialsUnscoped reports, for a warning at start, whether
+// default credential files are set while no host is listed to receive
+// them, so that they go nowhere.
+func DefaultCredentialsUnscoped() bool {
+	set := false
+	for _, v := range []string{EnvUsernameFile, EnvPasswordFile, EnvSSHKeyFile, EnvKnownHostsFile} {
+		set = set || os.Getenv(v) != ""
+	}
+	return set && strings.Trim(os.Getenv(EnvCredentialHosts), ", ") == ""
 }
 
 // readSecretFile reads a one-value file, dropping the trailing newline

@@ -69,6 +69,7 @@ func TestLoadAuth_httpsReadsFilesEachTime(t *testing.T) {
 
 func TestLoadAuth_environmentDefaults(t *testing.T) {
 	t.Setenv(EnvPasswordFile, writeTemp(t, "pw", "env-token"))
+	t.Setenv(EnvCredentialHosts, "example.com")
 	loc := mustLocation(t, "https://example.com/r.git")
 	a, err := loadAuth(loc, nil)
 	if err != nil {
@@ -173,4 +174,89 @@ func TestLoadAuth_refusesANamedPipeInsteadOfBlockingOnIt(t *testing.T) {
 		}
 		t.Fatal("loadAuth blocked on a named pipe")
 	}
+}
+
+// The default credentials are a token for the operator's own forge: they
+// reach only the hosts listed for them, and never over plain http.
+func TestLoadAuth_defaultsGoOnlyToListedHostsOverHTTPS(t *testing.T) {
+	t.Setenv(EnvPasswordFile, writeTemp(t, "pw", "env-token"))
+	for _, tc := range []struct {
+		hosts, url string
+		want       bool
+	}{
+		{"git.example.com", "https://git.example.com/team/r.git", true},
+		{" GIT.example.com , other.example", "https://git.example.com/r", true},
+		{"git.example.com:443", "https://git.example.com/r", true},
+		{"git.example.com:8443", "https://git.example.com:8443/r", true},
+		{"git.example.com", "https://git.example.com:8443/r", false},
+		{"git.example.com:8443", "https://git.example.com/r", false},
+		{"git.example.com", "http://git.example.com/r", false},
+		{"git.example.com:80", "http://git.example.com/r", false},
+		{"git.example.com", "https://github.com/someone-else/r", false},
+		{"git.example.com", "https://git.example.com.evil.example/r", false},
+		{"git.example.com", "https://evil.example/git.example.com/r", false},
+		{"git.example.com", "https://git.example.com@evil.example/r", false},
+		{"git.example.com", "git://git.example.com/r", false},
+		{"", "https://git.example.com/r", false},
+		{",", "https://git.example.com/r", false},
+		{"[::1]:8443", "https://[::1]:8443/r", true},
+	} {
+		t.Setenv(EnvCredentialHosts, tc.hosts)
+		a, err := loadAuth(mustLocation(t, tc.url), nil)
+		if err != nil {
+			t.Fatalf("hosts %q, %s: %v", tc.hosts, tc.url, err)
+		}
+		if got := a.method != nil; got != tc.want {
+			t.Errorf("hosts %q, %s: default credentials sent = %v, want %v", tc.hosts, tc.url, got, tc.want)
+		}
+	}
+	// An application's own credentials are its choice, host list or not.
+	t.Setenv(EnvCredentialHosts, "")
+	own := &application.Credentials{PasswordFile: writeTemp(t, "pw2", "own-token")}
+	if a, err := loadAuth(mustLocation(t, "https://github.com/r"), own); err != nil || a.method == nil {
+		t.Errorf("own credentials on an unlisted host: %v, %v", a.method, err)
+	}
+}
+
+func TestDefaultCredentialsUnscoped(t *testing.T) {
+	t.Setenv(EnvPasswordFile, "")
+	t.Setenv(EnvCredentialHosts, "")
+	if DefaultCredentialsUnscoped() {
+		t.Error("no defaults set: reported unscoped")
+	}
+	t.Setenv(EnvSSHKeyFile, "/run/secrets/key")
+	if !DefaultCredentialsUnscoped() {
+		t.Error("a default without hosts: not reported")
+	}
+	t.Setenv(EnvCredentialHosts, "git.example.com")
+	if DefaultCredentialsUnscoped() {
+		t.Error("a default with hosts: reported unscoped")
+	}
+}
+
+// FuzzDefaultCredentialsFor: whatever the URL and the host list, defaults
+// go only over https or ssh, to a host the list names.
+func FuzzDefaultCredentialsFor(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"https://git.example.com/r", "git.example.com"},
+		{"http://git.example.com/r", "git.example.com"},
+		{"git@git.example.com:team/r.git", "git.example.com:22"},
+		{"ssh://git@git.example.com:2222/r", "git.example.com:2222"},
+		{"https://[::1]:8443/r", "[::1]:8443"},
+		{"https://git.example.com%2eevil/r", "git.example.com"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, raw, hosts string) {
+		loc, err := parseLocation(raw)
+		if err != nil || !defaultCredentialsFor(loc, hosts) {
+			return
+		}
+		if loc.protocol != "https" && loc.protocol != "ssh" {
+			t.Fatalf("%q with %q: defaults over %s", raw, hosts, loc.protocol)
+		}
+		if loc.hostname == "" || !strings.Contains(strings.ToLower(hosts), strings.Trim(loc.hostname, "[]")) {
+			t.Fatalf("%q with %q: defaults to unlisted host %q", raw, hosts, loc.hostname)
+		}
+	})
 }

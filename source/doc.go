@@ -43,9 +43,20 @@
 //	FLOTILLA_GIT_SSH_KEY_FILE      SSH private key (unencrypted)
 //	FLOTILLA_GIT_KNOWN_HOSTS_FILE  known_hosts pinning the SSH host keys
 //
+//	FLOTILLA_GIT_CREDENTIAL_HOSTS  hosts (host or host:port, comma-separated) the defaults are for
+//
 // HTTPS credentials are used for http:// and https:// URLs, SSH credentials
-// for ssh:// and git@host:path URLs. An SSH key without a known_hosts file is
-// refused: host keys are always verified.
+// for ssh:// and git@host:path URLs. The defaults are used only for https and
+// ssh URLs whose host is listed; with no host listed they are used nowhere.
+// An SSH key without a known_hosts file is refused: host keys are always
+// verified.
+//
+// # Tree budget
+//
+// A commit's tree is measured against Options.TreeBudget (files and
+// directories, bytes, depth, largest file) before any of it is written, and
+// refused with ErrTreeTooLarge past any limit: a few kilobytes of objects can
+// describe millions of files. Writing it is bounded by Options.FetchTimeout.
 //
 // # Local repositories
 //

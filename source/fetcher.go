@@ -58,8 +58,13 @@ type Options struct {
 	// cheap check every Fetch makes. Default DefaultRemoteTimeout.
 	RemoteTimeout time.Duration
 	// FetchTimeout bounds one fetch of objects, the first clone included.
-	// Default DefaultFetchTimeout.
+	// Default DefaultFetchTimeout. It also bounds the writing of a
+	// commit's tree to disk.
 	FetchTimeout time.Duration
+	// TreeBudget bounds what one commit's tree may expand to on disk; a
+	// tree past it is refused with ErrTreeTooLarge before anything is
+	// written. Zero fields take the Default* values.
+	TreeBudget TreeBudget
 }
 
 // Backoff is the window after a failure during which Fetch returns the last
@@ -127,6 +132,7 @@ type Fetcher struct {
 	keep     int
 	// Deadlines of the remote calls; see Options.
 	remoteTimeout, fetchTimeout time.Duration
+	budget                      TreeBudget
 
 	mu    sync.Mutex
 	repos map[string]*repoCache // by location.key
@@ -164,6 +170,7 @@ func New(opts Options) *Fetcher {
 		keep:          opts.Keep,
 		remoteTimeout: opts.RemoteTimeout,
 		fetchTimeout:  opts.FetchTimeout,
+		budget:        opts.TreeBudget.withDefaults(),
 		repos:         make(map[string]*repoCache),
 	}
 }
@@ -366,7 +373,7 @@ func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision string
 		h := plumbing.NewHash(revision)
 		if c, ok := localCommit(repo, h); ok {
 			log.Debug("commit already cached, remote not contacted", "commit", c.Hash.String())
-			return f.serve(r, repo, c, false)
+			return f.serve(ctx, r, repo, c, false)
 		}
 		t = shaTarget(h)
 	}
@@ -417,7 +424,7 @@ func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision string
 		if c, ok := localCommit(repo, t.hash); ok {
 			r.succeeded()
 			log.Debug("revision unchanged, nothing to fetch", "commit", c.Hash.String())
-			return f.serve(r, repo, c, false)
+			return f.serve(ctx, r, repo, c, false)
 		}
 	}
 
@@ -434,7 +441,7 @@ func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision string
 		return nil, notFound(revision, r.loc)
 	}
 	log.Info("fetched revision", "commit", c.Hash.String(), "duration", time.Since(start).Round(time.Millisecond))
-	return f.serve(r, repo, c, true)
+	return f.serve(ctx, r, repo, c, true)
 }
 
 // withDeadline runs call with ctx bounded by d. Running out of d is the
@@ -509,11 +516,14 @@ func (f *Fetcher) openRepo(r *repoCache) (*git.Repository, error) {
 
 // serve makes sure c's tree is materialised, marks it most recently used,
 // prunes older trees and describes the result.
-func (f *Fetcher) serve(r *repoCache, repo *git.Repository, c *object.Commit, fetched bool) (*Revision, error) {
+func (f *Fetcher) serve(ctx context.Context, r *repoCache, repo *git.Repository, c *object.Commit, fetched bool) (*Revision, error) {
 	sha := c.Hash.String()
 	dir := filepath.Join(r.treesDir(), sha)
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		if err := materialise(repo.Storer, c, dir); err != nil {
+		err := withDeadline(ctx, f.fetchTimeout, "write tree", func(ctx context.Context) error {
+			return materialise(ctx, repo.Storer, c, dir, f.budget)
+		})
+		if err != nil {
 			return nil, fmt.Errorf("materialise %s of %s: %w", sha, r.loc.safe, err)
 		}
 	} else if err != nil {

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -23,11 +24,16 @@ const tempPrefix = ".tmp-"
 // git objects directly rather than checking out a worktree, so nothing but
 // the tree is written: regular files with their mode, directories, and
 // symlinks as symlinks (Contain later refuses those that leave the tree).
-// The tree appears at dst complete or not at all.
-func materialise(s storer.EncodedObjectStorer, c *object.Commit, dst string) (err error) {
+// The tree appears at dst complete or not at all. It is measured against b
+// before anything is written, and ctx bounds both the measuring and the
+// writing.
+func materialise(ctx context.Context, s storer.EncodedObjectStorer, c *object.Commit, dst string, b TreeBudget) (err error) {
 	tree, err := c.Tree()
 	if err != nil {
 		return fmt.Errorf("read tree of %s: %w", c.Hash, err)
+	}
+	if err := measureTree(ctx, s, tree, b); err != nil {
+		return err
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(dst), tempPrefix)
 	if err != nil {
@@ -51,10 +57,13 @@ func materialise(s storer.EncodedObjectStorer, c *object.Commit, dst string) (er
 		if err != nil {
 			return fmt.Errorf("walk tree of %s: %w", c.Hash, err)
 		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("write tree of %s: %w", c.Hash, err)
+		}
 		if err := checkTreePath(name); err != nil {
 			return err
 		}
-		if err := writeEntry(s, filepath.Join(tmp, filepath.FromSlash(name)), entry); err != nil {
+		if err := writeEntry(s, filepath.Join(tmp, filepath.FromSlash(name)), entry, b.Blob); err != nil {
 			return fmt.Errorf("write %s: %w", name, err)
 		}
 	}
@@ -72,16 +81,18 @@ func checkTreePath(name string) error {
 	return nil
 }
 
-func writeEntry(s storer.EncodedObjectStorer, p string, e object.TreeEntry) error {
+// writeEntry writes one entry; a file is cut at maxBlob bytes (negative: no
+// limit), which measureTree has already checked against the object's size.
+func writeEntry(s storer.EncodedObjectStorer, p string, e object.TreeEntry, maxBlob int64) error {
 	switch e.Mode {
 	case filemode.Dir, filemode.Submodule:
 		// A submodule is left as an empty directory, like a checkout
 		// without --recurse-submodules.
 		return os.Mkdir(p, 0o755)
 	case filemode.Regular, filemode.Deprecated:
-		return writeBlob(s, p, e, 0o644)
+		return writeBlob(s, p, e, 0o644, maxBlob)
 	case filemode.Executable:
-		return writeBlob(s, p, e, 0o755)
+		return writeBlob(s, p, e, 0o755, maxBlob)
 	case filemode.Symlink:
 		r, err := openBlob(s, e)
 		if err != nil {
@@ -107,12 +118,16 @@ func openBlob(s storer.EncodedObjectStorer, e object.TreeEntry) (io.ReadCloser, 
 	return blob.Reader()
 }
 
-func writeBlob(s storer.EncodedObjectStorer, p string, e object.TreeEntry, perm os.FileMode) error {
-	r, err := openBlob(s, e)
+func writeBlob(s storer.EncodedObjectStorer, p string, e object.TreeEntry, perm os.FileMode, maxBlob int64) error {
+	rc, err := openBlob(s, e)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
+	defer rc.Close()
+	var r io.Reader = rc
+	if maxBlob >= 0 {
+		r = io.LimitReader(rc, maxBlob)
+	}
 	// O_EXCL: never write through something already there.
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {

@@ -22,6 +22,10 @@ type location struct {
 	protocol string
 	// user is the user name in the URL, if any (ssh uses it).
 	user string
+	// hostname (lowercase) and port (the protocol's default when the URL
+	// names none) of a remote; empty and 0 for a local repository.
+	hostname string
+	port     int
 	// key identifies the repository however its URL was spelled.
 	key string
 	// dir is the cache directory name derived from key.
@@ -64,6 +68,10 @@ func parseLocation(raw string) (location, error) {
 		loc.key = "file://" + trimRepoPath(filepath.ToSlash(abs))
 	} else {
 		host := strings.ToLower(ep.Host)
+		loc.hostname, loc.port = host, ep.Port
+		if loc.port == 0 {
+			loc.port = defaultPort(ep.Protocol)
+		}
 		if ep.Port != 0 && ep.Port != defaultPort(ep.Protocol) {
 			host += ":" + strconv.Itoa(ep.Port)
 		}

@@ -61,6 +61,7 @@ type controllerOptions struct {
 	// Deadlines of the external calls.
 	gitTimeout      time.Duration
 	gitFetchTimeout time.Duration
+	gitTreeBudget   source.TreeBudget
 	dockerTimeout   time.Duration
 	notifyTimeout   time.Duration
 
@@ -140,7 +141,11 @@ redeploys nothing.`,
 	f.BoolVar(&o.ui, "ui", true, "serve the web UI at / and /ui/ (static files; every data call still needs a token)")
 	f.BoolVar(&o.prune, "prune", false, "remove the stacks of applications that were removed from the applications file (only what this controller's records prove it created)")
 	f.DurationVar(&o.gitTimeout, "git-timeout", source.DefaultRemoteTimeout, "deadline of the cheap remote check (ls-remote) every pass makes; a remote that does not answer within it fails that pass")
-	f.DurationVar(&o.gitFetchTimeout, "git-fetch-timeout", source.DefaultFetchTimeout, "deadline of one git fetch or first clone")
+	f.DurationVar(&o.gitFetchTimeout, "git-fetch-timeout", source.DefaultFetchTimeout, "deadline of one git fetch or first clone, and of writing one commit's tree to disk")
+	f.IntVar(&o.gitTreeBudget.Entries, "git-max-tree-entries", source.DefaultMaxTreeEntries, "files and directories one commit's tree may hold; a larger tree (a git bomb, say) is refused before anything is written; -1 for no limit")
+	f.Int64Var(&o.gitTreeBudget.Bytes, "git-max-tree-bytes", source.DefaultMaxTreeBytes, "bytes one commit's tree may write to disk in all; -1 for no limit")
+	f.IntVar(&o.gitTreeBudget.Depth, "git-max-tree-depth", source.DefaultMaxTreeDepth, "directory depth of the deepest path a commit's tree may hold; -1 for no limit")
+	f.Int64Var(&o.gitTreeBudget.Blob, "git-max-file-bytes", source.DefaultMaxBlobBytes, "largest single file a commit's tree may hold; -1 for no limit")
 	f.DurationVar(&o.dockerTimeout, "docker-timeout", backend.DefaultRequestTimeout, "deadline of every request to the Docker daemon (event streams exempt)")
 	f.DurationVar(&o.notifyTimeout, "notify-timeout", notify.DefaultAttemptTimeout, "deadline of one notification delivery attempt")
 	f.DurationVar(&o.swarmReadTimeout, "swarm-read-timeout", reconcile.DefaultSwarmReadTimeout, "deadline of the one read of the swarm a batch of passes shares; past it those passes report health Unknown")
@@ -190,7 +195,10 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	}
 	defer applyMemoryLimit(ctx, o.memoryLimit, logger)()
 	fetcher := source.New(source.Options{CacheDir: filepath.Join(o.dataDir, "git"), Logger: logger,
-		RemoteTimeout: o.gitTimeout, FetchTimeout: o.gitFetchTimeout})
+		RemoteTimeout: o.gitTimeout, FetchTimeout: o.gitFetchTimeout, TreeBudget: o.gitTreeBudget})
+	if source.DefaultCredentialsUnscoped() {
+		logger.Warn("default git credentials are set but " + source.EnvCredentialHosts + " lists no host, so they are sent to no repository; list the hosts they are for")
+	}
 	broker := events.NewBroker(events.BrokerOptions{})
 	rl := newControllerReloader(o, fetcher, broker, logger)
 	file, apps, err := rl.load(ctx)

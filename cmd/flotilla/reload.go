@@ -58,7 +58,8 @@ func (s fileSource) read(context.Context) ([]byte, string, string, error) {
 
 // gitSource is --config-repo, --config-revision and --config-path: the
 // file as of the revision's newest commit, read through the same fetcher
-// (and credentials from FLOTILLA_GIT_*) as every application's source.
+// (and default credentials from FLOTILLA_GIT_*, for the hosts
+// FLOTILLA_GIT_CREDENTIAL_HOSTS lists) as every application's source.
 type gitSource struct {
 	fetcher        *source.Fetcher
 	repo, revision string
