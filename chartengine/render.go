@@ -121,16 +121,24 @@ func (c *Chart) Render(d Dir, rel Release) (_ *Rendered, err error) {
 	if err != nil {
 		return nil, &fault.Error{File: c.Path, Err: err}
 	}
+	sl, err := newSeals(d.SealKey)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s: %w", c.Meta.Name, err)
+	}
+	sl.seal(vals, secrets) // each unit's values lie within vals
 	set := newRenderSet(units)
 	doc, origin, err := set.execute(rel)
 	if err != nil {
+		return nil, err
+	}
+	if err := set.refuseSealed(doc, origin, sl); err != nil {
 		return nil, err
 	}
 	out, err := set.compose(rel.Name, doc, origin, d)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.refusePlaintext(out.Manifest, secrets, d); err != nil {
+	if err := c.refusePlaintext(out.Manifest, secrets, sl, d); err != nil {
 		return nil, err
 	}
 	return &Rendered{Rendered: out, Chart: c.Meta, ValuesDigest: digest}, nil
@@ -613,12 +621,18 @@ func escapeValue(v any) any {
 // release record and shown by history and diff.
 var ErrPlaintextSecret = errors.New("a value decrypted from an encrypted value file would be stored in plaintext")
 
-// refusePlaintext refuses a manifest that holds a value of a decrypted value
-// file. Compose seals what it decrypts itself (env files, config and secret
-// files), but a value a template copied into the document is plain text to
-// it, so the only safe answer is to refuse before anything is written.
-func (c *Chart) refusePlaintext(manifest string, secrets []string, d Dir) error {
+// refusePlaintext refuses a manifest that holds a decrypted number. Text
+// values are sealed before templates run (refuseSealed), but a number
+// cannot be: it still decides replica counts and comparisons, so one
+// written out as it is is caught here, by its digits.
+func (c *Chart) refusePlaintext(manifest string, secrets []string, sl *seals, d Dir) error {
 	for _, s := range secrets {
+		if _, sealed := sl.byValue[s]; sealed {
+			continue
+		}
+		if _, err := strconv.ParseFloat(s, 64); err != nil {
+			continue // text shorter than minRedacted, or a boolean
+		}
 		if strings.Contains(manifest, s) {
 			return &fault.Error{File: c.rel(TemplatesDir), Field: "values", Err: fmt.Errorf(
 				"%w in the release record (value files %v): put the secret in an encrypted file under files/ and mount it as a secret or config, whose content is never recorded",

@@ -501,7 +501,7 @@ func TestADecryptedValueCopiedIntoTheManifestIsRefused(t *testing.T) {
 	}
 	root := copyExample(t, map[string]string{"chart/secret.enc.yaml": "ciphertext\n"})
 	err := mustFail(render(t, root, Dir{ValueFiles: []string{"secret.enc.yaml"}, Decrypt: decrypt}))
-	fe := wantFault(t, err, "chart/templates", "values", "plaintext")
+	fe := wantFault(t, err, "chart/templates/web.yaml", "services.web.environment.APP_MESSAGE", "value web.message", "plaintext")
 	if !errors.Is(fe, ErrPlaintextSecret) || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("want ErrPlaintextSecret without the value, got %v", err)
 	}

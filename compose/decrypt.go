@@ -133,8 +133,8 @@ func (p *project) withhold(err error) error {
 		return &cp
 	}
 	var pe *fs.PathError
-	if errors.As(fe.Err, &pe) {
-		return err
+	if errors.As(fe.Err, &pe) || errors.Is(fe.Err, ErrEncryptedOutsideEnvironment) {
+		return err // names files and fields only: SOPS leaves keys in the clear
 	}
 	var already *withheldError
 	cp := *fe

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	composetypes "github.com/docker/cli/cli/compose/types"
+	"github.com/flotilla-gitops/flotilla/fault"
 	"gopkg.in/yaml.v3"
 )
 
@@ -173,17 +174,23 @@ func (p *project) noteInterpolation(vars map[string]string) {
 	}
 }
 
+// ErrEncryptedOutsideEnvironment is a value encrypted in a SOPS-encrypted
+// compose file outside a service's environment. Only environment values
+// are sealed; any other field (command, labels, image...) would be written
+// into the manifest, and so into the release record, in plaintext.
+var ErrEncryptedOutsideEnvironment = errors.New("an encrypted value outside environment would be stored in plaintext")
+
 // noteEncryptedCompose records, for a decrypted compose file, which
-// environment entries were encrypted in its stored text, and warns about
-// any other field that was: only environment values are sealed.
-func (p *project) noteEncryptedCompose(rel string, plain map[string]any) {
+// environment entries were encrypted in its stored text, and refuses the
+// file when any other field was: only environment values are sealed.
+func (p *project) noteEncryptedCompose(rel string, plain map[string]any) error {
 	stored, ok := p.sops.cipher[rel]
 	if !ok {
-		return
+		return nil
 	}
 	cipher, err := parseYAML(stored)
 	if err != nil {
-		return
+		return &fault.Error{File: rel, Err: fmt.Errorf("read the encrypted text: %w", err)}
 	}
 	var exposed []string
 	for _, top := range sortedKeys(cipher) {
@@ -207,9 +214,11 @@ func (p *project) noteEncryptedCompose(rel string, plain map[string]any) {
 		}
 	}
 	if len(exposed) > 0 {
-		p.warns = append(p.warns, rel+" has encrypted values outside environment ("+strings.Join(exposed, ", ")+
-			"): only environment values are sealed, so those are stored in the manifest in plaintext")
+		return &fault.Error{File: rel, Field: exposed[0], Line: lineOf(stored, exposed[0]), Err: fmt.Errorf(
+			"%w (encrypted: %s): only environment values are sealed; move the secret into environment, or into an encrypted file mounted as a secret",
+			ErrEncryptedOutsideEnvironment, strings.Join(exposed, ", "))}
 	}
+	return nil
 }
 
 // noteEncryptedEnv records the entries of one service's environment that

@@ -196,3 +196,37 @@ func TestRenderRefusesAPlaceholderWrittenIntoTheRepository(t *testing.T) {
 		t.Fatalf("config holding a placeholder: %v", err)
 	}
 }
+
+// Only environment values of an encrypted compose file are sealed; a value
+// encrypted in any other field would be written into the manifest in
+// plaintext, so the file is refused, naming the field and never the value.
+func TestRenderRefusesAnEncryptedComposeValueOutsideEnvironment(t *testing.T) {
+	id := sopsagetest.NewIdentity(t)
+	for _, tc := range []struct{ name, regex, field, src string }{
+		{"command", "^command$", "services.app.command", "    command: [\"--token=cmd-secret-4b1e\"]\n"},
+		{"label", "^team$", "services.app.labels", "    labels: {team: label-secret-9f3a}\n"},
+		{"image", "^image$", "services.app.image", ""},
+		{"extension", "^x-token$", "x-token", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := sopsProject(t, id)
+			d.EnvFiles = nil
+			src := "version: \"3.8\"\nservices:\n  app:\n    image: flotilla-test/app:1\n" + tc.src
+			if tc.name == "extension" {
+				src += "x-token: ext-secret-22aa\n"
+			}
+			path := filepath.Join(d.Root, d.Path, "compose.yaml")
+			if err := os.WriteFile(path, sopsagetest.EncryptMatching(t, path, []byte(src), tc.regex, id.Recipient), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Render(sopsStack, d)
+			fe := faultOf(t, err)
+			if !errors.Is(err, ErrEncryptedOutsideEnvironment) || fe.Field != tc.field || fe.File != "stack/compose.yaml" {
+				t.Fatalf("want ErrEncryptedOutsideEnvironment at stack/compose.yaml %s, got %v", tc.field, err)
+			}
+			if strings.Contains(err.Error(), "secret-") || strings.Contains(err.Error(), "flotilla-test") {
+				t.Fatalf("error quotes a decrypted value: %v", err)
+			}
+		})
+	}
+}

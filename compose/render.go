@@ -312,7 +312,9 @@ func (p *project) readComposeFiles(names []string) error {
 				}
 			}
 		}
-		p.noteEncryptedCompose(rel, dict)
+		if err := p.noteEncryptedCompose(rel, dict); err != nil {
+			return err
+		}
 		if err := p.inlineEnvFiles(rel, p.lineSource(rel, src), dict); err != nil {
 			return err
 		}
