@@ -16,4 +16,27 @@ type Allow struct {
 	// cleaning. "/var/run/docker.sock" must be listed (or its directory) for
 	// the Docker socket to be mounted.
 	HostPaths []string `yaml:"hostPaths,omitempty" json:"hostPaths,omitempty"`
+
+	// The keys below grant what a service may ask of the node that runs it
+	// (docs: README "Guards"). Each defaults to nothing.
+
+	// Capabilities are Linux capabilities cap_add may grant beyond Docker's
+	// default set, written with or without CAP_ and in any case. ALL must
+	// be listed as ALL.
+	Capabilities []string `yaml:"capabilities,omitempty" json:"capabilities,omitempty"`
+	// Sysctls are the sysctl names (net.core.somaxconn) a service may set.
+	Sysctls []string `yaml:"sysctls,omitempty" json:"sysctls,omitempty"`
+	// HostPorts are the ports a service may publish in host mode, binding
+	// the node's own port. Ingress-mode ports need no entry.
+	HostPorts []uint32 `yaml:"hostPorts,omitempty" json:"hostPorts,omitempty"`
+	// VolumeDrivers are volume drivers other than local (node plugins) a
+	// volume may use.
+	VolumeDrivers []string `yaml:"volumeDrivers,omitempty" json:"volumeDrivers,omitempty"`
+	// NetworkDrivers are network (or IPAM) drivers other than overlay (and
+	// default) a declared network may use: bridge, macvlan, ipvlan reach
+	// the node's own networks.
+	NetworkDrivers []string `yaml:"networkDrivers,omitempty" json:"networkDrivers,omitempty"`
+	// TemplateDrivers are config and secret template drivers (golang)
+	// allowed; a template can read the swarm's other secrets and configs.
+	TemplateDrivers []string `yaml:"templateDrivers,omitempty" json:"templateDrivers,omitempty"`
 }

@@ -469,6 +469,8 @@ func (c *checker) allow(app, p string, al *Allow) {
 	}{
 		{"networks", al.Networks}, {"configs", al.Configs},
 		{"secrets", al.Secrets}, {"volumes", al.Volumes},
+		{"volumeDrivers", al.VolumeDrivers}, {"networkDrivers", al.NetworkDrivers},
+		{"templateDrivers", al.TemplateDrivers},
 	} {
 		for j, v := range l.names {
 			if strings.TrimSpace(v) == "" {
@@ -479,6 +481,21 @@ func (c *checker) allow(app, p string, al *Allow) {
 	for j, v := range al.HostPaths {
 		if !path.IsAbs(v) {
 			c.report(app, fmt.Sprintf("%s.hostPaths[%d]", p, j), ErrInvalid, "%q must be an absolute path", v)
+		}
+	}
+	for j, v := range al.Capabilities {
+		if !capabilityRE.MatchString(v) {
+			c.report(app, fmt.Sprintf("%s.capabilities[%d]", p, j), ErrInvalid, "%q is not a capability name (SYS_ADMIN, CAP_NET_ADMIN, ALL)", v)
+		}
+	}
+	for j, v := range al.Sysctls {
+		if !sysctlRE.MatchString(v) {
+			c.report(app, fmt.Sprintf("%s.sysctls[%d]", p, j), ErrInvalid, "%q is not a sysctl name (net.core.somaxconn); each is listed whole", v)
+		}
+	}
+	for j, v := range al.HostPorts {
+		if v == 0 || v > 65535 {
+			c.report(app, fmt.Sprintf("%s.hostPorts[%d]", p, j), ErrInvalid, "%d is not a port (1-65535)", v)
 		}
 	}
 }
@@ -494,6 +511,10 @@ var (
 	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	// headerNameRE is an HTTP token, the characters a header name may use.
 	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+	// capabilityRE is a Linux capability name, as Docker accepts it.
+	capabilityRE = regexp.MustCompile(`^(?i:cap_)?[A-Za-z][A-Za-z0-9_]*$`)
+	// sysctlRE is a whole sysctl name, dots or slashes between components.
+	sysctlRE = regexp.MustCompile(`^[a-z0-9_-]+([./][A-Za-z0-9_.-]+)+$`)
 )
 
 // reservedHeaders are refused in Notification.Headers, each with the reason.

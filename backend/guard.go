@@ -34,11 +34,14 @@ import (
 // belongs to someone else is refused, naming the owner, because the deploy
 // would use it instead of creating one (see selfNamed).
 //
-// Deliberately not guarded, since the applications file has no key for
-// them and refusing without a way to allow would block legitimate stacks:
-// Linux capabilities (cap_add), sysctls, published ports (host mode
-// included), network drivers and their options, and volume drivers other
-// than "local". Swarm refuses privileged containers and devices by itself.
+// What a service asks of the node that runs it (capabilities, sysctls,
+// host-mode ports, volume and network drivers, local volumes that mount
+// node paths, security overrides, any spec field Flotilla does not know)
+// is the node policy's, default-deny, in nodepolicy.go. Deliberately not
+// guarded: ingress-mode published ports (the routing mesh, which every
+// stack may use), resource limits and ulimits (they bound the task's own
+// processes), placement, and log drivers. Swarm refuses privileged
+// containers and devices by itself.
 
 // reservedLabelPrefix is the label namespace Flotilla's own bookkeeping
 // lives in. Release records are found by these labels, so an object a stack
@@ -56,10 +59,6 @@ var dockerSockets = []string{"/var/run/docker.sock", "/run/docker.sock"}
 // and "host" removes network isolation altogether.
 var predefinedNetworks = map[string]bool{"host": true, "bridge": true, "none": true, "ingress": true}
 
-// networkFilesystems are local-driver volume types whose device is a remote
-// address, not a path on the node.
-var networkFilesystems = map[string]bool{"nfs": true, "nfs4": true, "cifs": true, "smb3": true}
-
 // WithAllowedReferences returns a copy of b that lets stacks reach what
 // allow lists. Host paths are cleaned here, once. A backend that never had
 // this called allows nothing outside each stack.
@@ -71,9 +70,20 @@ func (b *Backend) WithAllowedReferences(allow application.Allow) charts.Backend 
 		Secrets:   slices.Clone(allow.Secrets),
 		Volumes:   slices.Clone(allow.Volumes),
 		HostPaths: make([]string, 0, len(allow.HostPaths)),
+
+		HostPorts:       slices.Clone(allow.HostPorts),
+		VolumeDrivers:   slices.Clone(allow.VolumeDrivers),
+		NetworkDrivers:  slices.Clone(allow.NetworkDrivers),
+		TemplateDrivers: slices.Clone(allow.TemplateDrivers),
 	}
 	for _, p := range allow.HostPaths {
 		c.allow.HostPaths = append(c.allow.HostPaths, filepath.Clean(p))
+	}
+	for _, cp := range allow.Capabilities {
+		c.allow.Capabilities = append(c.allow.Capabilities, CapabilityName(cp))
+	}
+	for _, s := range allow.Sysctls {
+		c.allow.Sysctls = append(c.allow.Sysctls, SysctlName(s))
 	}
 	return c
 }
@@ -130,6 +140,7 @@ func (b *Backend) guard(req charts.DeployRequest, decl *compose.Stack, live map[
 	g.names()
 	g.ownership(req, live)
 	g.objects()
+	g.nodeObjects()
 	for _, name := range sortedKeys(decl.Services) {
 		g.service(unscoped(req.Stack, name), decl.Services[name])
 	}
@@ -294,6 +305,7 @@ func (g *guardCheck) reservedLabels(field string, labels map[string]string) {
 func (g *guardCheck) service(name string, spec swarm.ServiceSpec) {
 	p := "services." + name
 	g.reservedLabels(p+".deploy.labels", spec.Labels)
+	g.nodePolicy(p, spec)
 
 	attachments := slices.Concat(spec.TaskTemplate.Networks, spec.Networks) // the deprecated field still attaches
 	for _, n := range attachments {
@@ -327,36 +339,6 @@ func (g *guardCheck) service(name string, spec swarm.ServiceSpec) {
 		default:
 			g.refuse(field, "mount type %q is not supported for stacks Flotilla deploys", m.Type)
 		}
-	}
-}
-
-// volumeDevice treats a local-driver volume that mounts a node path (o:
-// bind, type: none, or a device such as /dev/sdb1) as the bind mount it
-// really is: its device needs a host path entry like any bind source.
-func (g *guardCheck) volumeDevice(field string, m mount.Mount) {
-	if m.VolumeOptions == nil || m.VolumeOptions.DriverConfig == nil {
-		return
-	}
-	dc := m.VolumeOptions.DriverConfig
-	if dc.Name != "" && dc.Name != "local" {
-		return
-	}
-	device := dc.Options["device"]
-	if device == "" {
-		return
-	}
-	bind := dc.Options["type"] == "none"
-	for _, o := range strings.Split(dc.Options["o"], ",") {
-		if o = strings.TrimSpace(o); o == "bind" || o == "rbind" {
-			bind = true
-		}
-	}
-	switch {
-	case bind:
-		g.hostPath(field, "volume "+strconv.Quote(m.Source)+" binds", device)
-	case networkFilesystems[dc.Options["type"]]:
-	case strings.HasPrefix(device, "/"):
-		g.hostPath(field, "volume "+strconv.Quote(m.Source)+" mounts device", device)
 	}
 }
 

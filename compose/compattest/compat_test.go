@@ -167,6 +167,11 @@ func flotillaDeploy(t *testing.T, ctx context.Context, root, stack string, e ext
 			Configs:   []string{e.config},
 			Secrets:   []string{e.secret},
 			HostPaths: []string{"/etc/hostname"},
+			// v3.9-limits adds a capability and sets a sysctl, v3.8-jobs
+			// templates a config.
+			Capabilities:    []string{"NET_ADMIN"},
+			Sysctls:         []string{"net.core.somaxconn"},
+			TemplateDrivers: []string{"golang"},
 		}),
 		rendered: r,
 	}
