@@ -93,10 +93,20 @@ volumes:
 	req := charts.DeployRequest{Stack: stack, Manifest: r.Manifest, Labels: map[string]string{LabelOwner: "ctl/sn"}}
 	fields := []string{"networks.n", "configs.c", "secrets.s", "volumes.v"}
 
-	for name, e := range map[string]existingObjects{"absent": {}, "already this application's": all(mine)} {
-		if err := (&Backend{}).guard(req, decl, nil, e); err != nil {
-			t.Errorf("%s: refused: %v", name, err)
-		}
+	if err := (&Backend{}).guard(req, decl, nil, all(mine)); err != nil {
+		t.Errorf("already this application's: refused: %v", err)
+	}
+	// Absent, a network, config or secret is created with the owner stamp;
+	// a volume is created by whichever node first mounts it, so absence on
+	// one node proves nothing: it needs a record of this application.
+	err = (&Backend{}).guard(req, decl, nil, existingObjects{})
+	wantRefused(t, err, "volumes.v", "team-data", "allow.volumes")
+	if n := len(faults(err)); n != 1 {
+		t.Errorf("absent: %d refusals, want the volume's only: %v", n, err)
+	}
+	recorded := existingObjects{recordedVolumes: map[string]bool{"team-data": true}}
+	if err := (&Backend{}).guard(req, decl, nil, recorded); err != nil {
+		t.Errorf("absent, volume in a record of this application: refused: %v", err)
 	}
 	err = (&Backend{}).guard(req, decl, nil, all(theirs))
 	for _, f := range fields[:3] {

@@ -117,9 +117,9 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 	// slowest rather than for their sum.
 	b.negotiate(ctx)
 	var (
-		nets                     []network.Summary
-		liveConfigs, liveSecrets map[string]string
-		services                 []swarm.Service
+		nets                   []network.Summary
+		configObjs, secretObjs map[string]listedObject
+		services               []swarm.Service
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
@@ -127,11 +127,11 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 		return err
 	})
 	g.Go(func() (err error) {
-		liveConfigs, err = b.configIDs(gctx, append(slices.Collect(maps.Keys(decl.Configs)), decl.ExternalConfigs...))
+		configObjs, err = b.configsNamed(gctx, append(slices.Collect(maps.Keys(decl.Configs)), decl.ExternalConfigs...))
 		return err
 	})
 	g.Go(func() (err error) {
-		liveSecrets, err = b.secretIDs(gctx, append(slices.Collect(maps.Keys(decl.Secrets)), decl.ExternalSecrets...))
+		secretObjs, err = b.secretsNamed(gctx, append(slices.Collect(maps.Keys(decl.Secrets)), decl.ExternalSecrets...))
 		return err
 	})
 	g.Go(func() (err error) {
@@ -168,13 +168,14 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 	}
 	// Guards first: a refused stack learns nothing more about the swarm
 	// from this deploy than that it was refused.
-	existing, err := b.readExisting(ctx, req.Stack, decl, liveNets)
+	existing, err := b.readExisting(ctx, req.Stack, req.Labels[LabelOwner], decl, liveNets, configObjs, secretObjs)
 	if err != nil {
 		return nil, err
 	}
 	if err := b.guard(req, decl, p.live, existing); err != nil {
 		return nil, err
 	}
+	liveConfigs, liveSecrets := idsOf(configObjs), idsOf(secretObjs)
 
 	var problems []error
 	for _, name := range decl.ExternalNetworks {

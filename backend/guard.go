@@ -43,6 +43,13 @@ import (
 // processes), placement, and log drivers. Swarm refuses privileged
 // containers and devices by itself.
 
+// reservedNamePrefix starts the names of the controller's own objects
+// (release records, leader leases, its secrets and configs in the example
+// deployment). No stack but the controller's own may declare or use one,
+// whatever its allowlist says: a stack that created "flotilla-lease.<id>"
+// first would keep every controller of that id from ever leading.
+const reservedNamePrefix = "flotilla-"
+
 // reservedLabelPrefix is the label namespace Flotilla's own bookkeeping
 // lives in. Release records are found by these labels, so an object a stack
 // declared with them could pass for another application's history.
@@ -108,7 +115,13 @@ type guardCheck struct {
 	decl      *compose.Stack
 	keys      manifestKeys
 	existing  existingObjects
-	faults    []error
+	// self is set for the controller's own stack, which may use the
+	// controller's objects under the reserved prefix.
+	self bool
+	// ownsNamespace is set when a live service of the stack already
+	// carries this application's owner stamp.
+	ownsNamespace bool
+	faults        []error
 }
 
 // ownSecretsFor is the forbidden set for a deploy of stack: the
@@ -136,6 +149,7 @@ func (b *Backend) guard(req charts.DeployRequest, decl *compose.Stack, live map[
 		decl:      decl,
 		keys:      readManifestKeys(req.Manifest, req.Stack),
 		existing:  existing,
+		self:      b.self.Stack != "" && req.Stack == b.self.Stack,
 	}
 	g.names()
 	g.ownership(req, live)
@@ -169,9 +183,19 @@ func (g *guardCheck) own(name string) bool {
 	return strings.HasPrefix(name, g.stack+"_")
 }
 
+// isForbidden reports whether name is reserved for the controller: its
+// own secrets and configs, its revision records and leader leases, and, for
+// every stack but the controller's own, anything under "flotilla-". Names
+// under the stack's own prefix are the stack's, even for a stack whose name
+// starts with "flotilla-".
 func (g *guardCheck) isForbidden(name string) bool {
-	_, ok := g.forbidden[name]
-	return ok || strings.HasPrefix(name, recordPrefix)
+	if _, ok := g.forbidden[name]; ok {
+		return true
+	}
+	if strings.HasPrefix(name, recordPrefix) || strings.HasPrefix(name, leasePrefix) {
+		return true
+	}
+	return strings.HasPrefix(name, reservedNamePrefix) && !g.own(name) && !g.self
 }
 
 // ownership refuses a namespace holding services this deployer did not
@@ -187,6 +211,7 @@ func (g *guardCheck) ownership(req charts.DeployRequest, live map[string]swarm.S
 		owner := live[name].Spec.Labels[LabelOwner]
 		switch {
 		case owner == want:
+			g.ownsNamespace = g.ownsNamespace || want != ""
 		case owner == "":
 			if !req.Adopt {
 				unowned = append(unowned, name)
@@ -211,47 +236,106 @@ func (g *guardCheck) ownership(req charts.DeployRequest, live map[string]swarm.S
 func (g *guardCheck) objects() {
 	d := g.decl
 	for _, name := range sortedKeys(d.Configs) {
-		g.fileObject("config", "configs", g.allow.Configs, name, false, d.Configs[name].Labels)
+		field := g.keys.field("configs", name)
+		g.declared("config", "configs", field, g.allow.Configs, name, g.existing.configs)
+		g.reservedLabels(field+".labels", d.Configs[name].Labels)
 	}
 	for _, name := range d.ExternalConfigs {
-		g.fileObject("config", "configs", g.allow.Configs, name, true, nil)
+		g.external("config", "configs", g.allow.Configs, name)
 	}
 	for _, name := range sortedKeys(d.Secrets) {
-		g.fileObject("secret", "secrets", g.allow.Secrets, name, false, d.Secrets[name].Labels)
+		field := g.keys.field("secrets", name)
+		g.declared("secret", "secrets", field, g.allow.Secrets, name, g.existing.secrets)
+		g.reservedLabels(field+".labels", d.Secrets[name].Labels)
 	}
 	for _, name := range d.ExternalSecrets {
-		g.fileObject("secret", "secrets", g.allow.Secrets, name, true, nil)
+		g.external("secret", "secrets", g.allow.Secrets, name)
 	}
 	for _, name := range d.Volumes {
-		if !g.own(name) && !slices.Contains(g.allow.Volumes, name) {
-			g.selfNamedVolume(g.keys.field("volumes", name), name)
-		}
+		g.declared("volume", "volumes", g.keys.field("volumes", name), g.allow.Volumes, name, g.existing.volumes)
 	}
 	for _, name := range d.ExternalVolumes {
-		if !slices.Contains(g.allow.Volumes, name) {
-			g.refuse(g.keys.field("volumes", name), "external volume %q is outside the stack; add it to allow.volumes of the application to use it", name)
-		}
+		g.external("volume", "volumes", g.allow.Volumes, name)
 	}
 	for _, name := range sortedKeys(d.Networks) {
 		field := g.keys.field("networks", name)
-		if !g.own(name) && !slices.Contains(g.allow.Networks, name) {
-			g.selfNamed("network", "networks", field, name, g.existing.networks)
-		}
+		g.declared("network", "networks", field, g.allow.Networks, name, g.existing.networks)
 		g.reservedLabels(field+".labels", d.Networks[name].Labels)
+	}
+	for _, name := range d.ExternalNetworks {
+		// Whether it may be attached at all is the service check's.
+		if g.isForbidden(name) {
+			g.refuseReserved("network", g.keys.field("networks", name), name)
+		}
 	}
 }
 
-func (g *guardCheck) fileObject(kind, section string, allow []string, name string, external bool, labels map[string]string) {
+func (g *guardCheck) refuseReserved(kind, field, name string) {
+	g.refuse(field, "%s %q is reserved for the Flotilla controller (names under %q: its revision records, leader leases, secrets and configs); no stack may declare or use it, whatever the allowlist says",
+		kind, name, reservedNamePrefix)
+}
+
+// external checks an object the stack uses but does not declare.
+func (g *guardCheck) external(kind, section string, allow []string, name string) {
 	field := g.keys.field(section, name)
 	switch {
 	case g.isForbidden(name):
-		g.refuse(field, "%s %q is reserved for the Flotilla controller (its own secrets and configs, and its revision records); no stack may declare or mount it, whatever the allowlist says", kind, name)
-	case external && !slices.Contains(allow, name):
+		g.refuseReserved(kind, field, name)
+	case !slices.Contains(allow, name):
 		g.refuse(field, "external %s %q is outside the stack; add it to allow.%s of the application to use it", kind, name, section)
-	case !external && !g.own(name) && !slices.Contains(allow, name):
-		g.selfNamed(kind, section, field, name, g.existing.of(kind))
 	}
-	g.reservedLabels(field+".labels", labels)
+}
+
+// declared checks an object the stack declares, which the deploy creates
+// when it is absent and uses as it is when it exists. The namespace a name
+// lies in decides what may already be there:
+//   - under the stack's own prefix: nothing but this application's own
+//     (see ownScoped), since another stack could once name its objects so;
+//   - in another stack's namespace: refused, whoever holds it now, as the
+//     deploy would squat the name that stack's next deploy finds there;
+//   - in no stack's namespace: see selfNamed and selfNamedVolume.
+//
+// An allow entry naming the object lets the stack use it as it is.
+func (g *guardCheck) declared(kind, section, field string, allow []string, name string, existing map[string]map[string]string) {
+	ns, inNamespace := namespaceOf(name)
+	switch {
+	case g.isForbidden(name):
+		g.refuseReserved(kind, field, name)
+	case slices.Contains(allow, name):
+	case g.own(name):
+		if kind != "volume" { // no other stack can name a volume under this prefix: see selfNamedVolume
+			g.ownScoped(kind, section, field, name, existing)
+		}
+	case inNamespace && ns != g.stack:
+		g.refuse(field, "%s %q lies in the namespace of stack %q%s; a stack may name objects only under its own prefix %q or outside every stack's namespace: rename it, or add it to allow.%s of the application to share it on purpose",
+			kind, name, ns, g.existing.ownersOf(ns, existing[name]), g.stack+"_", section)
+	case kind == "volume":
+		g.selfNamedVolume(field, name)
+	default:
+		g.selfNamed(kind, section, field, name, existing)
+	}
+}
+
+// ownScoped decides on an existing object under the stack's own prefix. It
+// is used only when it carries this application's owner stamp, or when it
+// is what a `docker stack deploy` of this stack (or a Flotilla from before
+// owner stamps on objects) left: this stack's namespace label, which
+// conversion writes for the deploying stack and no repository can set for
+// another, and no owner stamp, taken over with adopt or when the
+// application already runs the stack.
+func (g *guardCheck) ownScoped(kind, section, field, name string, existing map[string]map[string]string) {
+	labels, found := existing[name]
+	owner := labels[LabelOwner]
+	switch {
+	case !found, owner == g.owner:
+	case owner != "":
+		g.refuse(field, "%s %q is under this stack's prefix but already exists and belongs to %s; the deploy would use it as it is: remove it, or add it to allow.%s of the application to use it on purpose",
+			kind, name, owner, section)
+	case labels[LabelNamespace] == g.stack && (g.adopt || g.ownsNamespace):
+	default:
+		g.refuse(field, "%s %q is under this stack's prefix but already exists and was not created by this application (%s); the deploy would use it as it is: remove it, set adopt: true if a `docker stack deploy` of this stack made it, or add it to allow.%s of the application to use it on purpose",
+			kind, name, describeCreator(labels), section)
+	}
 }
 
 // selfNamed decides on an object the stack declares under a name of its own
@@ -274,16 +358,29 @@ func (g *guardCheck) selfNamed(kind, section, field, name string, existing map[s
 	}
 }
 
-// selfNamedVolume is selfNamed for a volume, which a node creates when a
-// task first mounts it, with the labels of the mount and no owner stamp:
-// one of this stack's is as much proof as a volume has.
+// selfNamedVolume is selfNamed for a volume outside every stack's
+// namespace. A node creates a volume when a task first mounts it, with the
+// mount's labels and no owner stamp, and a listing shows only the volumes
+// of the node the controller talks to: an absent name there says nothing
+// about the others, where another stack may already hold it (or plant one,
+// with driver options of its own, for this stack to mount). So the name
+// must be this application's by evidence: the allowlist (checked before),
+// one of this application's release records declaring it under this name,
+// or a volume on this node made by this stack's tasks (the namespace label
+// conversion writes for the mounting stack). A copy on this node made for
+// another stack is refused even then.
 func (g *guardCheck) selfNamedVolume(field, name string) {
 	labels, found := g.existing.volumes[name]
-	if !found || labels[LabelNamespace] == g.stack {
-		return
+	switch {
+	case found && labels[LabelNamespace] == g.stack:
+	case found:
+		g.refuse(field, "volume %q already exists on this node and was not created for this stack (%s); rename it, or add it to allow.volumes of the application to use the existing one",
+			name, describeCreator(labels))
+	case g.existing.recordedVolumes[name]:
+	default:
+		g.refuse(field, "volume %q is outside the stack's namespace and no release of this application declared it: each node creates such a volume on first use, so nothing proves the name is not another stack's on some node; name it under the stack (drop name:, or start it with %q), or add it to allow.volumes of the application",
+			name, g.stack+"_")
 	}
-	g.refuse(field, "volume %q already exists on this node and was not created for this stack (%s); rename it, or add it to allow.volumes of the application to use the existing one",
-		name, describeCreator(labels))
 }
 
 func describeCreator(labels map[string]string) string {

@@ -89,10 +89,23 @@ func pick(kind string, ids map[string]string, names []string) (map[string]string
 }
 
 // configIDs returns name to id for those of names that exist, in one
-// request. The daemon's name filter matches prefixes, so names are matched
-// exactly here.
+// request.
 func (b *Backend) configIDs(ctx context.Context, names []string) (map[string]string, error) {
-	out := make(map[string]string)
+	objs, err := b.configsNamed(ctx, names)
+	return idsOf(objs), err
+}
+
+// secretIDs is configIDs for secrets.
+func (b *Backend) secretIDs(ctx context.Context, names []string) (map[string]string, error) {
+	objs, err := b.secretsNamed(ctx, names)
+	return idsOf(objs), err
+}
+
+// configsNamed returns the id and labels of those of names that exist, in
+// one request. The daemon's name filter matches prefixes, so names are
+// matched exactly here.
+func (b *Backend) configsNamed(ctx context.Context, names []string) (map[string]listedObject, error) {
+	out := make(map[string]listedObject)
 	if len(names) == 0 {
 		return out, nil
 	}
@@ -103,15 +116,15 @@ func (b *Backend) configIDs(ctx context.Context, names []string) (map[string]str
 	want := setOf(names)
 	for _, c := range list {
 		if want[c.Spec.Name] {
-			out[c.Spec.Name] = c.ID
+			out[c.Spec.Name] = listedObject{id: c.ID, labels: c.Spec.Labels}
 		}
 	}
 	return out, nil
 }
 
-// secretIDs is configIDs for secrets.
-func (b *Backend) secretIDs(ctx context.Context, names []string) (map[string]string, error) {
-	out := make(map[string]string)
+// secretsNamed is configsNamed for secrets.
+func (b *Backend) secretsNamed(ctx context.Context, names []string) (map[string]listedObject, error) {
+	out := make(map[string]listedObject)
 	if len(names) == 0 {
 		return out, nil
 	}
@@ -122,7 +135,7 @@ func (b *Backend) secretIDs(ctx context.Context, names []string) (map[string]str
 	want := setOf(names)
 	for _, s := range list {
 		if want[s.Spec.Name] {
-			out[s.Spec.Name] = s.ID
+			out[s.Spec.Name] = listedObject{id: s.ID, labels: s.Spec.Labels}
 		}
 	}
 	return out, nil
