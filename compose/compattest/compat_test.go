@@ -167,6 +167,9 @@ func flotillaDeploy(t *testing.T, ctx context.Context, root, stack string, e ext
 			Configs:   []string{e.config},
 			Secrets:   []string{e.secret},
 			HostPaths: []string{"/etc/hostname"},
+			// v3.5-self-named and v3.4-anchors name volumes outside the
+			// stack's namespace, which a node creates on first use.
+			Volumes: []string{stack + "-self-vol", stack + "-self-shared-data"},
 			// v3.9-limits adds a capability and sets a sysctl, v3.8-jobs
 			// templates a config.
 			Capabilities:    []string{"NET_ADMIN"},
