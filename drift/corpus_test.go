@@ -59,7 +59,13 @@ func deployCorpus(t *testing.T, ctx context.Context, dir string) deployed {
 	}
 	// The corpus binds a few host paths on purpose (a node agent reads
 	// /proc); the backend refuses any bind that is not allowed.
-	allowed := b.WithAllowedReferences(application.Allow{HostPaths: []string{"/etc/hostname", "/proc"}})
+	allowed := b.WithAllowedReferences(application.Allow{
+		HostPaths: []string{"/etc/hostname", "/proc"},
+		// What the corpus asks of the node, granted as an application would.
+		Capabilities: []string{"SYS_TIME", "NET_ADMIN"},
+		Sysctls:      []string{"net.core.somaxconn", "net.ipv4.tcp_syncookies"},
+		HostPorts:    []uint32{18201, 18202, 18630, 18631, 18701, 18901},
+	})
 	if _, err := allowed.DeployStack(ctx, charts.DeployRequest{Stack: stack, Manifest: r.Manifest, Secrets: r.Secrets}); err != nil {
 		t.Fatalf("deploy %s: %v", dir, err)
 	}
