@@ -30,6 +30,9 @@ var fragileStrings = []string{
 	"tail\n\n\n",
 	"plain",
 	"a: b # not a comment",
+	" #\n",
+	" x\n",
+	"  a\nb\n",
 }
 
 // keptBytes renders a project that carries s in a command argument, an
@@ -104,6 +107,32 @@ func TestManifestKeepsEveryByteOfStrings(t *testing.T) {
 				t.Errorf("%q: %s reached the daemon as %q", s, field, got[field])
 			}
 		}
+	}
+}
+
+// A command argument whose first line begins with a space was stored as a
+// literal block with an indentation indicator, and reading the manifest
+// wrote the compose section out again at another indent, where yaml.v3
+// reads the indicator from a different column: " #\n" (found by
+// FuzzManifestKeepsBytes) reached the daemon as "", " x\n" failed to
+// load. A manifest stored that way before the fix is read right too.
+func TestManifestKeepsLeadingSpaceBlockInSequence(t *testing.T) {
+	for _, s := range []string{" #\n", " x\n", "  a\nb\n", " #\n#\n"} {
+		got, err := keptBytes(t, s)
+		if err != nil {
+			t.Fatalf("%q: render refused: %v", s, err)
+		}
+		if got["command"] != s {
+			t.Errorf("%q: command argument reached the daemon as %q", s, got["command"])
+		}
+	}
+	stored := "kind: flotilla.compose/v1\nstack: bytes\ncompose:\n  version: \"3.13\"\n  services:\n    web:\n      command:\n        - serve\n        - |2\n           #\n      image: x\n"
+	st, err := Convert(context.Background(), stored, "bytes", nil)
+	if err != nil {
+		t.Fatalf("stored manifest does not convert: %v", err)
+	}
+	if args := st.Services["bytes_web"].TaskTemplate.ContainerSpec.Args; len(args) != 2 || args[1] != " #\n" {
+		t.Errorf("stored manifest's command is %q, want [serve \" #\\n\"]", args)
 	}
 }
 

@@ -1,6 +1,7 @@
 package compose
 
 import (
+	"bytes"
 	"reflect"
 	"strconv"
 	"strings"
@@ -141,17 +142,64 @@ func (f fragile) restore(n *yaml.Node) {
 	}
 }
 
-// roundTrips reports whether yaml.v3 reads s back unchanged from its own
-// default encoding. Only strings with line breaks, tabs, carriage returns
-// or surrounding spaces are at risk; the rest are not encoded to find out.
+// roundTrips reports whether yaml.v3 reads s back unchanged from the
+// encoding a manifest uses, in every position a manifest string can take.
+// The position matters: a block scalar whose first line begins with a
+// space carries an indentation indicator, and yaml.v3 writes that
+// indicator relative to a different column than it reads it from when the
+// scalar is a sequence item, so " #\n" survives alone or as a map value
+// and comes back empty as a command argument. Only strings with line
+// breaks, tabs, carriage returns or surrounding spaces are at risk; the
+// rest are not encoded to find out.
 func roundTrips(s string) bool {
 	if !strings.ContainsAny(s, "\n\r\t") && strings.TrimSpace(s) == s {
 		return true
 	}
-	out, err := yaml.Marshal(s)
-	if err != nil {
+	for _, v := range []any{
+		s,
+		[]string{s},
+		map[string]string{"k": s},
+		map[string][]string{"k": {s}},
+		[]map[string]string{{"k": s}},
+		map[string][]map[string][]string{"k": {{"k": {s}}}},
+	} {
+		if !encodesBack(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// encodesBack reports whether v decodes from its manifest encoding (the
+// indent encodeManifest sets) to a value equal to v.
+func encodesBack(v any) bool {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(manifestIndent)
+	if enc.Encode(v) != nil || enc.Close() != nil {
 		return false
 	}
-	var back string
-	return yaml.Unmarshal(out, &back) == nil && back == s
+	back := reflect.New(reflect.TypeOf(v))
+	return yaml.Unmarshal(b.Bytes(), back.Interface()) == nil && reflect.DeepEqual(back.Elem().Interface(), v)
+}
+
+// quoteAtRisk double-quotes every string scalar of n that a block style
+// could alter. The compose section of a stored manifest is written out
+// again for the compose loader, at yaml.v3's default indent, and the
+// decoded tree keeps each scalar's style: a literal block whose first
+// line begins with a space was written back with an indentation indicator
+// yaml.v3 reads from another column, so the command argument " #\n" was
+// loaded as "" and " x\n" not at all. Double quotes hold any text in any
+// position, and a manifest written before the writer quoted such strings
+// is read right too.
+func quoteAtRisk(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode {
+		if n.ShortTag() == "!!str" && !(strings.TrimSpace(n.Value) == n.Value && !strings.ContainsAny(n.Value, "\n\r\t")) {
+			n.Style = yaml.DoubleQuotedStyle
+		}
+		return
+	}
+	for _, c := range n.Content {
+		quoteAtRisk(c)
+	}
 }

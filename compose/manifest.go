@@ -93,6 +93,9 @@ func (c manifestConfig) bytes() ([]byte, error) {
 	return []byte(c.Data), nil
 }
 
+// manifestIndent is the indentation a manifest is written with.
+const manifestIndent = 2
+
 // encodeManifest writes m deterministically: yaml.v3 sorts map keys, and the
 // compose model carries no paths, file names or extension fields.
 func encodeManifest(m *manifestOut) (string, error) {
@@ -106,7 +109,7 @@ func encodeManifest(m *manifestOut) (string, error) {
 	}
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
+	enc.SetIndent(manifestIndent)
 	if err := enc.Encode(v); err != nil {
 		return "", fmt.Errorf("encode manifest: %w", err)
 	}
@@ -133,6 +136,7 @@ func manifestCompose(text string) (*manifestIn, []byte, map[string]any, error) {
 	if m.Compose.Kind == 0 {
 		return nil, nil, nil, errors.New("parse manifest: no compose section")
 	}
+	quoteAtRisk(&m.Compose)
 	raw, err := yaml.Marshal(&m.Compose)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("parse manifest: %w", err)
