@@ -2,13 +2,15 @@
 # fuzz.sh: run every fuzz target of the project with Go's fuzzing engine.
 # `go test` alone runs only each target's seed corpus; this mutates inputs.
 #
-#   bash scripts/fuzz.sh                 # smoke: 5s a target (what CI runs)
+#   bash scripts/fuzz.sh                 # smoke: 5s a target (scripts/test.sh runs 3s)
 #   FUZZTIME=1h bash scripts/fuzz.sh     # longer: an hour a target
 #   FUZZTIME=10m bash scripts/fuzz.sh ./chartengine   # the targets of some packages only
 #
 # A failing input is written under the package's testdata/fuzz/FuzzX/, where
 # plain `go test` then replays it: commit it with the fix. The summary line
-# counts targets run and failed, and the script exits 1 on any failure.
+# counts targets run and failed and the time taken, and the script exits 1
+# on any failure. FUZZPARALLEL=N caps the fuzzing workers (default: one a
+# core).
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,19 +29,28 @@ mapfile -t targets < <(
   done | sed 's|\./\./|./|' | sort -u
 )
 
-passed=0 failed=0 failures=()
+passed=0 failed=0 failures=() total_start=$SECONDS
+parallel=()
+[ -z "${FUZZPARALLEL:-}" ] || parallel=(-parallel "$FUZZPARALLEL")
+log=${TMPDIR:-/tmp}/flotilla-fuzz
+mkdir -p "$log"
 for t in "${targets[@]}"; do
   read -r pkg name <<<"$t"
   printf '==> %s %s (%s)\n' "$pkg" "$name" "$fuzztime"
-  if go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" >"${TMPDIR:-/tmp}/fuzz-$name.log" 2>&1; then
+  start=$SECONDS
+  if go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "${parallel[@]}" "$pkg" >"$log/$name.log" 2>&1; then
     passed=$((passed + 1))
-    tail -n 3 "${TMPDIR:-/tmp}/fuzz-$name.log" | grep -E 'elapsed|^ok' | tail -n 1
+    execs=$(grep -oE 'execs: [0-9]+' "$log/$name.log" | tail -n 1)
+    printf '    ok %s in %ds (%s)\n' "$name" $((SECONDS - start)) "${execs:-execs: ?}"
   else
     failed=$((failed + 1))
     failures+=("$pkg $name")
-    cat "${TMPDIR:-/tmp}/fuzz-$name.log"
+    cat "$log/$name.log"
+    printf '    FAIL %s in %ds\n' "$name" $((SECONDS - start))
+    # The engine writes the failing input where plain go test replays it.
+    git status --porcelain --untracked-files=all -- "$pkg/testdata/fuzz/$name" | sed 's|^?? |    finding recorded: |'
   fi
 done
 for f in "${failures[@]}"; do echo "FAILED: $f"; done
-echo "fuzz: $passed passed, $failed failed"
+echo "fuzz: ${#targets[@]} targets, $passed passed, $failed failed, ${fuzztime} each, $((SECONDS - total_start))s in all"
 [ "$failed" -eq 0 ]

@@ -50,3 +50,6 @@ go vet -tags kms ./...
 
 step "go test -race (every package; fuzz targets run their seed corpus)"
 go test -race -count=1 -timeout 30m ./... 2>&1 | tee "${TMPDIR:-/tmp}/flotilla-test.log"
+
+step "fuzz smoke (3s a target; FUZZTIME=1h bash scripts/fuzz.sh for a real run)"
+FUZZTIME=${FUZZTIME:-3s} bash scripts/fuzz.sh
