@@ -13,6 +13,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/fault"
 )
 
 // Every field reachable from a ServiceSpec is classified, and every entry
@@ -218,8 +219,9 @@ func TestNodeObjects_driversAndTemplates(t *testing.T) {
 }
 
 // FuzzNodePolicy feeds arbitrary specs to the node policy: it never
-// panics, and a spec refused with the empty allowlist is still refused
-// after the JSON round trip the daemon's API makes of it.
+// panics, each refusal is a *fault.Error naming the service's field, and
+// a spec refused with the empty allowlist is still refused after the JSON
+// round trip the daemon's API makes of it.
 func FuzzNodePolicy(f *testing.F) {
 	for _, s := range []swarm.ServiceSpec{
 		withContainer(swarm.ContainerSpec{CapabilityAdd: []string{"ALL"}}),
@@ -243,6 +245,12 @@ func FuzzNodePolicy(f *testing.F) {
 		err := checkService(application.Allow{}, spec)
 		if err == nil {
 			return
+		}
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			var fe *fault.Error
+			if !errors.As(e, &fe) || !strings.HasPrefix(fe.Field, "services.web") {
+				t.Fatalf("refusal %v is not a *fault.Error naming the service's field", e)
+			}
 		}
 		again, merr := json.Marshal(spec)
 		if merr != nil {
