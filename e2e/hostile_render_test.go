@@ -63,6 +63,10 @@ func (o *harness) syncs(ctl *reconcile.Controller) {
 	}
 }
 
+// attackFile is the template every render attack writes, so that each
+// commit holds one attack only.
+const attackFile = "deploy/templates/attack.yaml"
+
 // Rule 4, templates: a chart that runs away in time or memory costs its
 // own pass, in its own render process, with an error naming the limit;
 // the controller and its other applications carry on.
@@ -70,6 +74,7 @@ func TestHostileRenderIsBoundedInAChildProcess(t *testing.T) {
 	t.Parallel()
 	h := chartHarness(t)
 	good := exampleChartFiles(t, prodValues)
+	good[attackFile] = "" // each attack writes it; the good tree has none
 	h.repo.Commit("chart", good)
 	o := bystander(t, h)
 	ctl := h.isolatedController(renderbox.Limits{Deadline: 3 * time.Second, Memory: 128 << 20}, source.TreeBudget{}, o.app)
@@ -83,32 +88,32 @@ func TestHostileRenderIsBoundedInAChildProcess(t *testing.T) {
 			// The loop no in-process budget sees: ranges over a list
 			// built once, a body that calls nothing and writes nothing.
 			name:  "nested range over a prebuilt list",
-			files: map[string]string{"deploy/templates/loop.yaml": `{{ $l := until 100000 }}{{ range $l }}{{ range $l }}{{ range $l }}{{ end }}{{ end }}{{ end }}`},
+			files: map[string]string{attackFile: `{{ $l := until 100000 }}{{ range $l }}{{ range $l }}{{ range $l }}{{ end }}{{ end }}{{ end }}`},
 			want:  []string{"chart shop", "render deadline of 3s"},
 		},
 		{
 			// The same with no function at all: range over integers.
 			name:  "nested range over integers",
-			files: map[string]string{"deploy/templates/loop.yaml": `{{ range 100000 }}{{ range 100000 }}{{ if false }}{{ end }}{{ end }}{{ end }}`},
+			files: map[string]string{attackFile: `{{ range 100000 }}{{ range 100000 }}{{ if false }}{{ end }}{{ end }}{{ end }}`},
 			want:  []string{"chart shop", "render deadline"},
 		},
 		{
 			// A list whose length overflows int64 when counted naively.
 			name:  "untilStep across the whole int64 range",
-			files: map[string]string{"deploy/templates/list.yaml": "# {{ untilStep -9223372036854775808 9223372036854775807 2 | len }}\n"},
-			want:  []string{"templates/list.yaml", "untilStep", "more than"},
+			files: map[string]string{attackFile: "# {{ untilStep -9223372036854775808 9223372036854775807 2 | len }}\n"},
+			want:  []string{"templates/attack.yaml", "untilStep", "more than"},
 		},
 		{
 			// toYaml of a list that holds itself twice at every level.
 			name:  "huge toYaml of a self-doubling list",
-			files: map[string]string{"deploy/templates/yaml.yaml": `# {{ $l := list (repeat 1048576 "x") }}{{ range until 12 }}{{ $l = list $l $l }}{{ end }}{{ toYaml $l | len }}` + "\n"},
-			want:  []string{"templates/yaml.yaml", "render budget"},
+			files: map[string]string{attackFile: `# {{ $l := list (repeat 1048576 "x") }}{{ range until 12 }}{{ $l = list $l $l }}{{ end }}{{ toYaml $l | len }}` + "\n"},
+			want:  []string{"templates/attack.yaml", "render budget"},
 		},
 		{
 			// Within the in-process budget, past the child's memory: the
 			// kernel's limit, not the controller, pays for it.
 			name:  "string doubling past the render process's memory",
-			files: map[string]string{"deploy/templates/big.yaml": `# {{ $s := repeat 1048576 "x" }}{{ range until 7 }}{{ $s = cat $s $s }}{{ end }}{{ len $s }}` + "\n"},
+			files: map[string]string{attackFile: `# {{ $s := repeat 1048576 "x" }}{{ range until 7 }}{{ $s = cat $s $s }}{{ end }}{{ len $s }}` + "\n"},
 			want:  []string{"chart shop", "memory limit of 128 MiB"},
 		},
 	})
