@@ -257,7 +257,7 @@ func (b *Box) failure(ctx context.Context, chart string, took time.Duration, out
 			}
 		}
 	}
-	if strings.Contains(msg, "out of memory") || strings.Contains(msg, "cannot allocate memory") {
+	if strings.Contains(msg, "out of memory") || strings.Contains(msg, "cannot allocate memory") || strings.Contains(msg, "failed to allocate") {
 		return fmt.Errorf("%w: %s: render memory limit of %d MiB exceeded; its render process died", ErrLimit, what, l.Memory>>20)
 	}
 	cause := waitErr
