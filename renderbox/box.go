@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -123,8 +124,6 @@ func (b *Box) Render(ctx context.Context, j Job) (*chartengine.Rendered, error) 
 		req.Recorded, req.HasRecorded = *j.Recorded, true
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, l.Deadline)
-	defer cancel()
 	cmd := exec.CommandContext(ctx, b.exe)
 	cmd.Env = []string{EnvMode + "=1", "GOTRACEBACK=none"}
 	cmd.Dir = "/"
@@ -151,8 +150,13 @@ func (b *Box) Render(ctx context.Context, j Job) (*chartengine.Rendered, error) 
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("render box: starting the render process: %w", err)
 	}
+	// The deadline counts the child's own time only: while the parent
+	// decrypts or fetches a dependency for it, its clock stops, so a slow
+	// chart repository is not mistaken for a runaway template.
+	clock := startClock(l.Deadline, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	defer clock.t.Stop()
 	out := &capped{r: bufio.NewReader(stdout), left: l.MaxOutput}
-	res, talkErr := converse(stdin, out, req, d)
+	res, talkErr := converse(stdin, out, req, d, clock)
 	stdin.Close()
 	if talkErr != nil {
 		// Do not wait for a child that is still running: it has broken
@@ -170,12 +174,12 @@ func (b *Box) Render(ctx context.Context, j Job) (*chartengine.Rendered, error) 
 			ValuesDigest: res.ValuesDigest,
 		}, nil
 	}
-	return nil, b.failure(ctx, j.Chart, time.Since(began), out, stderr, talkErr, waitErr)
+	return nil, b.failure(ctx, clock.fired.Load(), j.Chart, time.Since(began), out, stderr, talkErr, waitErr)
 }
 
 // converse sends the request, answers the child's calls, and returns its
 // result.
-func converse(stdin io.Writer, stdout io.Reader, req request, d chartengine.Dir) (*result, error) {
+func converse(stdin io.Writer, stdout io.Reader, req request, d chartengine.Dir, clock *clock) (*result, error) {
 	bw := bufio.NewWriter(stdin)
 	enc := gob.NewEncoder(bw)
 	dec := gob.NewDecoder(stdout)
@@ -191,6 +195,9 @@ func converse(stdin io.Writer, stdout io.Reader, req request, d chartengine.Dir)
 			return nil, fmt.Errorf("reading from the render process: %w", err)
 		}
 		var reply down
+		if m.Call != "" {
+			clock.pause()
+		}
 		switch m.Call {
 		case "":
 			if m.Result == nil {
@@ -211,6 +218,9 @@ func converse(stdin io.Writer, stdout io.Reader, req request, d chartengine.Dir)
 			reply = down{Root: root, Dir: dir, Origin: origin, Err: toWire(err)}
 		default:
 			return nil, fmt.Errorf("the render process made an unknown call %q", m.Call)
+		}
+		if !clock.resume() {
+			return nil, errors.New("the render deadline passed")
 		}
 		if err := enc.Encode(reply); err != nil {
 			return nil, fmt.Errorf("answering the render process: %w", err)
@@ -236,10 +246,10 @@ func resolveTo(resolve chartengine.Resolver, repo, name, constraint string) (roo
 }
 
 // failure explains a child that gave no result.
-func (b *Box) failure(ctx context.Context, chart string, took time.Duration, out *capped, stderr *headBuffer, talkErr, waitErr error) error {
+func (b *Box) failure(ctx context.Context, timedOut bool, chart string, took time.Duration, out *capped, stderr *headBuffer, talkErr, waitErr error) error {
 	l := b.limits
 	what := fmt.Sprintf("chart %s", chart)
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if timedOut {
 		return fmt.Errorf("%w: %s: render deadline of %s exceeded; its render process was killed (a template loop that does not end?)", ErrLimit, what, l.Deadline)
 	}
 	if ctx.Err() != nil {
@@ -279,6 +289,43 @@ func firstLine(s string) string {
 		s = s[:i]
 	}
 	return s
+}
+
+// clock is a render's deadline, which can stop while the parent works
+// for the child. Only the goroutine talking to the child uses pause and
+// resume.
+type clock struct {
+	t       *time.Timer
+	left    time.Duration
+	started time.Time
+	fired   atomic.Bool
+}
+
+func startClock(d time.Duration, fire func()) *clock {
+	c := &clock{left: d, started: time.Now()}
+	c.t = time.AfterFunc(d, func() {
+		c.fired.Store(true)
+		fire()
+	})
+	return c
+}
+
+// pause stops the clock, keeping what is left.
+func (c *clock) pause() {
+	if c.t.Stop() {
+		c.left -= time.Since(c.started)
+	}
+}
+
+// resume starts the clock again with what was left; false if it had
+// already run out.
+func (c *clock) resume() bool {
+	if c.fired.Load() {
+		return false
+	}
+	c.started = time.Now()
+	c.t.Reset(max(c.left, 0))
+	return true
 }
 
 // capped reads at most left bytes, then fails and remembers it.

@@ -257,3 +257,19 @@ func BenchmarkRender(b *testing.B) {
 		}
 	})
 }
+
+// Time the parent spends working for the child (a decryption, a
+// dependency fetch from a slow chart repository) is not the template's:
+// the deadline does not count it.
+func TestRenderDeadlineStopsWhileTheParentWorks(t *testing.T) {
+	root := chartRepo(t, map[string]string{"values-secret.yaml": "web:\n  message: ENC\n"})
+	j := job(root)
+	j.Dir.ValueFiles = []string{"values-secret.yaml"}
+	j.Dir.Decrypt = func(file string, data []byte) ([]byte, error) {
+		time.Sleep(3 * time.Second)
+		return data, nil
+	}
+	if _, err := newBox(t, Limits{Deadline: 2 * time.Second}).Render(context.Background(), j); err != nil {
+		t.Fatalf("a slow decryption counted against the render deadline: %v", err)
+	}
+}
