@@ -107,6 +107,7 @@ type Chart struct {
 	templates map[string]string // "templates/x.yaml" → text
 	files     map[string][]byte // "files/x" → content
 	all       map[string][]byte // every regular file, for packaging
+	fetched   [2]string         // root and dir LoadFetched read it from
 }
 
 // Load reads the chart at dir, relative to the repository root, and

@@ -42,7 +42,15 @@ func LoadFetched(root, dir, origin string) (*Chart, error) {
 	}
 	c.shown = origin
 	c.root = "" // a file:// dependency must not reach into the cache
+	c.fetched = [2]string{root, dir}
 	return c, nil
+}
+
+// Fetched reports where LoadFetched read the chart from and how it is
+// named, so another process can load the same chart; root is "" for a
+// chart LoadFetched did not load.
+func (c *Chart) Fetched() (root, dir, origin string) {
+	return c.fetched[0], c.fetched[1], c.shown
 }
 
 // subchart is one dependency of a chart, resolved.

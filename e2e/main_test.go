@@ -8,6 +8,12 @@ import (
 	"testing"
 
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
+	"github.com/flotilla-gitops/flotilla/renderbox"
 )
 
-func TestMain(m *testing.M) { os.Exit(swarmtest.Main(m)) }
+// TestMain also lets the test binary serve as the render box's child
+// process.
+func TestMain(m *testing.M) {
+	renderbox.Main()
+	os.Exit(swarmtest.Main(m))
+}

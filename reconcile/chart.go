@@ -11,6 +11,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/chartrepo"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/renderbox"
 	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
 )
@@ -155,15 +156,9 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 	if latest != nil {
 		rel.Revision = latest.Revision
 	}
-	r, err := chart.Render(d, rel)
+	r, err := c.renderRelease(ctx, chart, d, rel, latest)
 	if err != nil {
-		return chartRenderFailed(err)
-	}
-	if latest != nil && r.Manifest != latest.Manifest {
-		rel.Revision++
-		if r, err = chart.Render(d, rel); err != nil {
-			return chartRenderFailed(err)
-		}
+		return chartRenderFailed(ctx, err)
 	}
 	declared, err := compose.Convert(ctx, r.Manifest, p.app.Stack, nil)
 	if err != nil {
@@ -177,11 +172,32 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 	return nil
 }
 
-// chartRenderFailed types a failed chart render: bad input waits for a
-// new revision, except a dependency's chart repository that could not be
-// reached, which is retried.
-func chartRenderFailed(err error) error {
-	if errors.Is(err, chartrepo.ErrUnreachable) {
+// renderRelease renders the chart for rel, in a child process when the
+// controller has a render box. The chart is rendered as the newest
+// recorded revision, and again as the next one only if the manifest
+// differs from the record's.
+func (c *Controller) renderRelease(ctx context.Context, chart *chartengine.Chart, d chartengine.Dir, rel chartengine.Release, latest *charts.Release) (*chartengine.Rendered, error) {
+	if box := c.opts.RenderBox; box != nil {
+		j := renderbox.Job{Chart: chart.Meta.Name, Dir: d, Release: rel}
+		if latest != nil {
+			j.Recorded = &latest.Manifest
+		}
+		return box.Render(ctx, j)
+	}
+	r, err := chart.Render(d, rel)
+	if err != nil || latest == nil || r.Manifest == latest.Manifest {
+		return r, err
+	}
+	rel.Revision++
+	return chart.Render(d, rel)
+}
+
+// chartRenderFailed types a failed chart render: bad input, and a render
+// that passed a limit of its render process, wait for a new revision;
+// a dependency's chart repository that could not be reached, or a pass
+// cancelled under a render, is retried.
+func chartRenderFailed(ctx context.Context, err error) error {
+	if errors.Is(err, chartrepo.ErrUnreachable) || ctx.Err() != nil {
 		return transient("render", err)
 	}
 	return stalled("render", err)
@@ -229,10 +245,7 @@ func (c *Controller) fetchValues(ctx context.Context, p *pass) error {
 	}
 	if err != nil {
 		err = fmt.Errorf("values repository: %w", err)
-		if errors.Is(err, source.ErrRevisionNotFound) {
-			return stalled("fetch", err)
-		}
-		return transient("fetch", err)
+		return fetchFailed("fetch", err)
 	}
 	p.values = rev
 	return nil

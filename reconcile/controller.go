@@ -30,6 +30,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/fault"
 	"github.com/flotilla-gitops/flotilla/metrics"
 	"github.com/flotilla-gitops/flotilla/regauth"
+	"github.com/flotilla-gitops/flotilla/renderbox"
 	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
 )
@@ -81,6 +82,11 @@ type Options struct {
 	// of the manifest it writes. Zero fields take compose's defaults
 	// (compose.DefaultMaxFileBytes, compose.DefaultMaxManifestBytes).
 	RenderLimits compose.Limits
+	// RenderBox, when set, renders charts in a child process with its own
+	// memory, CPU and time limits, so a template that runs away costs its
+	// own pass and never the controller. Nil renders in this process,
+	// bounded only by the chart engine's own budget.
+	RenderBox *renderbox.Box
 	// Backoff bounds the retry delay after a transient failure.
 	// Default 5s doubling to the application's interval.
 	Backoff time.Duration

@@ -3,6 +3,8 @@ package reconcile
 import (
 	"errors"
 	"fmt"
+
+	"github.com/flotilla-gitops/flotilla/source"
 )
 
 // Kind says what happens after a pass fails, which is the only thing the
@@ -46,4 +48,15 @@ func stalled(step string, err error) error {
 
 func transient(step string, err error) error {
 	return &passError{step: step, kind: Transient, err: err}
+}
+
+// fetchFailed types a failed git fetch: a revision that does not exist,
+// or a tree over the fetcher's budget (a git bomb, say), waits for a new
+// revision, since fetching the same commit again would be refused the
+// same way; anything else (the network, the remote) is retried.
+func fetchFailed(step string, err error) error {
+	if errors.Is(err, source.ErrRevisionNotFound) || errors.Is(err, source.ErrTreeTooLarge) {
+		return stalled(step, err)
+	}
+	return transient(step, err)
 }

@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -168,10 +167,7 @@ func (c *Controller) renderRecordCommit(ctx context.Context, p *pass, rec *chart
 	})
 	if err != nil {
 		err = fmt.Errorf("revision %d: fetch its commit %s for its sealed values: %w", rec.Revision, shortCommit(rec.Commit), err)
-		if errors.Is(err, source.ErrRevisionNotFound) {
-			return nil, stalled("render", err)
-		}
-		return nil, transient("render", err)
+		return nil, fetchFailed("render", err)
 	}
 	// The render holds what it needs in memory; the tree may go.
 	defer rev.Release()

@@ -289,10 +289,7 @@ func (c *Controller) fetchSource(ctx context.Context, p *pass) error {
 		if c.rollbackWithoutSource(ctx, p, err) {
 			return nil
 		}
-		if errors.Is(err, source.ErrRevisionNotFound) {
-			return stalled("fetch", err)
-		}
-		return transient("fetch", err)
+		return fetchFailed("fetch", err)
 	}
 	p.rev = rev
 	p.status.SeenRevision = rev.Commit

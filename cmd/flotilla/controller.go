@@ -26,6 +26,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/metrics"
 	"github.com/flotilla-gitops/flotilla/notify"
 	"github.com/flotilla-gitops/flotilla/reconcile"
+	"github.com/flotilla-gitops/flotilla/renderbox"
 	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
 	"github.com/flotilla-gitops/flotilla/swarms"
@@ -46,17 +47,19 @@ type controllerOptions struct {
 	prune        bool
 	memoryLimit  memoryLimit
 
-	sopsKeyFile    string
-	sshConfig      string
-	renderLimits   compose.Limits
-	listen         string
-	insecureNoAuth bool
-	tokensFile     string
-	sso            ssoOptions
-	publicMetrics  bool
-	tlsCert        string
-	tlsKey         string
-	ui             bool
+	sopsKeyFile     string
+	sshConfig       string
+	renderLimits    compose.Limits
+	renderInProcess bool
+	renderBox       renderbox.Limits
+	listen          string
+	insecureNoAuth  bool
+	tokensFile      string
+	sso             ssoOptions
+	publicMetrics   bool
+	tlsCert         string
+	tlsKey          string
+	ui              bool
 
 	// Deadlines of the external calls.
 	gitTimeout      time.Duration
@@ -131,6 +134,9 @@ redeploys nothing.`,
 	f.StringVar(&o.sshConfig, "ssh-config", "", "ssh client configuration file for the swarms reached over ssh:// (keys, known hosts); default: the ssh client's own (~/.ssh/config)")
 	f.Int64Var(&o.renderLimits.MaxFileBytes, "render-max-file-bytes", compose.DefaultMaxFileBytes, "largest file (compose, env, config, secret) a render reads; -1 for no limit")
 	f.Int64Var(&o.renderLimits.MaxManifestBytes, "render-max-manifest-bytes", compose.DefaultMaxManifestBytes, "largest manifest a render may write (it is also a release record); -1 for no limit")
+	f.BoolVar(&o.renderInProcess, "render-in-process", false, "render charts in the controller's own process instead of a child process with its own limits (a chart that runs away can then take the controller down)")
+	f.DurationVar(&o.renderBox.Deadline, "render-timeout", renderbox.DefaultDeadline, "wall clock (and CPU time) one chart render's child process may take before it is killed")
+	f.Int64Var(&o.renderBox.Memory, "render-max-memory", renderbox.DefaultMemory, "address space in bytes one chart render's child process may add to what it starts with; -1 for no limit")
 	f.StringVar(&o.listen, "listen", ":8080", "address of the HTTP API, events, webhooks and /metrics; empty disables it")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve the API without tokens; refused unless --listen is a loopback address")
 	f.StringVar(&o.tokensFile, "tokens-file", "", "YAML file of named token digests ({name, sha256}) that reach applications through the projects' role bindings; re-read when it changes, so a removed token is refused on its next request")
@@ -282,6 +288,12 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	if err != nil {
 		return err
 	}
+	var box *renderbox.Box
+	if !o.renderInProcess {
+		if box, err = renderbox.New(o.renderBox); err != nil {
+			return err
+		}
+	}
 	ctl, err := reconcile.New(reconcile.Options{
 		ControllerID:     o.controllerID,
 		Backend:          be,
@@ -293,6 +305,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		ForbiddenSecrets: self.Forbidden(),
 		SOPS:             ids,
 		RenderLimits:     o.renderLimits,
+		RenderBox:        box,
 		Events:           broker,
 		Metrics:          m,
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/flotilla-gitops/flotilla/renderbox"
 )
 
 // Exit codes shared by every subcommand.
@@ -62,6 +64,9 @@ func newVersionCmd() *cobra.Command {
 }
 
 func main() {
+	// A chart render child (see renderbox) is this binary too; it must
+	// become one before anything else runs.
+	renderbox.Main()
 	os.Exit(run(os.Args[1:]))
 }
 

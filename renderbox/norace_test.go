@@ -1,0 +1,5 @@
+//go:build !race
+
+package renderbox
+
+const raceEnabled = false
