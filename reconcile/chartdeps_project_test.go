@@ -127,7 +127,7 @@ func TestArchiveAllowedOnlyUnderTheRepositoryOrInSourceRepos(t *testing.T) {
 		"https://charts.example.com.evil.test/stable/web-1.0.0.tgz":           false,
 		"https://169.254.169.254/latest/meta-data/":                           false,
 		"https://github.com/other/charts/releases/download/web-1.0.0/web.tgz": false,
-		"https://charts.example.com/stable/%2e%2e/private/web-1.0.0.tgz":      true, // escaped: the server sees no dot segment
+		"https://charts.example.com/stable/%2e%2e/private/web-1.0.0.tgz":      false,
 	} {
 		u, err := url.Parse(raw)
 		if err != nil {
