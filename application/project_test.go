@@ -258,3 +258,15 @@ func TestParse_aProjectKeyMustBeAnAbsoluteCleanPath(t *testing.T) {
 		t.Fatalf("unknown field: err = %v", err)
 	}
 }
+
+// An application set's template names a fixed key: a directory name or a
+// pull request must not choose which key decrypts.
+func TestParse_aSetTemplateKeyMustNotBeTemplated(t *testing.T) {
+	templated := strings.Replace(setFile, `      dependsOn: [platform, "{{.basename}}-db"]`, `      sops: {ageKeyFile: "/run/secrets/{{.basename}}-age-key"}`, 1)
+	_, err := Parse("apps.yaml", []byte(templated))
+	checkProblems(t, err, []want{{line: 15, field: "applicationSets[0].template.sops.ageKeyFile", kind: ErrInvalid, msg: "not a template"}})
+	fixed := strings.Replace(templated, "{{.basename}}-age-key", "svc-age-key", 1)
+	if _, err := Parse("apps.yaml", []byte(fixed)); err != nil {
+		t.Fatalf("a fixed key: %v", err)
+	}
+}
