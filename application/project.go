@@ -118,6 +118,12 @@ func (c *checker) projects(f *File) {
 		c.globs(p+".sourceRepos", pr.SourceRepos)
 		c.globs(p+".stacks", pr.Stacks)
 		c.sops("", p, pr.SOPS)
+		// The key is bound to the project's repositories: without them, any
+		// application that comes to carry a member's name (an application
+		// set's directory, say) from any repository would have it.
+		if pr.SOPS != nil && len(pr.SourceRepos) == 0 {
+			c.report("", p+".sops", ErrInvalid, "a project key needs sourceRepos, so that it decrypts only files from the project's repositories")
+		}
 		for j := range pr.Destinations {
 			d := &pr.Destinations[j]
 			dp := p + ".destinations[" + strconv.Itoa(j) + "]"

@@ -198,6 +198,7 @@ const keyedProjects = `apiVersion: flotilla/v1
 projects:
   - name: shop
     applications: ["shop-*"]
+    sourceRepos: ["https://git.example.com/shop/*"]
     sops: {ageKeyFile: /run/secrets/shop-age-key}
   - name: billing
     applications: ["billing-*"]
@@ -238,6 +239,12 @@ func TestParse_aProjectKeyGoesToItsMembersWithoutAKeyOfTheirOwn(t *testing.T) {
 	if a := out.Applications[len(out.Applications)-1]; a.Project == nil || a.Project.SOPS == nil || a.Project.SOPS.AgeKeyFile != "/run/secrets/shop-age-key" {
 		t.Fatalf("generated shop-preview: project %+v", a.Project)
 	}
+	// One that takes a member's name but comes from another repository is
+	// refused: the key is bound to the project's repositories.
+	_, err = f.Expanded([]Application{{Name: "shop-evil", Source: Source{RepoURL: "https://git.example.com/billing/web.git"}}})
+	if err == nil || !strings.Contains(err.Error(), `outside project "shop"`) {
+		t.Fatalf("a member from outside the project's repositories: %v", err)
+	}
 }
 
 func TestParse_aProjectKeyMustBeAnAbsoluteCleanPath(t *testing.T) {
@@ -251,7 +258,7 @@ func TestParse_aProjectKeyMustBeAnAbsoluteCleanPath(t *testing.T) {
 		if tc.key == `""` {
 			kind = ErrRequired
 		}
-		checkProblems(t, err, []want{{line: 5, field: "projects[0].sops.ageKeyFile", kind: kind, msg: tc.msg}})
+		checkProblems(t, err, []want{{line: 6, field: "projects[0].sops.ageKeyFile", kind: kind, msg: tc.msg}})
 	}
 	_, err := Parse("apps.yaml", []byte(strings.Replace(keyedProjects, "sops: {ageKeyFile: /run/secrets/shop-age-key}", "sops: {ageKeyFil: /x}", 1)))
 	if err == nil || !strings.Contains(err.Error(), "ageKeyFil") {
@@ -269,4 +276,10 @@ func TestParse_aSetTemplateKeyMustNotBeTemplated(t *testing.T) {
 	if _, err := Parse("apps.yaml", []byte(fixed)); err != nil {
 		t.Fatalf("a fixed key: %v", err)
 	}
+}
+
+func TestParse_aProjectKeyNeedsSourceRepos(t *testing.T) {
+	_, err := Parse("apps.yaml", []byte(strings.Replace(keyedProjects, `    sourceRepos: ["https://git.example.com/shop/*"]
+`, "", 1)))
+	checkProblems(t, err, []want{{line: 5, field: "projects[0].sops", kind: ErrInvalid, msg: "needs sourceRepos"}})
 }
