@@ -146,6 +146,11 @@ func (c *checker) applicationSets(f *File) {
 		if s.Template.Name == "" {
 			c.report("", p+".template.name", ErrRequired, "required: a template that differs per element, such as \"{{.basename}}\"")
 		}
+		// A key chosen by a directory name or a pull request would let
+		// untrusted input pick another team's key.
+		if k := s.Template.SOPS; k != nil && strings.Contains(k.AgeKeyFile, "{{") {
+			c.report("", p+".template.sops.ageKeyFile", ErrInvalid, "must be a fixed path, not a template: generated input must not choose which key decrypts")
+		}
 		WalkStrings(&s.Template, func(field, v string) (string, error) {
 			if _, err := template.New("").Funcs(TemplateFuncs).Option("missingkey=error").Parse(v); err != nil {
 				c.report("", p+".template"+field, ErrInvalid, "not a valid template: %v", err)

@@ -52,5 +52,10 @@ func Defaults(f *File) {
 		if a.History == 0 {
 			a.History = DefaultHistory
 		}
+		// Set again on every run: membership follows the name.
+		a.Project = nil
+		if pr := ProjectOf(f.Projects, a.Name); pr != nil {
+			a.Project = &ProjectTerms{Name: pr.Name, SourceRepos: pr.SourceRepos, SOPS: pr.SOPS}
+		}
 	}
 }

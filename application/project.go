@@ -34,6 +34,13 @@ type Project struct {
 	// logs. Default false: what a task prints can be more than its status
 	// says, so logs take an operator.
 	ViewerLogs bool `yaml:"viewerLogs,omitempty"`
+	// SOPS is the age key that decrypts the SOPS files of the project's
+	// applications that have no key of their own. Given, those
+	// applications no longer use the controller-wide key: another team's
+	// ciphertext, copied into a member's repository, does not open.
+	// Default: none, and members without a key of their own use the
+	// controller's --sops-age-key-file.
+	SOPS *SOPS `yaml:"sops,omitempty"`
 }
 
 // ProjectDestination is one swarm (a name or glob of the file's swarms, or
@@ -110,6 +117,13 @@ func (c *checker) projects(f *File) {
 		c.globs(p+".applications", pr.Applications)
 		c.globs(p+".sourceRepos", pr.SourceRepos)
 		c.globs(p+".stacks", pr.Stacks)
+		c.sops("", p, pr.SOPS)
+		// The key is bound to the project's repositories: without them, any
+		// application that comes to carry a member's name (an application
+		// set's directory, say) from any repository would have it.
+		if pr.SOPS != nil && len(pr.SourceRepos) == 0 {
+			c.report("", p+".sops", ErrInvalid, "a project key needs sourceRepos, so that it decrypts only files from the project's repositories")
+		}
 		for j := range pr.Destinations {
 			d := &pr.Destinations[j]
 			dp := p + ".destinations[" + strconv.Itoa(j) + "]"

@@ -193,3 +193,93 @@ applications:
 		t.Fatalf("a destination without a swarm: %v", err)
 	}
 }
+
+const keyedProjects = `apiVersion: flotilla/v1
+projects:
+  - name: shop
+    applications: ["shop-*"]
+    sourceRepos: ["https://git.example.com/shop/*"]
+    sops: {ageKeyFile: /run/secrets/shop-age-key}
+  - name: billing
+    applications: ["billing-*"]
+applications:
+  - name: shop-web
+    source: {repoURL: "https://git.example.com/shop/web.git"}
+  - name: shop-api
+    source: {repoURL: "https://git.example.com/shop/api.git"}
+    sops: {ageKeyFile: /run/secrets/shop-api-age-key}
+  - name: billing-web
+    source: {repoURL: "https://git.example.com/billing/web.git"}
+  - name: other
+    source: {repoURL: "https://git.example.com/other.git"}
+`
+
+func TestParse_aProjectKeyGoesToItsMembersWithoutAKeyOfTheirOwn(t *testing.T) {
+	f, err := Parse("apps.yaml", []byte(keyedProjects))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, a := range f.Applications {
+		if a.Project != nil && a.Project.SOPS != nil {
+			got[a.Name] = a.Project.SOPS.AgeKeyFile
+		}
+	}
+	// shop-api keeps its project's key too, but its own key wins where keys are
+	// chosen (reconcile); billing has no key; other has no project.
+	want := map[string]string{"shop-web": "/run/secrets/shop-age-key", "shop-api": "/run/secrets/shop-age-key"}
+	if len(got) != len(want) || got["shop-web"] != want["shop-web"] || got["shop-api"] != want["shop-api"] {
+		t.Fatalf("project keys %v, want %v", got, want)
+	}
+	// A generated application is placed by its name too.
+	out, err := f.Expanded([]Application{{Name: "shop-preview", Source: Source{RepoURL: "https://git.example.com/shop/web.git"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := out.Applications[len(out.Applications)-1]; a.Project == nil || a.Project.SOPS == nil || a.Project.SOPS.AgeKeyFile != "/run/secrets/shop-age-key" {
+		t.Fatalf("generated shop-preview: project %+v", a.Project)
+	}
+	// One that takes a member's name but comes from another repository is
+	// refused: the key is bound to the project's repositories.
+	_, err = f.Expanded([]Application{{Name: "shop-evil", Source: Source{RepoURL: "https://git.example.com/billing/web.git"}}})
+	if err == nil || !strings.Contains(err.Error(), `outside project "shop"`) {
+		t.Fatalf("a member from outside the project's repositories: %v", err)
+	}
+}
+
+func TestParse_aProjectKeyMustBeAnAbsoluteCleanPath(t *testing.T) {
+	for _, tc := range []struct{ key, msg string }{
+		{`""`, "required: the absolute path"},
+		{"run/secrets/shop", "must be an absolute path"},
+		{"/run/secrets/../shop", "not a clean path"},
+	} {
+		_, err := Parse("apps.yaml", []byte(strings.Replace(keyedProjects, "/run/secrets/shop-age-key", tc.key, 1)))
+		kind := ErrInvalid
+		if tc.key == `""` {
+			kind = ErrRequired
+		}
+		checkProblems(t, err, []want{{line: 6, field: "projects[0].sops.ageKeyFile", kind: kind, msg: tc.msg}})
+	}
+	_, err := Parse("apps.yaml", []byte(strings.Replace(keyedProjects, "sops: {ageKeyFile: /run/secrets/shop-age-key}", "sops: {ageKeyFil: /x}", 1)))
+	if err == nil || !strings.Contains(err.Error(), "ageKeyFil") {
+		t.Fatalf("unknown field: err = %v", err)
+	}
+}
+
+// An application set's template names a fixed key: a directory name or a
+// pull request must not choose which key decrypts.
+func TestParse_aSetTemplateKeyMustNotBeTemplated(t *testing.T) {
+	templated := strings.Replace(setFile, `      dependsOn: [platform, "{{.basename}}-db"]`, `      sops: {ageKeyFile: "/run/secrets/{{.basename}}-age-key"}`, 1)
+	_, err := Parse("apps.yaml", []byte(templated))
+	checkProblems(t, err, []want{{line: 15, field: "applicationSets[0].template.sops.ageKeyFile", kind: ErrInvalid, msg: "not a template"}})
+	fixed := strings.Replace(templated, "{{.basename}}-age-key", "svc-age-key", 1)
+	if _, err := Parse("apps.yaml", []byte(fixed)); err != nil {
+		t.Fatalf("a fixed key: %v", err)
+	}
+}
+
+func TestParse_aProjectKeyNeedsSourceRepos(t *testing.T) {
+	_, err := Parse("apps.yaml", []byte(strings.Replace(keyedProjects, `    sourceRepos: ["https://git.example.com/shop/*"]
+`, "", 1)))
+	checkProblems(t, err, []want{{line: 5, field: "projects[0].sops", kind: ErrInvalid, msg: "needs sourceRepos"}})
+}

@@ -91,7 +91,8 @@ type Application struct {
 	// none (pulls are anonymous, or use what each node has).
 	RegistryAuth *RegistryAuth `yaml:"registryAuth,omitempty"`
 	// SOPS says how files encrypted with SOPS in this application's
-	// repository are decrypted. Default: with the controller's
+	// repository are decrypted. Default: with its project's sops key if
+	// the project has one, else with the controller's
 	// --sops-age-key-file, if it was given.
 	SOPS *SOPS `yaml:"sops,omitempty"`
 	// Destination names the swarm the stack is deployed to: one of the
@@ -106,6 +107,29 @@ type Application struct {
 	// Generated is set on an application an ApplicationSet made; it is
 	// never read from the file.
 	Generated *Generated `yaml:"-"`
+	// Project is what the application's project imposes on the renders of
+	// its repositories, set by Defaults; nil outside a project. It is never
+	// read from the file.
+	Project *ProjectTerms `yaml:"-"`
+}
+
+// ProjectTerms are the parts of a project that bind what a member's
+// repositories may reach at render time.
+type ProjectTerms struct {
+	// Name is the project's.
+	Name string
+	// SourceRepos are the project's sourceRepos globs; empty, any
+	// repository. Chart dependency repositories are held to them too.
+	SourceRepos []string
+	// SOPS is the project's key, used in place of the controller's when
+	// the application has no key of its own.
+	SOPS *SOPS
+}
+
+// AllowsRepo reports whether the project admits the repository URL u:
+// the same match as source.repoURL's.
+func (t *ProjectTerms) AllowsRepo(u string) bool {
+	return t == nil || len(t.SourceRepos) == 0 || matchAny(t.SourceRepos, u)
 }
 
 // LocalDestination is the destination of the controller's own Docker

@@ -185,13 +185,26 @@ func (c *checker) application(a *Application, p string) {
 			c.report(app, p+".registryAuth.file", ErrInvalid, "%q must be an absolute path on the controller's host", ra.File)
 		}
 	}
-	if s := a.SOPS; s != nil {
-		switch {
-		case s.AgeKeyFile == "":
-			c.report(app, p+".sops.ageKeyFile", ErrRequired, "required: the absolute path of an age identity file, such as /run/secrets/%s-age-key", app)
-		case !path.IsAbs(s.AgeKeyFile):
-			c.report(app, p+".sops.ageKeyFile", ErrInvalid, "%q must be an absolute path on the controller's host", s.AgeKeyFile)
-		}
+	c.sops(app, p, a.SOPS)
+}
+
+// sops checks the sops settings at field p of an application (app) or a
+// project (app empty).
+func (c *checker) sops(app, p string, s *SOPS) {
+	if s == nil {
+		return
+	}
+	example := "/run/secrets/" + app + "-age-key"
+	if app == "" {
+		example = "/run/secrets/<project>-age-key"
+	}
+	switch {
+	case s.AgeKeyFile == "":
+		c.report(app, p+".sops.ageKeyFile", ErrRequired, "required: the absolute path of an age identity file, such as %s", example)
+	case !path.IsAbs(s.AgeKeyFile):
+		c.report(app, p+".sops.ageKeyFile", ErrInvalid, "%q must be an absolute path on the controller's host", s.AgeKeyFile)
+	case path.Clean(s.AgeKeyFile) != s.AgeKeyFile:
+		c.report(app, p+".sops.ageKeyFile", ErrInvalid, "%q is not a clean path; write %q", s.AgeKeyFile, path.Clean(s.AgeKeyFile))
 	}
 }
 

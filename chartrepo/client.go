@@ -16,8 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/Masterminds/semver/v3"
-
 	"github.com/flotilla-gitops/flotilla/chartengine"
 	"github.com/flotilla-gitops/flotilla/source"
 )
@@ -64,6 +62,10 @@ type Request struct {
 	Insecure bool
 	// Credentials, if not nil, are sent to the repository's host only.
 	Credentials *Credentials
+	// Archive, if not nil, is asked about the archive URL the index names
+	// before the chart is used, from the cache or not; an error refuses
+	// the chart. The index is untrusted and may name any host.
+	Archive func(*url.URL) error
 }
 
 // Chart is a fetched chart, unpacked in the cache.
@@ -223,16 +225,22 @@ func (c *Client) fetch(ctx context.Context, base *url.URL, repo string, req Requ
 	sum, _ := digestHex(e.Digest)
 	ch := &Chart{Name: e.Name, Version: e.Version, AppVersion: e.AppVersion, Created: e.Created,
 		Digest: "sha256:" + sum, Root: filepath.Join(c.o.CacheDir, sum)}
-	if cached(ch.Root, e.Name) {
-		c.ok(repo)
-		return ch, nil
-	}
 	au, err := indexURL.Parse(e.URLs[0])
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s %s: url: %w", ErrBadIndex, e.Name, e.Version, err)
 	}
 	if err := checkScheme(au, req.Insecure); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", e.Name, e.Version, err)
+	}
+	if req.Archive != nil {
+		if err := req.Archive(au); err != nil {
+			return nil, fmt.Errorf("%s %s: archive %s: %w", e.Name, e.Version, redactURL(au), err)
+		}
+	}
+	if cached(ch.Root, e.Name) {
+		c.ok(repo)
+		c.served(ch.Root, repo)
+		return ch, nil
 	}
 	archive, _, err := c.get(ctx, au, base, auth, c.o.MaxArchiveBytes, nil)
 	if err != nil {
@@ -249,6 +257,7 @@ func (c *Client) fetch(ctx context.Context, base *url.URL, repo string, req Requ
 		return nil, fmt.Errorf("%s %s: %w", e.Name, e.Version, err)
 	}
 	ch.Fetched = true
+	c.served(ch.Root, repo)
 	return ch, nil
 }
 
@@ -525,40 +534,4 @@ func (c *Client) ok(repo string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.backoff, repo)
-}
-
-// Cached returns the newest chart called name in the cache whose version
-// matches constraint, without asking any repository: what an offline
-// render can fall back on. The cache is keyed by digest, not repository,
-// so the chart may have come from any repository this cache served.
-func (c *Client) Cached(name, constraint string) (*Chart, error) {
-	cons, err := semver.NewConstraint(constraint)
-	if err != nil {
-		return nil, fmt.Errorf("%w: version %q is not a SemVer constraint: %w", ErrNoVersion, constraint, err)
-	}
-	dirs, err := os.ReadDir(c.o.CacheDir)
-	if err != nil {
-		return nil, fmt.Errorf("chart cache: %w", err)
-	}
-	var best *Chart
-	var bestVer *semver.Version
-	for _, d := range dirs {
-		if !d.IsDir() || len(d.Name()) != sha256.Size*2 || !cached(filepath.Join(c.o.CacheDir, d.Name()), name) {
-			continue
-		}
-		root := filepath.Join(c.o.CacheDir, d.Name())
-		ch, err := chartengine.Load(root, name)
-		if err != nil {
-			continue
-		}
-		v, err := semver.NewVersion(ch.Meta.Version)
-		if err != nil || !cons.Check(v) || bestVer != nil && !v.GreaterThan(bestVer) {
-			continue
-		}
-		best, bestVer = &Chart{Name: name, Version: ch.Meta.Version, AppVersion: ch.Meta.AppVersion, Digest: "sha256:" + d.Name(), Root: root}, v
-	}
-	if best == nil {
-		return nil, fmt.Errorf("%w: the cache holds no version of %q matching %q", ErrNoVersion, name, constraint)
-	}
-	return best, nil
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/chartengine"
 	"github.com/flotilla-gitops/flotilla/chartrepo"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -208,13 +210,25 @@ func chartRenderFailed(ctx context.Context, err error) error {
 // digest checks and backoff. The application's chart credentials go only
 // to the application's own chart repository; insecure: true allows
 // plain-HTTP dependencies too.
+//
+// Chart.yaml and the indexes it leads to are untrusted, so a dependency
+// repository, and the archive URL its index names, are held to the
+// project's sourceRepos like the application's own repository: a chart
+// cannot make the controller GET a URL its project does not grant.
 func (c *Controller) dependencyResolver(ctx context.Context, p *pass) chartengine.Resolver {
 	if c.opts.Charts == nil {
 		return nil
 	}
 	ch := p.app.Source.Chart
+	pr := p.app.Project
 	return func(repo, name, constraint string) (*chartengine.Chart, error) {
+		if !pr.AllowsRepo(repo) {
+			return nil, fmt.Errorf("%w: repository %s is outside project %q (sourceRepos %q)", ErrOutsideProject, source.SanitizeString(repo), pr.Name, pr.SourceRepos)
+		}
 		req := chartrepo.Request{RepoURL: repo, Name: name, Version: constraint, Insecure: ch.Insecure}
+		if pr != nil && len(pr.SourceRepos) > 0 {
+			req.Archive = func(u *url.URL) error { return archiveAllowed(pr, repo, u) }
+		}
 		if cr := ch.Credentials; cr != nil && ch.RepoURL != "" && strings.TrimRight(ch.RepoURL, "/") == strings.TrimRight(repo, "/") {
 			req.Credentials = &chartrepo.Credentials{UsernameFile: cr.UsernameFile, PasswordFile: cr.PasswordFile, TokenFile: cr.TokenFile}
 		}
@@ -261,4 +275,24 @@ func chartLabel(r *charts.ChartRef) string {
 		l += " from commit " + shortCommit(r.ValuesCommit)
 	}
 	return l
+}
+
+// ErrOutsideProject: a chart dependency's repository or archive is not one
+// of its application's project's sourceRepos.
+var ErrOutsideProject = errors.New("not granted by the project's sourceRepos")
+
+// archiveAllowed admits an archive URL under the dependency's repository
+// (same scheme and host, below its path, with no escaped dot or slash a
+// server could decode into another path) or matching the project's
+// sourceRepos itself, as an archive on another host must.
+func archiveAllowed(pr *application.ProjectTerms, repo string, u *url.URL) error {
+	if base, err := url.Parse(strings.TrimRight(repo, "/")); err == nil && base.Scheme == u.Scheme && base.Host == u.Host &&
+		strings.HasPrefix(u.EscapedPath(), base.EscapedPath()+"/") && !strings.Contains(u.EscapedPath(), "/..") &&
+		!strings.Contains(strings.ToLower(u.EscapedPath()), "%2e") && !strings.Contains(strings.ToLower(u.EscapedPath()), "%2f") {
+		return nil
+	}
+	if pr.AllowsRepo(u.String()) {
+		return nil
+	}
+	return fmt.Errorf("%w: it is neither under the dependency's repository nor in project %q's sourceRepos %q", ErrOutsideProject, pr.Name, pr.SourceRepos)
 }

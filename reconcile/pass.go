@@ -319,17 +319,22 @@ func (c *Controller) render(ctx context.Context, p *pass) error {
 }
 
 // identities are the age identities that decrypt this application's SOPS
-// files. An application's own key replaces the controller's, so one
-// repository cannot have another application's files decrypted; it is read
-// every pass, so a rotated key file is picked up.
+// files: its own key, else its project's, else the controller's. An own or
+// project key replaces the controller's, so a repository cannot have
+// another team's files decrypted by copying them in: they are encrypted to
+// a key this application is not given. The file is read every pass, so a
+// rotated key is picked up.
 func (c *Controller) identities(p *pass) (*sopsage.Identities, error) {
-	k := p.app.SOPS
+	k, field := p.app.SOPS, "sops.ageKeyFile"
+	if k == nil && p.app.Project != nil {
+		k, field = p.app.Project.SOPS, "project "+p.app.Project.Name+" sops.ageKeyFile"
+	}
 	if k == nil {
 		return c.opts.SOPS, nil
 	}
 	ids, err := sopsage.ReadIdentityFile(k.AgeKeyFile)
 	if err != nil {
-		return nil, transient("render", fmt.Errorf("sops.ageKeyFile: %w", err))
+		return nil, transient("render", fmt.Errorf("%s: %w", field, err))
 	}
 	return ids, nil
 }

@@ -224,7 +224,7 @@ func fetchOrCached(ctx context.Context, cl *chartrepo.Client, req chartrepo.Requ
 	if err == nil || !errors.Is(err, chartrepo.ErrUnreachable) {
 		return got, false, err
 	}
-	cached, cerr := cl.Cached(req.Name, req.Version)
+	cached, cerr := cl.Cached(req.RepoURL, req.Name, req.Version)
 	if cerr != nil {
 		return nil, false, err
 	}
