@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
@@ -210,12 +212,36 @@ func randomString() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// safeReturn keeps the post-login redirect on this site.
+// safeReturn keeps the post-login redirect on this site: anything but a
+// path of this site is replaced by the console's home. Browsers read
+// Location more loosely than url.Parse does (they drop tabs and newlines,
+// take a backslash for a slash, and "//host" is another site), so both the
+// value as sent and its decoded path must start with exactly one slash and
+// hold no control character and no backslash.
 func safeReturn(p string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.Contains(p, `\`) {
-		return "/ui/"
+	const home = "/ui/"
+	if !sitePath(p) {
+		return home
+	}
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || !sitePath(u.Path) {
+		return home
 	}
 	return p
+}
+
+// sitePath reports whether p starts with a single slash and holds no
+// control character or backslash.
+func sitePath(p string) bool {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") {
+		return false
+	}
+	for _, r := range p {
+		if r == '\\' || unicode.IsControl(r) || r == utf8.RuneError {
+			return false
+		}
+	}
+	return true
 }
 
 // ssoLogin starts the flow: a fresh state, nonce and PKCE verifier in the
