@@ -67,7 +67,9 @@ type Options struct {
 	// Tokens are the accepted bearer tokens (see TokensFromEnv).
 	Tokens Tokens
 	// NoAuth serves every route without a token, all as admin. Only for a
-	// loopback listener, which CheckListen enforces before serving.
+	// loopback listener, which CheckListen enforces before serving; the
+	// API then answers only requests for localhost or a loopback address
+	// that come from no other origin (see loopbackOnly).
 	NoAuth bool
 	// PublicMetrics serves /metrics without a token.
 	PublicMetrics bool
@@ -193,7 +195,11 @@ func New(opts Options) http.Handler {
 	}
 	root.Handle("/", s.authenticate(s.guardWrites(s.standbyRefusesWrites(mux))))
 
-	return s.recover(s.accessLog(root))
+	var h http.Handler = root
+	if opts.NoAuth {
+		h = s.loopbackOnly(root)
+	}
+	return s.recover(s.accessLog(h))
 }
 
 // handler adapts an error-returning handler to http.Handler.

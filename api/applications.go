@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/application"
@@ -20,6 +21,9 @@ func (s *server) listApplications(w http.ResponseWriter, r *http.Request) error 
 	list := ApplicationList{Items: make([]ApplicationSummary, 0, len(statuses))}
 	for _, st := range statuses {
 		if s.canRead(r, st.Name) {
+			if strings.Contains(st.LastError, application.HookLogsMarker) && !s.mayReadHookLogs(r, st.Name) {
+				st = statusWithoutHookLogs(st)
+			}
 			sum := summarize(st)
 			sum.Project = s.opts.Policy.Project(st.Name)
 			list.Items = append(list.Items, sum)
@@ -64,6 +68,9 @@ func (s *server) getApplication(w http.ResponseWriter, r *http.Request) error {
 	st, err := s.lookup(r)
 	if err != nil {
 		return err
+	}
+	if !s.mayReadHookLogs(r, st.Name) {
+		st = statusWithoutHookLogs(st)
 	}
 	writeJSON(w, http.StatusOK, st)
 	return nil
@@ -231,11 +238,15 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, app string, done
 			out.Plan.App = app
 		}
 		st := res.Status
-		out.Status = &st
 		if res.Err != nil {
 			out.Phase = Failed
 			out.Error = source.SanitizeString(res.Err.Error())
 		}
+		if !s.mayReadHookLogs(r, app) {
+			st = statusWithoutHookLogs(st)
+			out.Error = cutHookLogs(out.Error)
+		}
+		out.Status = &st
 		writeJSON(w, http.StatusOK, out)
 	case <-t.C:
 		writeJSON(w, http.StatusAccepted, OperationResponse{App: app, Phase: Running, Time: s.now(),

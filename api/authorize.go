@@ -151,7 +151,10 @@ func noteAudit(r *http.Request, key string, value any) {
 }
 
 // audited records every write served by pattern, refusals included, once
-// its answer is written.
+// its answer is written. A write with no principal (an open route such as
+// logout, called with no session or token) is logged at debug level only:
+// anyone can send it, and in the audit it would push out the entries of
+// those who can change something, and the events of the replay ring.
 func (s *server) audited(pattern string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !isWrite(r) {
@@ -162,7 +165,11 @@ func (s *server) audited(pattern string, next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		r = r.WithContext(context.WithValue(r.Context(), auditKey{}, note))
 		next.ServeHTTP(rec, r)
-		p, _ := principalFrom(r.Context())
+		p, ok := principalFrom(r.Context())
+		if !ok {
+			s.log.Debug("an anonymous write was not audited", "method", r.Method, "path", r.URL.Path, "status", rec.status)
+			return
+		}
 		name := r.PathValue("name")
 		e := access.Entry{Time: s.now(), Who: p.Name, Route: pattern, App: name, Status: rec.status}
 		if e.Route == "/api/" {

@@ -208,7 +208,7 @@ func TestServer_slowlorisHeadersAndBodiesAreCutOff(t *testing.T) {
 	addr := startServer(t, h, api.Timeouts{Read: 300 * time.Millisecond, Write: time.Second, Idle: time.Second})
 
 	// Headers one line at a time, 200ms apart: 2s in all, past the 300ms.
-	headers := []string{"GET /healthz HTTP/1.1\r\n", "Host: x\r\n"}
+	headers := []string{"GET /healthz HTTP/1.1\r\n", "Host: localhost\r\n"}
 	for range 8 {
 		headers = append(headers, "X-Slow: 1\r\n")
 	}
@@ -222,7 +222,7 @@ func TestServer_slowlorisHeadersAndBodiesAreCutOff(t *testing.T) {
 
 	// A complete request head, then the body a byte at a time.
 	body := `{"prune":true}`
-	chunks := []string{"POST /api/v1/applications/shop/sync HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+	chunks := []string{"POST /api/v1/applications/shop/sync HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" +
 		api.RequestHeader + ": 1\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"}
 	for _, b := range body {
 		chunks = append(chunks, string(b))

@@ -64,6 +64,9 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			} else if !e.Type.Marker() && !s.canRead(r, e.App) {
 				continue
 			}
+			if hasHookLogs(e) && !s.mayReadHookLogs(r, e.App) {
+				e = eventWithoutHookLogs(e)
+			}
 			if err := writeEvent(w, e); err != nil {
 				return nil // the client went away
 			}

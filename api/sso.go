@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
@@ -75,7 +77,12 @@ type SSO struct {
 
 	mu       sync.Mutex
 	provider *oidc.Provider
-	sessions map[string]session
+	keys     *keySet
+	// discoveryFailed is when the provider last could not be discovered;
+	// no new attempt is made within keysFetchInterval of it.
+	discoveryFailed time.Time
+	discoveryErr    error
+	sessions        map[string]session
 	// revoked holds digests of CLI login tokens ended by logout, until
 	// each would have expired.
 	revoked map[[32]byte]time.Time
@@ -146,18 +153,34 @@ func (s *SSO) setCookie(w http.ResponseWriter, base, value string, maxAge int) {
 }
 
 // oauth discovers the provider once and returns the client configuration.
+// A provider that could not be discovered is tried again only after
+// keysFetchInterval, so that requests cannot turn into a stream of
+// requests to it.
 func (s *SSO) oauth(ctx context.Context) (*oidc.Provider, *oauth2.Config, error) {
 	s.mu.Lock()
 	p := s.provider
+	failed, lastErr := s.discoveryFailed, s.discoveryErr
 	s.mu.Unlock()
 	if p == nil {
-		var err error
-		if p, err = oidc.NewProvider(oidc.ClientContext(ctx, s.cfg.HTTPClient), s.cfg.Issuer); err != nil {
-			return nil, nil, fmt.Errorf("discover the OIDC provider %s: %w", s.cfg.Issuer, err)
+		if !failed.IsZero() && s.now().Sub(failed) < keysFetchInterval {
+			return nil, nil, lastErr
+		}
+		np, err := oidc.NewProvider(oidc.ClientContext(ctx, s.cfg.HTTPClient), s.cfg.Issuer)
+		var ks *keySet
+		if err == nil {
+			ks, err = s.newKeySet(np)
 		}
 		s.mu.Lock()
-		s.provider = p
-		s.mu.Unlock()
+		defer s.mu.Unlock()
+		if err != nil {
+			s.discoveryFailed = s.now()
+			s.discoveryErr = fmt.Errorf("discover the OIDC provider %s: %w", s.cfg.Issuer, err)
+			return nil, nil, s.discoveryErr
+		}
+		if s.provider == nil {
+			s.provider, s.keys = np, ks
+		}
+		p = s.provider
 	}
 	return p, &oauth2.Config{ClientID: s.cfg.ClientID, ClientSecret: s.cfg.ClientSecret, Endpoint: p.Endpoint(),
 		RedirectURL: s.cfg.RedirectURL, Scopes: s.cfg.Scopes}, nil
@@ -210,12 +233,36 @@ func randomString() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// safeReturn keeps the post-login redirect on this site.
+// safeReturn keeps the post-login redirect on this site: anything but a
+// path of this site is replaced by the console's home. Browsers read
+// Location more loosely than url.Parse does (they drop tabs and newlines,
+// take a backslash for a slash, and "//host" is another site), so both the
+// value as sent and its decoded path must start with exactly one slash and
+// hold no control character and no backslash.
 func safeReturn(p string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.Contains(p, `\`) {
-		return "/ui/"
+	const home = "/ui/"
+	if !sitePath(p) {
+		return home
+	}
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || !sitePath(u.Path) {
+		return home
 	}
 	return p
+}
+
+// sitePath reports whether p starts with a single slash and holds no
+// control character or backslash.
+func sitePath(p string) bool {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") {
+		return false
+	}
+	for _, r := range p {
+		if r == '\\' || unicode.IsControl(r) || r == utf8.RuneError {
+			return false
+		}
+	}
+	return true
 }
 
 // ssoLogin starts the flow: a fresh state, nonce and PKCE verifier in the
@@ -265,7 +312,7 @@ func (s *server) ssoCallback(w http.ResponseWriter, r *http.Request) error {
 	if raw == "" {
 		return errorf(http.StatusUnauthorized, CodeUnauthorized, "the identity provider returned no ID token")
 	}
-	idt, err := p.Verifier(&oidc.Config{ClientID: sso.cfg.ClientID}).Verify(ctx, raw)
+	idt, err := sso.verifyIDToken(ctx, sso.cfg.ClientID, raw)
 	if err != nil {
 		s.log.Warn("single sign-on ID token refused", "error", err)
 		return errorf(http.StatusUnauthorized, CodeUnauthorized, "the ID token did not verify")

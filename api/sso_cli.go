@@ -69,11 +69,7 @@ var (
 // cliPrincipal verifies tok as an ID token issued to the CLI's client and
 // returns its user.
 func (s *SSO) cliPrincipal(ctx context.Context, tok string) (Principal, error) {
-	p, _, err := s.oauth(ctx)
-	if err != nil {
-		return Principal{}, err
-	}
-	idt, err := p.Verifier(&oidc.Config{ClientID: s.cfg.CLIClientID, Now: s.now}).Verify(oidc.ClientContext(ctx, s.cfg.HTTPClient), tok)
+	idt, err := s.verifyIDToken(ctx, s.cfg.CLIClientID, tok)
 	var expired *oidc.TokenExpiredError
 	switch {
 	case errors.As(err, &expired):
@@ -95,11 +91,7 @@ func (s *SSO) cliPrincipal(ctx context.Context, tok string) (Principal, error) {
 
 // revoke refuses tok from now until it expires. Only a digest is kept.
 func (s *SSO) revoke(ctx context.Context, tok string) bool {
-	p, _, err := s.oauth(ctx)
-	if err != nil {
-		return false
-	}
-	idt, err := p.Verifier(&oidc.Config{ClientID: s.cfg.CLIClientID, Now: s.now}).Verify(oidc.ClientContext(ctx, s.cfg.HTTPClient), tok)
+	idt, err := s.verifyIDToken(ctx, s.cfg.CLIClientID, tok)
 	if err != nil {
 		return false
 	}

@@ -53,8 +53,39 @@ func TestSSO_theLoginCookieIsRefusedWhenChangedOrOld(t *testing.T) {
 	}
 }
 
+// Every spelling a browser might read as another site, or that decodes to
+// one, falls back to the console's home; paths of this site pass as sent.
 func TestSafeReturn_keepsTheRedirectOnThisSite(t *testing.T) {
-	for in, want := range map[string]string{"/ui/#/app/shop": "/ui/#/app/shop", "//evil.example": "/ui/", "https://evil.example": "/ui/", `/\evil.example`: "/ui/", "": "/ui/"} {
+	for in, want := range map[string]string{
+		"/ui/#/app/shop":           "/ui/#/app/shop",
+		"/api/v1/applications":     "/api/v1/applications",
+		"/ui/?app=shop&tab=logs":   "/ui/?app=shop&tab=logs",
+		"":                         "/ui/",
+		"//evil.example":           "/ui/",
+		"///evil.example":          "/ui/",
+		"https://evil.example":     "/ui/",
+		"HTTPS://evil.example/ui/": "/ui/",
+		"javascript:alert(1)":      "/ui/",
+		"evil.example/ui/":         "/ui/",
+		`/\evil.example`:           "/ui/",
+		`\\evil.example`:           "/ui/",
+		"/ui/\\..\\..\\evil":       "/ui/",
+		"/\t/evil.example/phish":   "/ui/", // the review's example, decoded
+		"/%09/evil.example/phish":  "/ui/", // and encoded once more
+		"/\n/evil.example":         "/ui/",
+		"/\r\n/evil.example":       "/ui/",
+		"/%0d%0a/evil.example":     "/ui/",
+		"/\x00/evil.example":       "/ui/",
+		"/\u0085/evil.example":     "/ui/",
+		"/%2F/evil.example":        "/ui/",
+		"/%2f%2fevil.example":      "/ui/",
+		"/%5Cevil.example":         "/ui/",
+		"/%5c%5cevil.example":      "/ui/",
+		"%2F%2Fevil.example":       "/ui/",
+		"/%":                       "/ui/",
+		"/\xff/evil.example":       "/ui/",
+		"/ui/\x7f":                 "/ui/",
+	} {
 		if got := safeReturn(in); got != want {
 			t.Errorf("safeReturn(%q) = %q, want %q", in, got, want)
 		}

@@ -26,6 +26,7 @@ import (
 type ssoEnv struct {
 	api, op string
 	audit   *access.Audit
+	events  *events.Broker
 }
 
 func newSSOEnv(t *testing.T) *ssoEnv {
@@ -51,8 +52,9 @@ func newSSOEnv(t *testing.T) *ssoEnv {
 		ctl.SetHistory(app, []charts.Release{{Revision: 1}})
 	}
 	audit := access.NewAudit(0, slog.New(slog.DiscardHandler))
+	broker := events.NewBroker(events.BrokerOptions{})
 	srv := httptest.NewUnstartedServer(api.New(api.Options{
-		Controller: ctl, Events: events.NewBroker(events.BrokerOptions{}), Metrics: metrics.New(),
+		Controller: ctl, Events: broker, Metrics: metrics.New(),
 		Logger: slog.New(slog.DiscardHandler), Audit: audit,
 		Tokens: api.Tokens{{Name: "admin", Role: api.RoleAdmin, Secret: adminToken}},
 		Policy: access.NewPolicy([]application.Project{
@@ -65,7 +67,7 @@ func newSSOEnv(t *testing.T) *ssoEnv {
 	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &ssoEnv{api: apiURL, op: issuer, audit: audit}
+	return &ssoEnv{api: apiURL, op: issuer, audit: audit, events: broker}
 }
 
 // login goes through the whole flow as a browser would: the controller's

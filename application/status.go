@@ -319,3 +319,9 @@ type HookStatus struct {
 	// controller knows to be secret redacted.
 	LogTail []string `json:"logTail,omitempty"`
 }
+
+// HookLogsMarker starts the part of an error message that quotes a failed
+// hook's last log lines: everything after it is the job's own output. The
+// reconciler writes it, and the API cuts the message there for callers who
+// may not read the application's logs.
+const HookLogsMarker = "; last log lines:\n"

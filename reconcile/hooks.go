@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
@@ -263,7 +264,7 @@ func (c *Controller) hookFailed(ctx context.Context, p *pass, run hookRun, name 
 	case lerr != nil:
 		msg += fmt.Sprintf("; its logs could not be read: %v", source.Sanitize(lerr))
 	case len(lines) > 0:
-		msg += "; last log lines:\n" + strings.Join(lines, "\n")
+		msg += application.HookLogsMarker + strings.Join(lines, "\n")
 	}
 	c.emit(p, events.HookRan, name, msg, map[string]any{"hook": string(phase), "outcome": "failed", "logs": lines})
 	p.noteHookFailed(name, s, r, lines)

@@ -455,7 +455,9 @@ func TestBrowser_hookStatusIsShownWhenTheStatusHasIt(t *testing.T) {
 	f := newFixture(t, false, apps...)
 	ctx := newTab(t)
 	run(t, ctx, chromedp.Navigate(f.url+"/ui/#/app/shop"))
-	signIn(t, ctx, readToken)
+	// A failed hook's log lines are served only to callers who may read
+	// logs, which the read token may not.
+	signIn(t, ctx, adminToken)
 	waitJS(t, ctx, "shop's history", `document.getElementById('detail').textContent.includes('No releases recorded.')`)
 	if evalBool(t, ctx, `document.getElementById('hooks')`) {
 		t.Fatal("a status without hooks shows a hooks section")
