@@ -193,15 +193,24 @@ func (c *Client) page(ctx context.Context, u, repo string) ([]PullRequest, error
 	if len(body) > MaxPageBytes {
 		return nil, fmt.Errorf("forge: list open pull requests of %s: a page over %d bytes: %w", repo, MaxPageBytes, ErrTooLarge)
 	}
+	out, err := decode(body, repo)
+	if err != nil {
+		return nil, fmt.Errorf("forge: list open pull requests of %s: %w", repo, err)
+	}
+	return out, nil
+}
+
+// decode reads one page of either API's answer.
+func decode(body []byte, repo string) ([]PullRequest, error) {
 	var ws []wire
 	if err := json.Unmarshal(body, &ws); err != nil {
-		return nil, fmt.Errorf("forge: list open pull requests of %s: %w", repo, err)
+		return nil, err
 	}
 	out := make([]PullRequest, 0, len(ws))
 	for i, w := range ws {
 		p, err := w.pullRequest(repo)
 		if err != nil {
-			return nil, fmt.Errorf("forge: list open pull requests of %s: item %d: %w", repo, i, err)
+			return nil, fmt.Errorf("item %d: %w", i, err)
 		}
 		if p == nil {
 			continue
