@@ -212,6 +212,9 @@ func (c *checker) applicationSets(f *File) {
 		if s.Preview != nil {
 			c.allow("", p+".preview.allow", &s.Preview.Allow)
 		}
+		if s.MakesPreviews() && previewRepo(s.Generators, s.Template.Source.RepoURL) && s.Template.Source.Revision != "{{.sha}}" {
+			c.report("", p+".template.source.revision", ErrInvalid, "a preview of the pull request's own repository must be at revision \"{{.sha}}\", the head commit the forge reports and the expansion fetched, not %q, which can move after the check", s.Template.Source.Revision)
+		}
 		if s.Template.Name == "" {
 			c.report("", p+".template.name", ErrRequired, "required: a template that differs per element, such as \"{{.basename}}\"")
 		}
@@ -291,6 +294,16 @@ func (s *ApplicationSet) MakesPreviews() bool { return hasPullRequest(s.Generato
 func hasPullRequest(gs []Generator) bool {
 	for _, g := range gs {
 		if g.PullRequest != nil || (g.Matrix != nil && hasPullRequest(g.Matrix.Generators)) {
+			return true
+		}
+	}
+	return false
+}
+
+// previewRepo says whether a pullRequest generator of gs reads repoURL.
+func previewRepo(gs []Generator, repoURL string) bool {
+	for _, g := range gs {
+		if (g.PullRequest != nil && g.PullRequest.RepoURL == repoURL) || (g.Matrix != nil && previewRepo(g.Matrix.Generators, repoURL)) {
 			return true
 		}
 	}

@@ -26,7 +26,7 @@ applicationSets:
           ttl: 5s
     template:
       name: "b-{{.number}}"
-      source: {repoURL: "https://git.example.com/o/x.git", revision: "{{.ref}}"}
+      source: {repoURL: "https://git.example.com/o/x.git", revision: "{{.sha}}"}
   - name: c
     preview: {allow: {hostPaths: [relative]}}
     generators:
@@ -37,6 +37,7 @@ applicationSets:
 `))
 	checkProblems(t, err, []want{
 		{line: 5, field: "applicationSets[0].generators[0].pullRequest.forge", kind: ErrRequired, msg: "refs do not"},
+		{line: 8, field: "applicationSets[0].template.source.revision", kind: ErrInvalid, msg: "{{.sha}}"},
 		{line: 9, field: "applicationSets[0].template.allow", kind: ErrInvalid, msg: "preview.allow"},
 		{line: 14, field: "applicationSets[1].generators[0].pullRequest.forge.api", kind: ErrInvalid, msg: "plain http"},
 		{line: 14, field: "applicationSets[1].generators[0].pullRequest.forge.repo", kind: ErrInvalid, msg: "owner/name"},
@@ -62,7 +63,7 @@ applicationSets:
           forge: {kind: gitea, api: "http://127.0.0.1:3000/api/v1", repo: shop/web, tokenFile: /run/secrets/gitea}
     template:
       name: "pr-{{.number}}"
-      source: {repoURL: "https://github.com/shop/web.git", revision: "{{.ref}}"}
+      source: {repoURL: "https://github.com/shop/web.git", revision: "{{.sha}}"}
 `))
 	if err != nil {
 		t.Fatal(err)

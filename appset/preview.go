@@ -14,6 +14,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/forge"
+	"github.com/flotilla-gitops/flotilla/source"
 )
 
 // ForgeClient is the default of Options.Forges: a forge.Client for the
@@ -84,6 +85,11 @@ func (e *Expander) pullRequests(ctx context.Context, g *application.PullRequestG
 		now = e.opts.Now
 	}
 	kept, left := Previewable(g, open, refs, now())
+	if e.opts.Fetcher != nil {
+		if kept, left, err = e.pin(ctx, g, kept, left); err != nil {
+			return nil, fmt.Errorf("pull-request generator: %w", &ReadError{RepoURL: g.RepoURL, Err: err})
+		}
+	}
 	out := make([]Params, len(kept))
 	for i, p := range kept {
 		out[i] = Params{"number": strconv.Itoa(p.Number), "ref": fmt.Sprintf(application.PreviewRef, p.Number),
@@ -91,6 +97,38 @@ func (e *Expander) pullRequests(ctx context.Context, g *application.PullRequestG
 	}
 	e.report(repo, g.RepoURL, left)
 	return out, nil
+}
+
+// pin fetches each admitted pull request's ref and keeps it only if the
+// commit fetched is the forge's head commit. The commit is then in the
+// controller's cache, so a template whose revision is {{.sha}} deploys
+// exactly that commit: the fetcher serves a cached commit without asking
+// the remote, and cannot otherwise reach a commit that only a pull-request
+// ref (a fork's) points at. A repository that cannot be read fails the
+// generator (its previews are kept); a ref it no longer has leaves that
+// pull request out.
+func (e *Expander) pin(ctx context.Context, g *application.PullRequestGenerator, kept []forge.PullRequest, left []LeftOut) ([]forge.PullRequest, []LeftOut, error) {
+	out := kept[:0:0]
+	for _, p := range kept {
+		ref := fmt.Sprintf(application.PreviewRef, p.Number)
+		rev, err := e.opts.Fetcher.Fetch(ctx, source.Request{RepoURL: g.RepoURL, Revision: ref, Credentials: g.Credentials})
+		switch {
+		case errors.Is(err, source.ErrRevisionNotFound):
+			left = append(left, LeftOut{p.Number, ref + " is gone"})
+			continue
+		case err != nil:
+			return nil, nil, fmt.Errorf("fetch %s: %w", ref, err)
+		}
+		commit := rev.Commit
+		rev.Release()
+		if !strings.EqualFold(commit, p.HeadSHA) {
+			left = append(left, LeftOut{p.Number, fmt.Sprintf("fetched %s at %s, not at the forge's head commit %s", ref, short(commit), short(p.HeadSHA))})
+			continue
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(left, func(a, b LeftOut) int { return a.Number - b.Number })
+	return out, left, nil
 }
 
 // LeftOut is a pull request a preview generator did not admit, and why.

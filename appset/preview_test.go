@@ -12,6 +12,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/forge"
 	"github.com/flotilla-gitops/flotilla/internal/forgetest"
+	"github.com/flotilla-gitops/flotilla/source"
 )
 
 const previewSet = `apiVersion: flotilla/v1
@@ -24,7 +25,7 @@ applicationSets:
     template:
       name: "preview-{{.number}}"
       stack: "pr-{{.number}}"
-      source: {repoURL: REPO, revision: "{{.ref}}"}
+      source: {repoURL: REPO, revision: "{{.sha}}"}
 `
 
 // GitHub keeps refs/pull/N/head after a pull request closes and creates it
@@ -53,7 +54,7 @@ func TestPreviewsAreTheForgesOpenPullRequestsNotEveryRef(t *testing.T) {
 	if got := names(apps); !slices.Equal(got, []string{"preview-7"}) {
 		t.Fatalf("previews %v, want only the open same-repository pull request 7", got)
 	}
-	if a := apps[0]; a.Stack != "pr-7" || a.Source.Revision != "refs/pull/7/head" || !a.Generated.Prune || !a.Generated.Preview {
+	if a := apps[0]; a.Stack != "pr-7" || a.Source.Revision != head || !a.Generated.Prune || !a.Generated.Preview {
 		t.Fatalf("preview %+v (generated %+v)", a, a.Generated)
 	}
 
@@ -192,4 +193,68 @@ func TestAPreviewNeverInheritsTheTemplatesAllowOnlyTheSetsGrant(t *testing.T) {
 	if a := apps[0].Allow; !slices.Equal(a.Networks, []string{"preview-net"}) || len(a.HostPaths) != 0 {
 		t.Fatalf("preview allow %+v, want only the set's grant", a)
 	}
+}
+
+// fakeFetcher answers Fetch for refs from a map: a commit, or an error.
+type fakeFetcher map[string]any
+
+func (f fakeFetcher) Fetch(_ context.Context, req source.Request) (*source.Revision, error) {
+	switch v := f[req.Revision].(type) {
+	case string:
+		return &source.Revision{Commit: v}, nil
+	case error:
+		return nil, v
+	}
+	return nil, source.ErrRevisionNotFound
+}
+
+// The expander fetches each admitted ref and keeps the pull request only
+// if it fetched the forge's head commit; a repository that cannot be read
+// keeps the previews.
+func TestAPreviewIsKeptOnlyIfItsFetchedCommitIsTheForgesHead(t *testing.T) {
+	sha := func(n int) string { return fmt.Sprintf("%040x", n) }
+	srv := forgetest.New(t, "shop/web")
+	srv.Set(forgetest.PR{Number: 1, HeadSHA: sha(1), HeadRepo: "shop/web"},
+		forgetest.PR{Number: 2, HeadSHA: sha(2), HeadRepo: "shop/web"},
+		forgetest.PR{Number: 3, HeadSHA: sha(3), HeadRepo: "shop/web"})
+	refs := staticRefs{"refs/pull/1/head": sha(1), "refs/pull/2/head": sha(2), "refs/pull/3/head": sha(3)}
+	f := parse(t, strings.NewReplacer("REPO", "https://git.example.com/shop/web.git", "API", srv.GiteaAPI()).Replace(previewSet))
+	fetch := fakeFetcher{"refs/pull/1/head": sha(1), "refs/pull/2/head": sha(99)} // 2 moved after the listing; 3 gone
+	e := New(Options{Refs: refs, Fetcher: fetch})
+	apps, err := e.Expand(context.Background(), f)
+	if err != nil || !slices.Equal(names(apps), []string{"preview-1"}) {
+		t.Fatalf("%v %v, want only preview-1", names(apps), err)
+	}
+	fetch["refs/pull/1/head"] = fmt.Errorf("%w: down", source.ErrUnreachable)
+	apps, err = e.Expand(context.Background(), f)
+	var se *SetError
+	if !errors.As(err, &se) || !se.Kept || !slices.Equal(names(apps), []string{"preview-1"}) {
+		t.Fatalf("an unreachable repository: %v %v, want preview-1 kept", names(apps), err)
+	}
+}
+
+// A fork's commit is reachable only through refs/pull/N/head; after the
+// expansion pinned it, a template at {{.sha}} deploys exactly it.
+func TestAPinnedPreviewCommitCanBeFetchedBySHA(t *testing.T) {
+	repo := newGitRepo(t)
+	repo.commit(map[string]string{"compose.yaml": "services: {}\n"})
+	base := repo.git("rev-parse", "HEAD")
+	fork := repo.commit(map[string]string{"compose.yaml": "services: {web: {image: fork}}\n"})
+	repo.git("update-ref", "refs/pull/5/head", fork)
+	repo.git("reset", "-q", "--hard", base) // no branch holds the fork's commit
+	srv := forgetest.New(t, "shop/web")
+	srv.Set(forgetest.PR{Number: 5, HeadSHA: fork, HeadRepo: "eve/web"})
+	text := strings.NewReplacer("REPO", repo.dir, "API", srv.GiteaAPI(), `revision: "{{.sha}}"`, `revision: "{{.sha}}"`,
+		"forge: {kind", "forks: true\n          forge: {kind").Replace(previewSet)
+	f := parse(t, text)
+	fetcher := newFetcher(t)
+	apps, err := New(Options{Refs: fetcher, Fetcher: fetcher}).Expand(context.Background(), f)
+	if err != nil || len(apps) != 1 || apps[0].Source.Revision != fork {
+		t.Fatalf("%+v %v", apps, err)
+	}
+	rev, err := fetcher.Fetch(context.Background(), source.Request{RepoURL: repo.dir, Revision: fork})
+	if err != nil || rev.Commit != fork {
+		t.Fatalf("fetching the pinned commit by SHA: %v", err)
+	}
+	rev.Release()
 }

@@ -351,7 +351,7 @@ applicationSets:
       - pullRequest: {repoURL: %[2]s, forge: {kind: gitea, api: %[3]s, repo: shop/web}}
     template:
       name: "%[1]s-pr-{{.number}}"
-      source: {repoURL: %[2]s, revision: "{{.ref}}"}
+      source: {repoURL: %[2]s, revision: "{{.sha}}"}
       syncPolicy: {automated: {}, interval: 10s}
 `, prefix, repo.Dir, forgeSrv.GiteaAPI()))
 	_, c := startFlotilla(t, prefix, "--config", apps, "--appset-interval", "2s")

@@ -75,7 +75,7 @@ applicationSets:
           ttl: 72h
     template:
       name: "%[1]s-pr-{{.number}}"
-      source: {repoURL: %[2]s, revision: "{{.ref}}"}
+      source: {repoURL: %[2]s, revision: "{{.sha}}"}
       syncPolicy: {automated: {}, interval: 10s}
 `, prefix, repo.Dir, forgeSrv.GiteaAPI(), hostDir))
 	ctl, c := startFlotilla(t, prefix, "--config", apps, "--appset-interval", "2s")

@@ -55,7 +55,7 @@ applicationSets:
       - pullRequest: {repoURL: https://git.example.com/shop.git, forge: {kind: gitea, api: https://git.example.com/api/v1, repo: ops/shop}}
     template:
       name: "pr-{{.number}}"
-      source: {repoURL: https://git.example.com/shop.git, revision: "{{.ref}}"}
+      source: {repoURL: https://git.example.com/shop.git, revision: "{{.sha}}"}
 `
 	}
 	src := &mutableSource{data: file(true, "")}
