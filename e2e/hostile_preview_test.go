@@ -123,3 +123,54 @@ applicationSets:
 	default:
 	}
 }
+
+// Against a real Gitea (FLOTILLA_GITEA; skipped without it): a labelled
+// pull request from a fork is not previewed, a labelled one from the
+// repository is, at the head commit Gitea reports, and closing it on Gitea
+// removes the preview and its stack while refs/pull/N/head stays.
+func TestPreviewsFollowARealGiteasOpenPullRequests(t *testing.T) {
+	g := forgetest.StartGitea(t)
+	t.Parallel()
+	prefix := swarmtest.Name(t, "gpr")
+	g.CreateRepo("web")
+	g.Write("ann", "ann/web", "", "main", "compose.yaml", sleeper)
+	own := g.Write("ann", "ann/web", "main", "change", "compose.yaml", strings.Replace(sleeper, "app:1", "app:2", 1))
+	g.Fork("web")
+	g.Write("eve", "eve/web", "main", "evil", "compose.yaml", strings.Replace(sleeper, "app:1", "app:2", 1)+"    environment: {EVIL: \"1\"}\n")
+	nOwn := g.OpenPR("ann", "web", "change")
+	nFork := g.OpenPR("eve", "web", "eve:evil")
+	g.Label("web", nOwn, "preview")
+	g.Label("web", nFork, "preview")
+	previewOwn, previewFork := fmt.Sprintf("%s-pr-%d", prefix, nOwn), fmt.Sprintf("%s-pr-%d", prefix, nFork)
+	swarmtest.Cleanup(t, previewOwn)
+	swarmtest.Cleanup(t, previewFork)
+	apps := writeFile(t, fmt.Sprintf(`apiVersion: flotilla/v1
+applicationSets:
+  - name: previews
+    generators:
+      - pullRequest:
+          repoURL: %[2]s
+          forge: {kind: gitea, api: %[3]s, repo: ann/web}
+          labels: [preview]
+    template:
+      name: "%[1]s-pr-{{.number}}"
+      source: {repoURL: %[2]s, revision: "{{.sha}}"}
+      syncPolicy: {automated: {}, interval: 10s}
+`, prefix, g.RepoURL("ann/web"), g.API()))
+	ctl, c := startFlotilla(t, prefix, "--config", apps, "--appset-interval", "2s")
+	swarmtest.Eventually(t, 120*time.Second, func() (bool, string) {
+		s, ok := statuses(c)[previewOwn]
+		return ok && s.Revision == own && s.Health == "Healthy", fmt.Sprintf("%v %s %s", ok, shortID(s.Revision), s.Health)
+	})
+	if _, ok := statuses(c)[previewFork]; ok || len(stackServices(t, previewFork)) != 0 {
+		t.Fatal("the fork's pull request was previewed")
+	}
+	ctl.waitLog("from another repository", 30*time.Second)
+
+	g.ClosePR("web", nOwn)
+	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
+		_, listed := statuses(c)[previewOwn]
+		n := len(stackServices(t, previewOwn))
+		return !listed && n == 0, fmt.Sprintf("listed %v, %d services", listed, n)
+	})
+}

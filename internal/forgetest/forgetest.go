@@ -1,9 +1,9 @@
-// Package forgetest serves the pull-request listings of the GitHub and
-// Gitea/Forgejo APIs from answers shaped like the real ones, for tests of
-// previews. No real forge is built here (docs/security.md, "Previews",
-// says why); the JSON below follows GitHub's "List pull requests" and
-// Gitea's PullRequest schema (modules/structs/pull.go) field for field for
-// everything a client reads, plus a few it must ignore.
+// Package forgetest serves forges for tests of previews: Server answers the
+// pull-request listings of the GitHub and Gitea/Forgejo APIs from answers
+// shaped like the real ones (GitHub's "List pull requests", Gitea's
+// PullRequest schema in modules/structs/pull.go: every field a client
+// reads, plus a few it must ignore), and StartGitea runs a real Gitea
+// built from its Go module (docs/security.md, "Previews").
 package forgetest
 
 import (
