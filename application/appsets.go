@@ -2,13 +2,17 @@ package application
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"path"
 	"reflect"
 	"strconv"
 	"strings"
 	"text/template"
+	"time"
 
 	"github.com/flotilla-gitops/flotilla/fault"
+	"github.com/flotilla-gitops/flotilla/forge"
 )
 
 // ApplicationSet generates applications from a template, one per element
@@ -28,8 +32,12 @@ type ApplicationSet struct {
 	// Prune removes the stack of an application that leaves the set (only
 	// what its records prove it created). Default false: the stack is kept
 	// and reported like that of an application removed from the file.
-	// Pull-request previews are always removed with their ref.
+	// Pull-request previews are always removed once the forge no longer
+	// lists their pull request as open (or a rule leaves it out).
 	Prune bool `yaml:"prune,omitempty"`
+	// Preview grants the applications of a set with a pullRequest
+	// generator what they may reach (preview.allow). Only for such sets.
+	Preview *Preview `yaml:"preview,omitempty"`
 }
 
 // Generator is exactly one of its fields.
@@ -42,8 +50,8 @@ type Generator struct {
 	// Swarms yields one element per swarm the controller deploys to:
 	// name.
 	Swarms *SwarmsGenerator `yaml:"swarms,omitempty"`
-	// PullRequest yields one element per change request ref of a
-	// repository: number, ref, sha, shortSHA.
+	// PullRequest yields one element per open pull request its rules
+	// admit: number, ref, sha, shortSHA, author.
 	PullRequest *PullRequestGenerator `yaml:"pullRequest,omitempty"`
 	// Matrix yields every combination of two generators' elements, their
 	// parameters merged (a parameter both define is an error).
@@ -77,20 +85,72 @@ type SwarmsGenerator struct {
 	Names []string `yaml:"names,omitempty"`
 }
 
-// PullRequestGenerator lists the refs forges keep for open change requests.
+// PullRequestGenerator lists the open pull requests of a repository, as
+// its forge's API reports them, that the generator's rules let through.
+// Pull requests are untrusted input: anyone who can open one on a public
+// repository chooses what a preview runs. So previews are bounded: only
+// open pull requests, fork pull requests only when Forks says so, only
+// those with one of Labels or by one of Authors when given, at most Max,
+// none idle longer than TTL; and a preview's application is granted only
+// what its set's preview.allow grants, never the template's allow.
 type PullRequestGenerator struct {
 	// RepoURL takes the forms of Source.RepoURL. Required.
 	RepoURL string `yaml:"repoURL"`
-	// Refs are ref patterns with one "*" standing for the change's number.
-	// Default: DefaultPullRequestRefs.
-	Refs []string `yaml:"refs,omitempty"`
-	// Credentials are as Source.Credentials. Default: none.
+	// Forge is the API that says which pull requests are open. Default:
+	// derived from a github.com RepoURL; required for any other host.
+	Forge *Forge `yaml:"forge,omitempty"`
+	// Forks lets pull requests whose head lives in another repository
+	// through. Default false.
+	Forks bool `yaml:"forks,omitempty"`
+	// Labels: a pull request needs one of them. Default: no label needed.
+	Labels []string `yaml:"labels,omitempty"`
+	// Authors: a pull request must be opened by one of these logins.
+	// Default: any author. With Labels too, both must hold.
+	Authors []string `yaml:"authors,omitempty"`
+	// Max caps the previews: the most recently updated pull requests that
+	// pass the rules are kept, the rest are reported. Default
+	// DefaultPreviewMax, at most MaxPreviewMax.
+	Max int `yaml:"max,omitempty"`
+	// TTL leaves out a pull request not updated for this long. Default
+	// DefaultPreviewTTL.
+	TTL Duration `yaml:"ttl,omitempty"`
+	// Credentials are as Source.Credentials, for ls-remote. Default: none.
 	Credentials *Credentials `yaml:"credentials,omitempty"`
 }
 
-// DefaultPullRequestRefs are where GitHub, Gitea and Forgejo (refs/pull)
-// and GitLab (refs/merge-requests) publish the head of each change request.
-var DefaultPullRequestRefs = []string{"refs/pull/*/head", "refs/merge-requests/*/head"}
+// Forge names the API of the forge hosting a pull-request generator's
+// repository.
+type Forge struct {
+	// Kind is "github" or "gitea" (Forgejo too). Required.
+	Kind string `yaml:"kind"`
+	// API is the API's base URL, such as https://api.github.com or
+	// https://git.example.com/api/v1. Required.
+	API string `yaml:"api"`
+	// Repo is the repository's owner/name on the forge. Required unless
+	// derived from a github.com RepoURL.
+	Repo string `yaml:"repo,omitempty"`
+	// TokenFile is an absolute path to a file holding an API token, sent
+	// only to API. Default: none (public repositories, low rate limits).
+	TokenFile string `yaml:"tokenFile,omitempty"`
+}
+
+// Bounds of previews.
+const (
+	DefaultPreviewMax = 10
+	MaxPreviewMax     = 100
+	DefaultPreviewTTL = 7 * 24 * time.Hour
+)
+
+// PreviewRef is the ref a preview is fetched at: where GitHub, Gitea and
+// Forgejo publish the head of pull request N.
+const PreviewRef = "refs/pull/%d/head"
+
+// Preview is what a set that makes pull-request previews grants them.
+type Preview struct {
+	// Allow is the allow list of every preview application; the template's
+	// allow is never used for previews. Default: nothing.
+	Allow Allow `yaml:"allow,omitempty"`
+}
 
 // MatrixGenerator combines two generators.
 type MatrixGenerator struct {
@@ -142,6 +202,18 @@ func (c *checker) applicationSets(f *File) {
 		}
 		for j := range s.Generators {
 			c.generator(&s.Generators[j], fmt.Sprintf("%s.generators[%d]", p, j), true)
+		}
+		switch previews := s.MakesPreviews(); {
+		case previews && !reflect.ValueOf(s.Template.Allow).IsZero():
+			c.report("", p+".template.allow", ErrInvalid, "a preview set's template cannot grant an allow list: pull requests are untrusted, so previews get only what the set grants under preview.allow")
+		case !previews && s.Preview != nil:
+			c.report("", p+".preview", ErrInvalid, "preview is only for a set with a pullRequest generator")
+		}
+		if s.Preview != nil {
+			c.allow("", p+".preview.allow", &s.Preview.Allow)
+		}
+		if s.MakesPreviews() && previewRepo(s.Generators, s.Template.Source.RepoURL) && s.Template.Source.Revision != "{{.sha}}" {
+			c.report("", p+".template.source.revision", ErrInvalid, "a preview of the pull request's own repository must be at revision \"{{.sha}}\", the head commit the forge reports and the expansion fetched, not %q, which can move after the check", s.Template.Source.Revision)
 		}
 		if s.Template.Name == "" {
 			c.report("", p+".template.name", ErrRequired, "required: a template that differs per element, such as \"{{.basename}}\"")
@@ -205,16 +277,7 @@ func (c *checker) generator(g *Generator, p string, top bool) {
 			}
 		}
 	case "pullRequest":
-		pr := g.PullRequest
-		tr := c.repoURL("", p+".pullRequest.repoURL", pr.RepoURL)
-		if pr.Credentials != nil {
-			c.credentials("", p+".pullRequest.credentials", pr.Credentials, tr)
-		}
-		for j, r := range pr.Refs {
-			if !strings.HasPrefix(r, "refs/") || strings.Count(r, "*") != 1 {
-				c.report("", fmt.Sprintf("%s.pullRequest.refs[%d]", p, j), ErrInvalid, "%q must start with refs/ and hold one * for the number, like refs/pull/*/head", r)
-			}
-		}
+		c.pullRequest(g.PullRequest, p+".pullRequest")
 	case "matrix":
 		if !top {
 			c.report("", p+".matrix", ErrInvalid, "a matrix cannot hold another matrix")
@@ -227,6 +290,92 @@ func (c *checker) generator(g *Generator, p string, top bool) {
 			c.generator(&g.Matrix.Generators[j], fmt.Sprintf("%s.matrix.generators[%d]", p, j), false)
 		}
 	}
+}
+
+// MakesPreviews says whether s has a pullRequest generator, directly or in
+// a matrix: its applications are pull-request previews.
+func (s *ApplicationSet) MakesPreviews() bool { return hasPullRequest(s.Generators) }
+
+func hasPullRequest(gs []Generator) bool {
+	for _, g := range gs {
+		if g.PullRequest != nil || (g.Matrix != nil && hasPullRequest(g.Matrix.Generators)) {
+			return true
+		}
+	}
+	return false
+}
+
+// previewRepo says whether a pullRequest generator of gs reads repoURL.
+func previewRepo(gs []Generator, repoURL string) bool {
+	for _, g := range gs {
+		if (g.PullRequest != nil && g.PullRequest.RepoURL == repoURL) || (g.Matrix != nil && previewRepo(g.Matrix.Generators, repoURL)) {
+			return true
+		}
+	}
+	return false
+}
+
+// pullRequest checks a pull-request generator. The applications file is
+// trusted, so these are mistakes, but a mistake here is a preview of
+// anyone's code: each bound is checked.
+func (c *checker) pullRequest(pr *PullRequestGenerator, p string) {
+	tr := c.repoURL("", p+".repoURL", pr.RepoURL)
+	if pr.Credentials != nil {
+		c.credentials("", p+".credentials", pr.Credentials, tr)
+	}
+	if pr.Forge == nil {
+		if _, _, _, ok := forge.Derive(pr.RepoURL); !ok && pr.RepoURL != "" {
+			c.report("", p+".forge", ErrRequired, "required for a repository not on github.com: {kind: github|gitea, api: URL, repo: owner/name}; the forge's API says which pull requests are open, refs do not")
+		}
+	} else {
+		f := pr.Forge
+		if f.Kind != forge.GitHub && f.Kind != forge.Gitea {
+			c.report("", p+".forge.kind", ErrInvalid, "%q is not github or gitea (gitea also for Forgejo)", f.Kind)
+		}
+		u, err := url.Parse(f.API)
+		switch {
+		case f.API == "":
+			c.report("", p+".forge.api", ErrRequired, "required: the API's base URL, such as https://api.github.com or https://git.example.com/api/v1")
+		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "":
+			c.report("", p+".forge.api", ErrInvalid, "%q is not an http(s) base URL without user, query or fragment", f.API)
+		case u.Scheme == "http" && f.TokenFile != "" && !loopback(u.Hostname()):
+			c.report("", p+".forge.api", ErrInvalid, "a token is not sent over plain http:// to %s; use https", u.Hostname())
+		}
+		if f.Repo == "" {
+			if _, _, _, ok := forge.Derive(pr.RepoURL); !ok {
+				c.report("", p+".forge.repo", ErrRequired, "required: the repository's owner/name on the forge")
+			}
+		} else if !forge.ValidRepo(f.Repo) {
+			c.report("", p+".forge.repo", ErrInvalid, "%q is not owner/name", f.Repo)
+		}
+		if f.TokenFile != "" && !path.IsAbs(f.TokenFile) {
+			c.report("", p+".forge.tokenFile", ErrInvalid, "%q must be an absolute path", f.TokenFile)
+		}
+	}
+	for _, l := range []struct {
+		name string
+		v    []string
+	}{{"labels", pr.Labels}, {"authors", pr.Authors}} {
+		for j, v := range l.v {
+			if strings.TrimSpace(v) == "" || v != strings.TrimSpace(v) {
+				c.report("", fmt.Sprintf("%s.%s[%d]", p, l.name, j), ErrInvalid, "%q is empty or has surrounding spaces", v)
+			}
+		}
+	}
+	if pr.Max < 0 || pr.Max > MaxPreviewMax {
+		c.report("", p+".max", ErrInvalid, "%d is not between 1 and %d (default %d)", pr.Max, MaxPreviewMax, DefaultPreviewMax)
+	}
+	if pr.TTL.Duration < 0 || (pr.TTL.Duration > 0 && pr.TTL.Duration < time.Minute) {
+		c.report("", p+".ttl", ErrInvalid, "%s is not a duration of a minute or more (default %s)", pr.TTL.Duration, DefaultPreviewTTL)
+	}
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // WalkStrings calls fn on every string of a, writing copies of whatever a

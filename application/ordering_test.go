@@ -141,14 +141,14 @@ applicationSets:
       - matrix:
           generators:
             - list: {elements: [{a: 1}]}
-      - pullRequest: {repoURL: "https://h/x.git", refs: ["pull/*"]}
+      - pullRequest: {repoURL: "https://h/x.git", forge: {kind: gitlab, api: "https://h/api/v4", repo: o/x}}
     template:
       name: "{{.a"
 `))
 	checkProblems(t, err, []want{
 		{line: 5, field: "applicationSets[0].generators[0]", kind: ErrInvalid, msg: "exactly one"},
 		{line: 8, field: "applicationSets[0].generators[1].matrix.generators", kind: ErrInvalid, msg: "exactly two"},
-		{line: 10, field: "applicationSets[0].generators[2].pullRequest.refs[0]", kind: ErrInvalid},
+		{line: 10, field: "applicationSets[0].generators[2].pullRequest.forge.kind", kind: ErrInvalid},
 		{line: 12, field: "applicationSets[0].template.name", kind: ErrInvalid, msg: "template"},
 	})
 }

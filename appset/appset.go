@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path"
@@ -23,8 +24,10 @@ import (
 	"strings"
 	"sync"
 	"text/template"
+	"time"
 
 	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/forge"
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
@@ -47,6 +50,14 @@ type Options struct {
 	// Swarms names the swarms the controller deploys to, for the swarms
 	// generator. Nil: only LocalSwarm.
 	Swarms func() []string
+	// Forges gives the pull-request generator its forge's client and the
+	// repository's owner/name there. Nil: ForgeClient.
+	Forges func(*application.PullRequestGenerator) (forge.Lister, string, error)
+	// Now is the clock previews' TTL is measured with. Nil: time.Now.
+	Now func() time.Time
+	// Log receives which pull requests a preview set leaves out and why,
+	// once per change. Nil: not logged.
+	Log *slog.Logger
 }
 
 // LocalSwarm is the name the swarms generator gives the controller's own
@@ -62,11 +73,14 @@ type Expander struct {
 	opts Options
 	mu   sync.Mutex
 	last map[string][]application.Application // by set name
+	// left is each preview generator's last report of what it left out,
+	// so that a report is logged when it changes, not every expansion.
+	left map[string]string
 }
 
 // New returns an Expander.
 func New(opts Options) *Expander {
-	return &Expander{opts: opts, last: map[string][]application.Application{}}
+	return &Expander{opts: opts, last: map[string][]application.Application{}, left: map[string]string{}}
 }
 
 // SetError is one set that could not be expanded this time.
@@ -143,7 +157,7 @@ func (e *Expander) expandSet(ctx context.Context, s *application.ApplicationSet,
 		}
 		elems = append(elems, ps...)
 	}
-	preview := hasPullRequest(s.Generators)
+	preview := s.MakesPreviews()
 	prune := s.Prune || preview
 	names := map[string]int{}
 	out := make([]application.Application, 0, len(elems))
@@ -156,6 +170,14 @@ func (e *Expander) expandSet(ctx context.Context, s *application.ApplicationSet,
 			return nil, fmt.Errorf("elements %d and %d both make an application named %q; the template's name must differ per element", j, i, a.Name)
 		}
 		names[a.Name] = i
+		if preview {
+			// A preview runs a pull request's code: it never inherits
+			// the template's allow list, only what the set grants.
+			a.Allow = application.Allow{}
+			if s.Preview != nil {
+				a.Allow = s.Preview.Allow
+			}
+		}
 		a.Generated = &application.Generated{Set: s.Name, Prune: prune, Preview: preview, Index: index, Element: describe(ps)}
 		out = append(out, a)
 	}
@@ -164,20 +186,11 @@ func (e *Expander) expandSet(ctx context.Context, s *application.ApplicationSet,
 
 // Prunes says whether the set removes the stacks of the applications it
 // stops generating: it says prune, or it makes pull-request previews, whose
-// stacks go with their ref. The controller asks it of the sets of the file
-// it runs, so that a stack a set made before a restart is judged by what
-// the set says now.
+// stacks go with their pull request. The controller asks it of the sets of
+// the file it runs, so that a stack a set made before a restart is judged
+// by what the set says now.
 func Prunes(s *application.ApplicationSet) bool {
-	return s.Prune || hasPullRequest(s.Generators)
-}
-
-func hasPullRequest(gs []application.Generator) bool {
-	for _, g := range gs {
-		if g.PullRequest != nil || (g.Matrix != nil && hasPullRequest(g.Matrix.Generators)) {
-			return true
-		}
-	}
-	return false
+	return s.Prune || s.MakesPreviews()
 }
 
 // Fill returns a copy of tpl with every string executed as a template over
@@ -303,59 +316,6 @@ func (e *Expander) swarms(g *application.SwarmsGenerator) []Params {
 		out = append(out, Params{"name": n})
 	}
 	return out
-}
-
-// pullRequests yields one element per ref matching a pattern, in the order
-// of their numbers.
-func (e *Expander) pullRequests(ctx context.Context, g *application.PullRequestGenerator) ([]Params, error) {
-	if e.opts.Refs == nil {
-		return nil, errors.New("pull-request generator: no ref lister configured")
-	}
-	refs, err := e.opts.Refs.ListRefs(ctx, g.RepoURL, g.Credentials)
-	if err != nil {
-		return nil, fmt.Errorf("pull-request generator: %w", &ReadError{RepoURL: g.RepoURL, Err: err})
-	}
-	pats := g.Refs
-	if len(pats) == 0 {
-		pats = application.DefaultPullRequestRefs
-	}
-	type pr struct {
-		number, ref, sha string
-	}
-	var found []pr
-	for ref, sha := range refs {
-		for _, pat := range pats {
-			if n, ok := matchRef(pat, ref); ok {
-				found = append(found, pr{n, ref, sha})
-				break
-			}
-		}
-	}
-	slices.SortFunc(found, func(a, b pr) int {
-		if c := len(a.number) - len(b.number); c != 0 {
-			return c
-		}
-		return strings.Compare(a.number+a.ref, b.number+b.ref)
-	})
-	out := make([]Params, len(found))
-	for i, p := range found {
-		out[i] = Params{"number": p.number, "ref": p.ref, "sha": p.sha, "shortSHA": p.sha[:min(8, len(p.sha))]}
-	}
-	return out, nil
-}
-
-// matchRef matches ref against a pattern with one "*", which must stand
-// for a non-empty run of characters without "/".
-func matchRef(pat, ref string) (string, bool) {
-	pre, suf, ok := strings.Cut(pat, "*")
-	if !ok || !strings.HasPrefix(ref, pre) || !strings.HasSuffix(ref, suf) || len(ref) < len(pre)+len(suf)+1 {
-		return "", false
-	}
-	mid := ref[len(pre) : len(ref)-len(suf)]
-	if strings.Contains(mid, "/") {
-		return "", false
-	}
-	return mid, true
 }
 
 // matrix yields every pair of the two generators' elements, merged.

@@ -163,64 +163,6 @@ func TestAFailingGeneratorKeepsTheLastGoodApplicationsAndSaysSo(t *testing.T) {
 	}
 }
 
-func TestPullRequestGeneratorMakesOnePreviewPerRefAndForgetsADeletedRef(t *testing.T) {
-	repo := newGitRepo(t)
-	repo.commit(map[string]string{"compose.yaml": "services: {}\n"})
-	head := repo.commit(map[string]string{"compose.yaml": "services: {web: {image: x}}\n"})
-	repo.git("update-ref", "refs/pull/7/head", head)
-	repo.git("update-ref", "refs/merge-requests/12/head", head)
-	repo.git("update-ref", "refs/pull/7/merge", head) // not a head ref
-	f := parse(t, strings.ReplaceAll(`apiVersion: flotilla/v1
-applicationSets:
-  - name: previews
-    generators:
-      - pullRequest: {repoURL: REPO}
-    template:
-      name: "preview-{{.number}}"
-      stack: "pr-{{.number}}"
-      source: {repoURL: REPO, revision: "{{.ref}}"}
-`, "REPO", repo.dir))
-	e := New(Options{Refs: newFetcher(t)})
-	apps, err := e.Expand(context.Background(), f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := names(apps); !slices.Equal(got, []string{"preview-7", "preview-12"}) {
-		t.Fatalf("previews %v", got)
-	}
-	if a := apps[0]; a.Stack != "pr-7" || a.Source.Revision != "refs/pull/7/head" || !a.Generated.Prune {
-		t.Fatalf("preview %+v (generated %+v): want stack pr-7 at refs/pull/7/head, pruned with its ref", a, a.Generated)
-	}
-	repo.git("update-ref", "-d", "refs/pull/7/head")
-	apps, err = e.Expand(context.Background(), f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := names(apps); !slices.Equal(got, []string{"preview-12"}) {
-		t.Fatalf("after deleting refs/pull/7/head: %v", got)
-	}
-}
-
-func TestPullRequestGeneratorFollowsTheRefPatternTheSetNames(t *testing.T) {
-	refs := staticRefs{"refs/changes/3/head": "aaaaaaaaaaaa", "refs/pull/4/head": "bbbb", "refs/changes/x/y/head": "cccc"}
-	f := parse(t, `apiVersion: flotilla/v1
-applicationSets:
-  - name: p
-    generators:
-      - pullRequest: {repoURL: "https://h/x.git", refs: ["refs/changes/*/head"]}
-    template:
-      name: "c{{.number}}-{{.shortSHA}}"
-      source: {repoURL: "https://h/x.git", revision: "{{.sha}}"}
-`)
-	apps, err := New(Options{Refs: refs}).Expand(context.Background(), f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := names(apps); !slices.Equal(got, []string{"c3-aaaaaaaa"}) {
-		t.Fatalf("applications %v", got)
-	}
-}
-
 type staticRefs map[string]string
 
 func (s staticRefs) ListRefs(context.Context, string, *application.Credentials) (map[string]string, error) {

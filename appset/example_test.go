@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/flotilla-gitops/flotilla/internal/forgetest"
 )
 
 // The worked example in examples/appsets must validate and expand to what
@@ -29,11 +31,15 @@ func TestTheWorkedExampleExpandsToPlatformAndOneApplicationPerServiceDirectory(t
 	}
 	head := repo.commit(files)
 	repo.git("update-ref", "refs/pull/7/head", head)
+	repo.git("update-ref", "refs/pull/8/head", head) // open, but not labelled
 	text, err := os.ReadFile("../examples/appsets/applications.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := parse(t, strings.ReplaceAll(string(text), "REPO_URL", repo.dir))
+	srv := forgetest.New(t, "shop/web")
+	srv.Set(forgetest.PR{Number: 7, HeadSHA: head, HeadRepo: "shop/web", Labels: []string{"preview"}},
+		forgetest.PR{Number: 8, HeadSHA: head, HeadRepo: "shop/web"})
+	f := parse(t, strings.NewReplacer("REPO_URL", repo.dir, "FORGE_API", srv.GiteaAPI()).Replace(string(text)))
 	fetcher := newFetcher(t)
 	gen, err := New(Options{Fetcher: fetcher, Refs: fetcher}).Expand(context.Background(), f)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/internal/forgetest"
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 )
@@ -79,7 +80,7 @@ applicationSets:
 	}
 }
 
-func TestAPreviewWhoseRefWasDeletedWhileTheControllerWasDownIsRemovedAtRestart(t *testing.T) {
+func TestAPreviewWhosePullRequestClosedWhileTheControllerWasDownIsRemovedAtRestart(t *testing.T) {
 	t.Parallel()
 	prefix := swarmtest.Name(t, "prrestart")
 	preview := prefix + "-pr-9"
@@ -88,16 +89,18 @@ func TestAPreviewWhoseRefWasDeletedWhileTheControllerWasDownIsRemovedAtRestart(t
 	repo.Commit("main", map[string]string{"compose.yaml": sleeper})
 	head := repo.Commit("change", map[string]string{"compose.yaml": strings.Replace(sleeper, "app:1", "app:2", 1)})
 	repo.SetRef("refs/pull/9/head", head)
+	forgeSrv := forgetest.New(t, "shop/web")
+	forgeSrv.Set(forgetest.PR{Number: 9, HeadSHA: head, HeadRepo: "shop/web"})
 	apps := writeFile(t, fmt.Sprintf(`apiVersion: flotilla/v1
 applicationSets:
   - name: previews
     generators:
-      - pullRequest: {repoURL: %[2]s}
+      - pullRequest: {repoURL: %[2]s, forge: {kind: gitea, api: %[3]s, repo: shop/web}}
     template:
       name: "%[1]s-pr-{{.number}}"
-      source: {repoURL: %[2]s, revision: "{{.ref}}"}
+      source: {repoURL: %[2]s, revision: "{{.sha}}"}
       syncPolicy: {automated: {}, interval: 10s}
-`, prefix, repo.Dir))
+`, prefix, repo.Dir, forgeSrv.GiteaAPI()))
 	ctl, c := startFlotilla(t, prefix, "--config", apps, "--appset-interval", "2s")
 	swarmtest.Eventually(t, 90*time.Second, func() (bool, string) {
 		s, ok := statuses(c)[preview]
@@ -107,7 +110,7 @@ applicationSets:
 		t.Fatalf("controller exit %d on SIGTERM", code)
 	}
 
-	repo.DeleteRef("refs/pull/9/head")
+	forgeSrv.ClosePR(9) // its ref stays, as on GitHub
 	ctl2, c2 := startFlotilla(t, prefix, "--config", apps, "--appset-interval", "2s")
 	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
 		st := statuses(c2)

@@ -16,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/flotilla-gitops/flotilla/api"
+	"github.com/flotilla-gitops/flotilla/internal/forgetest"
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 )
@@ -334,7 +335,7 @@ applicationSets:
 	}
 }
 
-func TestAPullRequestRefMakesAPreviewWhoseStackRunsAndDeletingTheRefRemovesIt(t *testing.T) {
+func TestAnOpenPullRequestMakesAPreviewWhoseStackRunsAndClosingItRemovesIt(t *testing.T) {
 	t.Parallel()
 	prefix := swarmtest.Name(t, "pr")
 	preview := prefix + "-pr-7"
@@ -342,16 +343,17 @@ func TestAPullRequestRefMakesAPreviewWhoseStackRunsAndDeletingTheRefRemovesIt(t 
 	repo := gittest.New(t)
 	repo.Commit("main", map[string]string{"compose.yaml": sleeper})
 	head := repo.Commit("change", map[string]string{"compose.yaml": strings.Replace(sleeper, "app:1", "app:2", 1)})
+	forgeSrv := forgetest.New(t, "shop/web")
 	apps := writeFile(t, fmt.Sprintf(`apiVersion: flotilla/v1
 applicationSets:
   - name: previews
     generators:
-      - pullRequest: {repoURL: %[2]s}
+      - pullRequest: {repoURL: %[2]s, forge: {kind: gitea, api: %[3]s, repo: shop/web}}
     template:
       name: "%[1]s-pr-{{.number}}"
-      source: {repoURL: %[2]s, revision: "{{.ref}}"}
+      source: {repoURL: %[2]s, revision: "{{.sha}}"}
       syncPolicy: {automated: {}, interval: 10s}
-`, prefix, repo.Dir))
+`, prefix, repo.Dir, forgeSrv.GiteaAPI()))
 	_, c := startFlotilla(t, prefix, "--config", apps, "--appset-interval", "2s")
 	swarmtest.Eventually(t, 30*time.Second, func() (bool, string) {
 		st := statuses(c)
@@ -359,6 +361,7 @@ applicationSets:
 	})
 
 	repo.SetRef("refs/pull/7/head", head)
+	forgeSrv.Set(forgetest.PR{Number: 7, HeadSHA: head, HeadRepo: "shop/web"})
 	swarmtest.Eventually(t, 90*time.Second, func() (bool, string) {
 		s, ok := statuses(c)[preview]
 		return ok && s.Set == "previews" && s.Revision == head && s.Health == "Healthy",
@@ -369,7 +372,8 @@ applicationSets:
 		t.Fatalf("preview stack: %+v", svcs)
 	}
 
-	repo.DeleteRef("refs/pull/7/head")
+	// GitHub keeps the ref of a closed pull request: the forge decides.
+	forgeSrv.ClosePR(7)
 	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
 		_, ok := statuses(c)[preview]
 		n := len(stackServices(t, preview))

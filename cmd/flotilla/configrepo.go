@@ -65,7 +65,7 @@ func newControllerReloader(o *controllerOptions, fetcher *source.Fetcher, pub re
 		setsEvery: o.configRepo.setsInterval,
 		now:       time.Now,
 	}
-	r.sets = appset.New(appset.Options{Fetcher: fetcher, Refs: fetcher, Swarms: r.swarmNames})
+	r.sets = appset.New(appset.Options{Fetcher: fetcher, Refs: fetcher, Swarms: r.swarmNames, Log: log})
 	return r
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/appset"
 	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/forge"
 	"github.com/flotilla-gitops/flotilla/window"
 )
 
@@ -51,15 +52,15 @@ applicationSets:
       source: {repoURL: https://git.example.com/shop.git}
 ` + extra + `  - name: previews
     generators:
-      - pullRequest: {repoURL: https://git.example.com/shop.git}
+      - pullRequest: {repoURL: https://git.example.com/shop.git, forge: {kind: gitea, api: https://git.example.com/api/v1, repo: ops/shop}}
     template:
       name: "pr-{{.number}}"
-      source: {repoURL: https://git.example.com/shop.git, revision: "{{.ref}}"}
+      source: {repoURL: https://git.example.com/shop.git, revision: "{{.sha}}"}
 `
 	}
 	src := &mutableSource{data: file(true, "")}
 	ctl := &recordingSetter{}
-	r := &reloader{src: src, ctl: ctl, sets: appset.New(appset.Options{Refs: noRefs{}}), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	r := &reloader{src: src, ctl: ctl, sets: appset.New(appset.Options{Refs: noRefs{}, Forges: noPulls}), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		now: time.Now, setsEvery: time.Hour, version: "\x00never"}
 	r.check(context.Background(), true)
 	if want := map[string]bool{"tiers": true, "previews": true}; !maps.Equal(ctl.sets, want) {
@@ -85,6 +86,17 @@ type noRefs struct{}
 
 func (noRefs) ListRefs(context.Context, string, *application.Credentials) (map[string]string, error) {
 	return map[string]string{}, nil
+}
+
+// noPulls is a forge without any open pull request.
+func noPulls(*application.PullRequestGenerator) (forge.Lister, string, error) {
+	return listerFunc(func(context.Context, string) ([]forge.PullRequest, error) { return nil, nil }), "ops/shop", nil
+}
+
+type listerFunc func(context.Context, string) ([]forge.PullRequest, error)
+
+func (f listerFunc) ListOpen(ctx context.Context, repo string) ([]forge.PullRequest, error) {
+	return f(ctx, repo)
 }
 
 // capture keeps what a reload published.
