@@ -116,6 +116,9 @@ func render(stack string, d Dir, opts renderOpts) (_ *Rendered, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := p.refuseCheckoutPaths(out.Manifest); err != nil {
+		return nil, err
+	}
 	if opts.memo {
 		rendered.store(key, p, out)
 	}
@@ -172,7 +175,25 @@ func openProject(d Dir) (*project, error) {
 	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
 		return nil, &fault.Error{File: dir, Err: fmt.Errorf("project directory not found: %w", fs.ErrNotExist)}
 	}
-	return &project{root: d.Root, dir: dir, env: map[string]string{}}, nil
+	// $PWD is where an operator stands when running `docker stack deploy`
+	// from the stack's directory: here, the application's directory in the
+	// checkout, so "${PWD}/nginx.conf" reads the file "./nginx.conf" does.
+	// An env file may still set PWD itself.
+	return &project{root: d.Root, dir: dir, env: map[string]string{"PWD": path.Join(loaderRoot, dir)}}, nil
+}
+
+// refuseCheckoutPaths refuses a manifest that still names the loader's
+// made-up checkout: $PWD used in a value that is not a file path (an
+// environment variable, a label, a command) would hand the container a
+// directory that exists on no node.
+func (p *project) refuseCheckoutPaths(manifest string) error {
+	if !strings.Contains(manifest, loaderTop) {
+		return nil
+	}
+	f := p.files[0]
+	return &fault.Error{File: f.rel, Err: fmt.Errorf(
+		"$PWD is the application's directory in the repository checkout and may only be used in a file path (configs, secrets, env_file); a value that keeps it would name a directory no swarm node has: %w",
+		ErrUnsupported)}
 }
 
 // repoRel is name, relative to base (itself relative to the repository
@@ -370,6 +391,7 @@ func (p *project) inlineEnvFiles(file string, src []byte, dict map[string]any) e
 			if err != nil {
 				return fail(err)
 			}
+			name = p.inCheckout(name)
 			data, err := p.readAt(p.work, name)
 			if err != nil {
 				return fail(err)
@@ -554,6 +576,11 @@ func (p *project) checkServices(cfg *composetypes.Config) error {
 	// One file's services come out of the loader in map order; sort them
 	// so the same bad project always reports the same problem first.
 	slices.SortFunc(cfg.Services, func(a, b composetypes.ServiceConfig) int { return strings.Compare(a.Name, b.Name) })
+	// Every service with a bind mount that cannot work is named at once:
+	// stack files written for `docker stack deploy` from their own
+	// directory often have several, and fixing them one commit at a time
+	// is a poor way to learn that.
+	var binds []error
 	for _, svc := range cfg.Services {
 		if p.inc.reused(svc.Name) {
 			// Checked, as loaded the same, by the render that stored it.
@@ -571,14 +598,22 @@ func (p *project) checkServices(cfg *composetypes.Config) error {
 				continue
 			}
 			if src := p.userPath(v.Source); src == "./~" || strings.HasPrefix(src, "./~/") {
-				return p.fault(field+".volumes", fmt.Errorf(
+				binds = append(binds, p.fault(field+".volumes", fmt.Errorf(
 					"bind mount of %q at %s: \"~\" is the home directory of whoever runs docker stack deploy, and a controller deploying for the swarm's nodes has none to offer; use an absolute host path or a named volume: %w",
-					strings.TrimPrefix(src, "./"), v.Target, ErrUnsupported))
+					strings.TrimPrefix(src, "./"), v.Target, ErrUnsupported)))
+				continue
 			}
-			return p.fault(field+".volumes", fmt.Errorf(
+			binds = append(binds, p.fault(field+".volumes", fmt.Errorf(
 				"bind mount of relative path %q at %s: it would resolve inside the repository checkout, which does not exist on swarm nodes; use an absolute host path or a named volume: %w",
-				p.userPath(v.Source), v.Target, ErrUnsupported))
+				p.userPath(v.Source), v.Target, ErrUnsupported)))
 		}
+	}
+	switch len(binds) {
+	case 0:
+	case 1:
+		return binds[0]
+	default:
+		return errors.Join(binds...)
 	}
 	for _, name := range loader.GetUnsupportedProperties(p.dicts()...) {
 		p.warns = append(p.warns, "ignoring unsupported service option "+name)
@@ -756,6 +791,20 @@ func (p *project) fileObject(stack, kind, key string, obj *composetypes.FileObje
 	obj.File = ""
 	obj.Name = name
 	return data, name, sealed, nil
+}
+
+// inCheckout turns a path that $PWD made absolute under the loader's root
+// back into one relative to the first compose file, as if written "./";
+// any other path is returned as it is.
+func (p *project) inCheckout(name string) string {
+	if !within(loaderRoot, name) {
+		return name
+	}
+	rel, err := filepath.Rel(path.Join(loaderRoot, p.work), name)
+	if err != nil {
+		return name
+	}
+	return filepath.ToSlash(rel)
 }
 
 // userPath shows a path the loader made absolute the way the user could

@@ -18,7 +18,8 @@ import (
 
 // chartFlags are the render flags that only a chart takes.
 type chartFlags struct {
-	// ValueFiles are relative to --path, merged in order over values.yaml.
+	// ValueFiles are relative to the current directory, as helm's -f
+	// takes them, merged in order over values.yaml (render_values.go).
 	ValueFiles []string
 	// Set are KEY=VALUE pairs with dotted keys, over everything else.
 	Set []string
@@ -40,7 +41,7 @@ type chartFlags struct {
 }
 
 func (c *chartFlags) add(f *pflag.FlagSet) {
-	f.StringArrayVar(&c.ValueFiles, "values", nil, "chart values file relative to the chart (repeatable, merged in order)")
+	f.StringArrayVar(&c.ValueFiles, "values", nil, "chart values file, relative to the current directory as helm -f (repeatable, merged in order)")
 	f.StringArrayVar(&c.ExtraValues, "extra-values", nil, "values file on this machine, merged after --values as source.values files are (repeatable)")
 	f.StringVar(&c.Repo, "repo", "", "chart repository URL to render --chart from instead of --path")
 	f.StringVar(&c.Chart, "chart", "", "chart name in --repo")
@@ -102,7 +103,7 @@ func renderChartOf(ctx context.Context, stack string, dir compose.Dir, opts rend
 		return nil, "", usageError{err}
 	}
 	d := chartengine.Dir{
-		Root: dir.Root, Path: dir.Path, ValueFiles: opts.ValueFiles, Set: set, Decrypt: dir.Decrypt,
+		Root: dir.Root, Path: dir.Path, Set: set, Decrypt: dir.Decrypt,
 		SealKey: dir.SealKey, Limits: dir.Limits, APIVersion: dir.APIVersion,
 	}
 	for _, f := range opts.ExtraValues {
@@ -156,6 +157,11 @@ func renderChartOf(ctx context.Context, stack string, dir compose.Dir, opts rend
 	if opts.stackDefaulted {
 		stack = chart.Meta.Name
 	}
+	inChart, extra, err := placeValues(opts.ValueFiles, d.Root, d.Path, stderr)
+	if err != nil {
+		return nil, "", err
+	}
+	d.ValueFiles, d.ExtraValueFiles = inChart, append(extra, d.ExtraValueFiles...)
 	r, err := chart.Render(d, chartengine.Release{Name: stack, Revision: opts.Revision})
 	if err != nil {
 		return nil, "", err
