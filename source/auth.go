@@ -133,6 +133,12 @@ func defaultCredentialsFor(loc location, hosts string) bool {
 	if loc.protocol != "https" && loc.protocol != "ssh" {
 		return false
 	}
+	// A URL without a host (https://#…) names no server; an entry that
+	// trims to nothing ("[") must not match it.
+	target := strings.Trim(loc.hostname, "[]")
+	if target == "" {
+		return false
+	}
 	for entry := range strings.SplitSeq(hosts, ",") {
 		entry = strings.ToLower(strings.TrimSpace(entry))
 		if entry == "" {
@@ -149,7 +155,7 @@ func defaultCredentialsFor(loc location, hosts string) bool {
 			// A bare IPv6 address may come bracketed.
 			host = strings.TrimSuffix(strings.TrimPrefix(entry, "["), "]")
 		}
-		if host == strings.Trim(loc.hostname, "[]") && port == loc.port {
+		if host != "" && host == target && port == loc.port {
 			return true
 		}
 	}

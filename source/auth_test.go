@@ -200,6 +200,10 @@ func TestLoadAuth_defaultsGoOnlyToListedHostsOverHTTPS(t *testing.T) {
 		{"", "https://git.example.com/r", false},
 		{",", "https://git.example.com/r", false},
 		{"[::1]:8443", "https://[::1]:8443/r", true},
+		// A URL without a host must not match an entry that trims to nothing
+		// (found by FuzzDefaultCredentialsFor).
+		{"[", "https://# \"", false},
+		{"[]", "https://#/r", false},
 	} {
 		t.Setenv(EnvCredentialHosts, tc.hosts)
 		a, err := loadAuth(mustLocation(t, tc.url), nil)
