@@ -318,12 +318,18 @@ func (c *chunkMemo) put(sum [sha256.Size]byte, size int, v map[string]any) {
 func copyValue(v any) any {
 	switch v := v.(type) {
 	case map[string]any:
+		if v == nil {
+			return v
+		}
 		out := make(map[string]any, len(v))
 		for k, e := range v {
 			out[k] = copyValue(e)
 		}
 		return out
 	case []any:
+		if v == nil {
+			return v // a copy keeps nil apart from empty, as the parse had it
+		}
 		out := make([]any, len(v))
 		for i, e := range v {
 			out[i] = copyValue(e)
