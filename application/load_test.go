@@ -441,7 +441,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(base + "    syncPolicy: {interval: 30}\n"))
 	f.Add([]byte(base + "    <<: {history: 3}\n"))
 	f.Add([]byte("apiVersion: flotilla/v1\napplications: &a [*a]\n"))
-	f.Add([]byte(aliasBomb()))
+	// The alias bomb is not a seed: each run takes 0.4 s and the engine
+	// stalls minimising its mutants. Its own test above keeps it covered.
 	f.Add([]byte("{"))
 	f.Add([]byte(""))
 	f.Fuzz(func(t *testing.T, data []byte) {
