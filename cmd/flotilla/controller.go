@@ -217,6 +217,10 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		if ids, err = sopsage.ReadIdentityFile(o.sopsKeyFile); err != nil {
 			return fmt.Errorf("--sops-age-key-file: %w", err)
 		}
+		if shared := sharedSOPSKey(apps); len(shared) > 1 {
+			logger.Warn("the controller-wide SOPS key decrypts for several projects, so a file encrypted for one opens in another's repository; give each project its own sops.ageKeyFile",
+				"projects", shared)
+		}
 	}
 	var tokens api.Tokens
 	var tokenFile *access.TokenFile
