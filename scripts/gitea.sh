@@ -31,7 +31,7 @@ if [ ! -x "$bin" ]; then
   (cd "$src" && go mod download)
   # Build beside the target and move into place, so an interrupted build
   # never leaves a binary that the next run would take as done.
-  (cd "$src" && nice -n 10 env CGO_ENABLED=1 go build -trimpath \
+  (cd "$src" && nice -n 10 env CGO_ENABLED=1 go build \
     -tags 'sqlite sqlite_unlock_notify' -o "$bin.tmp" .)
   mv "$bin.tmp" "$bin"
   echo "gitea.sh: built in $(( $(date +%s) - start ))s" >&2

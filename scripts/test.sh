@@ -35,6 +35,13 @@ bash scripts/swarm-up.sh
 step "test images"
 bash scripts/build-test-image.sh
 
+# The preview tests talk to a real forge: Gitea, built once from its Go
+# module and cached (scripts/gitea.sh); without it they would fail, not skip.
+step "gitea (the real forge of the preview tests; cached after the first build)"
+eval "$(bash scripts/gitea.sh | sed 's/^/export /')"
+export FLOTILLA_REQUIRE_GITEA=1
+echo "gitea: $FLOTILLA_GITEA ($("$FLOTILLA_GITEA" --version 2>/dev/null | head -1))"
+
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then
