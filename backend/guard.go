@@ -184,15 +184,15 @@ func (g *guardCheck) own(name string) bool {
 }
 
 // isForbidden reports whether name is reserved for the controller: its
-// own secrets and configs, its revision records and leader leases, and, for
-// every stack but the controller's own, anything under "flotilla-". Names
-// under the stack's own prefix are the stack's, even for a stack whose name
-// starts with "flotilla-".
+// own secrets and configs, its revision records, leader leases and not-kept
+// memories, and, for every stack but the controller's own, anything under
+// "flotilla-". Names under the stack's own prefix are the stack's, even for
+// a stack whose name starts with "flotilla-".
 func (g *guardCheck) isForbidden(name string) bool {
 	if _, ok := g.forbidden[name]; ok {
 		return true
 	}
-	if strings.HasPrefix(name, recordPrefix) || strings.HasPrefix(name, leasePrefix) {
+	if strings.HasPrefix(name, recordPrefix) || strings.HasPrefix(name, leasePrefix) || strings.HasPrefix(name, notKeptPrefix) {
 		return true
 	}
 	return strings.HasPrefix(name, reservedNamePrefix) && !g.own(name) && !g.self

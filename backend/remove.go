@@ -77,6 +77,10 @@ func (b *Backend) RemoveStack(ctx context.Context, stack string) error {
 			errs = append(errs, err)
 		}
 	}
+	// What the daemon did not keep of services now gone means nothing.
+	if err := b.RememberNotKept(ctx, stack, nil); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("remove stack %s: %w", stack, err)
 	}

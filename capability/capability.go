@@ -251,3 +251,31 @@ type VolumeSweeper interface {
 	LiveVolumes(ctx context.Context, stack string) (map[string]string, error)
 	RemoveVolume(ctx context.Context, name string) error
 }
+
+// NotKeptMemory keeps in the swarm which fields of a stack's services a
+// write of this controller could not make stick: the daemon read them back
+// otherwise (a value it normalises, a field it drops). The controller
+// remembers them so it does not write the same value again on every pass;
+// kept in the swarm, the memory outlives a restart or a takeover, so a new
+// controller does not write them once more either. Without it the memory
+// lives in the controller's process, and each start costs one write per
+// such service.
+//
+// This one is Flotilla's own addition to the seed's set.
+type NotKeptMemory interface {
+	// NotKept returns what was remembered for stack, by scoped service
+	// and field; empty when nothing was.
+	NotKept(ctx context.Context, stack string) (map[string]map[string]NotKeptField, error)
+	// RememberNotKept replaces what is remembered for stack; an empty map
+	// forgets it.
+	RememberNotKept(ctx context.Context, stack string, fields map[string]map[string]NotKeptField) error
+}
+
+// NotKeptField is one field a write did not make stick: digests of the
+// value written and of the value the daemon kept (never the values, which
+// may be a stack's configuration), and the API version the write used.
+type NotKeptField struct {
+	Desired    string `json:"desired"`
+	Live       string `json:"live"`
+	APIVersion string `json:"api,omitempty"`
+}

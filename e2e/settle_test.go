@@ -175,4 +175,36 @@ func TestAWriteTheDaemonDidNotKeepIsReportedAndNotRepeated(t *testing.T) {
 			t.Fatalf("pass %d: warnings %q, want the field named as not kept", pass, res.Status.Warnings)
 		}
 	}
+
+	// The memory is kept in the swarm: a restarted controller (every
+	// --once run is one) does not write the field again either.
+	for start := 1; start <= 2; start++ {
+		stats := h.backend.Stats()
+		res = h.reconcile(h.controller(false))
+		d := h.backend.Stats().Sub(stats)
+		if res.Err != nil || d.Writes != 0 {
+			t.Fatalf("restart %d: err %v, healed %+v, %d writes (%v); want none", start, res.Err, res.Healed, d.Writes, d.Requests)
+		}
+		if !notKept(res.Status) {
+			t.Fatalf("restart %d: warnings %q, want the field named as not kept", start, res.Status.Warnings)
+		}
+	}
+
+	// A commit that changes the field is still applied, once, by a
+	// restarted controller, and its new value is remembered in turn.
+	h.repo.Commit("slower start", map[string]string{"deploy/docker-compose.yml": strings.Replace(startIntervalStack, "start_interval: 1s", "start_interval: 3s", 1)})
+	stats := h.backend.Stats()
+	res = h.reconcile(h.controller(false))
+	if res.Err != nil || res.Deployed == nil || !slices.Equal(res.Deployed.Updated, []string{"web"}) {
+		t.Fatalf("changed field: err %v, deployed %+v; want web updated", res.Err, res.Deployed)
+	}
+	if d := h.backend.Stats().Sub(stats); d.Requests["service.update"] != 1 {
+		t.Fatalf("changed field: %d service writes (%v), want one", d.Requests["service.update"], d.Requests)
+	}
+	h.waitRunning(1)
+	stats = h.backend.Stats()
+	res = h.reconcile(h.controller(false))
+	if d := h.backend.Stats().Sub(stats); res.Err != nil || d.Writes != 0 || !notKept(res.Status) {
+		t.Fatalf("restart after the change: err %v, %d writes (%v), warnings %q; want none, and the field named", res.Err, d.Writes, d.Requests, res.Status.Warnings)
+	}
 }

@@ -47,8 +47,10 @@ type serviceVerdict struct {
 }
 
 // driftMemory is what the comparison remembers about one application
-// between passes. It lives in the controller only: losing it on a restart
-// costs one extra write per field (notKept) or one allowance (motion).
+// between passes. Motion lives in the controller only: losing it on a
+// restart costs one allowance. What was not kept is also kept in the swarm
+// where the backend can (capability.NotKeptMemory), so a restart does not
+// write those fields again.
 type driftMemory struct {
 	// motionSince holds, per scoped service, when it was first seen in
 	// motion; a service seen at rest is forgotten.
@@ -56,17 +58,23 @@ type driftMemory struct {
 	// notKept holds, per scoped service and field, what the controller
 	// wrote and what the daemon kept instead.
 	notKept map[string]map[string]notKeptField
+	// notKeptRestored is set once the swarm's copy of notKept was read
+	// (restoreNotKept), which a controller does once per application.
+	notKeptRestored bool
 }
 
-// notKeptField is one write that did not stick: the desired and live
-// renderings right after it, and the API version the write used.
+// notKeptField is one write that did not stick: digests (keptSum) of the
+// desired and live renderings right after it, and the API version the
+// write used. Digests, because the memory is also kept in the swarm, and
+// a rendering may be a stack's configuration.
 type notKeptField struct {
 	desired, live, apiVersion string
 }
 
 // clone copies m so a comparison can read it outside the controller's lock.
 func (m driftMemory) clone() driftMemory {
-	out := driftMemory{motionSince: maps.Clone(m.motionSince), notKept: make(map[string]map[string]notKeptField, len(m.notKept))}
+	out := driftMemory{motionSince: maps.Clone(m.motionSince), notKept: make(map[string]map[string]notKeptField, len(m.notKept)),
+		notKeptRestored: m.notKeptRestored}
 	for k, v := range m.notKept {
 		out.notKept[k] = maps.Clone(v)
 	}
@@ -152,7 +160,7 @@ func compareServices(in compareInput) []serviceVerdict {
 // drift again.
 func splitNotKept(changes []drift.Change, kept map[string]notKeptField) (drifted, notKept []drift.Change) {
 	for _, ch := range changes {
-		if nk, ok := kept[ch.Field]; ok && nk.desired == ch.Desired && nk.live == ch.Live {
+		if nk, ok := kept[ch.Field]; ok && nk.desired == keptSum(ch.Desired) && nk.live == keptSum(ch.Live) {
 			notKept = append(notKept, ch)
 			continue
 		}

@@ -664,7 +664,7 @@ func (c *Controller) passIn(ctx context.Context, app application.Application, re
 		}
 	}
 	p.awaitSnapshot() // a pass that failed early still reports health from it
-	c.joinReadBacks(p)
+	c.joinReadBacks(ctx, p)
 	gated := errors.Is(err, errGated)
 	if gated {
 		err = nil

@@ -52,6 +52,7 @@ func (c *Controller) detectDrift(ctx context.Context, p *pass) error {
 	if !ok {
 		return nil
 	}
+	c.restoreNotKept(ctx, p)
 	verdicts := compareServices(c.compareInput(p, cmp))
 	c.rememberVerdicts(p, verdicts)
 	c.noteComparison(ctx, p, cmp, verdicts)
@@ -241,15 +242,15 @@ func (rb *readBack) read(ctx context.Context, q *pass, known map[string]string) 
 
 // joinReadBacks waits for the pass's read-backs and applies what each
 // found: the report, and the memory of fields not kept.
-func (c *Controller) joinReadBacks(p *pass) {
+func (c *Controller) joinReadBacks(ctx context.Context, p *pass) {
 	for _, rb := range p.readBacks {
 		<-rb.done
-		c.applyReadBack(p, rb)
+		c.applyReadBack(ctx, p, rb)
 	}
 	p.readBacks = nil
 }
 
-func (c *Controller) applyReadBack(p *pass, rb *readBack) {
+func (c *Controller) applyReadBack(ctx context.Context, p *pass, rb *readBack) {
 	if rb.skipped {
 		return
 	}
@@ -269,28 +270,17 @@ func (c *Controller) applyReadBack(p *pass, rb *readBack) {
 			if found[scoped] == nil {
 				found[scoped] = map[string]notKeptField{}
 			}
-			found[scoped][ch.Field] = notKeptField{desired: ch.Desired, live: ch.Live, apiVersion: rb.version}
+			found[scoped][ch.Field] = notKeptField{desired: keptSum(ch.Desired), live: keptSum(ch.Live), apiVersion: rb.version}
 			p.status.Warnings = append(p.status.Warnings, notKeptMessage(short, ch, rb.version))
 			p.log.Warn("a field written was not kept by the daemon; it will not be rewritten until the repository changes it",
 				"service", short, "field", ch.Field, "api", rb.version)
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	a, ok := c.apps[p.app.Name]
-	if !ok {
-		return
-	}
-	if a.drift.notKept == nil {
-		a.drift.notKept = map[string]map[string]notKeptField{}
-	}
-	for _, short := range rb.written {
-		scoped := p.app.Stack + "_" + short
-		if f, ok := found[scoped]; ok {
-			a.drift.notKept[scoped] = f
-		} else {
-			delete(a.drift.notKept, scoped)
-		}
+	// What an earlier controller remembered for services not written now
+	// must survive this pass's store.
+	c.restoreNotKept(ctx, p)
+	if stored, changed := c.keepNotKept(p, rb.written, found); changed {
+		c.storeNotKept(ctx, p, stored)
 	}
 }
 

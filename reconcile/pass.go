@@ -593,7 +593,7 @@ func (c *Controller) recordTaken(ctx context.Context, p *pass, rec charts.Releas
 // after its own deploy is reported rather than redeployed in a loop.
 func (c *Controller) confirm(ctx context.Context, p *pass) error {
 	if p.recorded == nil && p.healed == nil {
-		c.joinReadBacks(p)
+		c.joinReadBacks(ctx, p)
 		return nil
 	}
 	// Health after a write is read fresh: the batch snapshot predates it.
@@ -605,7 +605,7 @@ func (c *Controller) confirm(ctx context.Context, p *pass) error {
 	}
 	// The checks of what the daemon kept run while these reads are made;
 	// their report joins the status before the pass publishes it.
-	defer c.joinReadBacks(p)
+	defer c.joinReadBacks(ctx, p)
 	if p.recorded != nil {
 		// Read back from the swarm, not from memory: a record write that
 		// was acknowledged and lost, or one another writer replaced,
