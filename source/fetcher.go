@@ -50,9 +50,9 @@ type Options struct {
 	Backoff Backoff
 	// Clock returns the current time. Default time.Now; tests replace it.
 	Clock func() time.Time
-	// Keep is how many materialised trees each repository keeps, most
-	// recently returned first, besides those still leased (see
-	// Revision.Release). Default 3.
+	// Keep is of how many commits each repository keeps the materialised
+	// trees (whole or partial), most recently returned first, besides
+	// those still leased (see Revision.Release). Default 3.
 	Keep int
 	// RemoteTimeout bounds the listing of a remote's refs (ls-remote), the
 	// cheap check every Fetch makes. Default DefaultRemoteTimeout.
@@ -63,7 +63,8 @@ type Options struct {
 	FetchTimeout time.Duration
 	// TreeBudget bounds what one commit's tree may expand to on disk; a
 	// tree past it is refused with ErrTreeTooLarge before anything is
-	// written. Zero fields take the Default* values.
+	// written, unless the request's Path alone is within it (see
+	// Request.Path). Zero fields take the Default* values.
 	TreeBudget TreeBudget
 }
 
