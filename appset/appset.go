@@ -253,6 +253,8 @@ func (e *Expander) directories(ctx context.Context, g *application.GitGenerator)
 	if e.opts.Fetcher == nil {
 		return nil, errors.New("git generator: no fetcher configured")
 	}
+	// No Path: the patterns are matched against the whole tree, so a
+	// tree over the git tree budget fails the generator.
 	rev, err := e.opts.Fetcher.Fetch(ctx, source.Request{RepoURL: g.RepoURL, Revision: g.Revision, Credentials: g.Credentials})
 	if err != nil {
 		return nil, fmt.Errorf("git generator: %w", &ReadError{RepoURL: g.RepoURL, Err: err})

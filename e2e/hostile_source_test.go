@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 	"github.com/flotilla-gitops/flotilla/reconcile"
 	"github.com/flotilla-gitops/flotilla/renderbox"
 	"github.com/flotilla-gitops/flotilla/source"
@@ -110,4 +114,67 @@ func TestHostileSourceTreeIsBounded(t *testing.T) {
 		},
 	})
 	o.syncs(ctl)
+}
+
+// Rule 4, git trees in a monorepo: a git bomb in a sibling directory
+// refuses only the applications that read it. The whole tree is over the
+// budget, so the application at good/ gets its own path alone and syncs;
+// the one at bomb/ is stalled naming the bomb and the budget, with nothing
+// written to its stack.
+func TestHostileSourceTreeBesideTheApplicationRefusesOnlyItsReaders(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, true)
+	h.app.Source.Path = "good"
+	bad := newHarness(t, true)
+	bad.id = h.id
+	bad.repo = h.repo
+	bad.app.Source.RepoURL = h.repo.Dir
+	bad.app.Source.Path = "bomb"
+
+	good := map[string]string{}
+	for name, content := range files(stackFile) {
+		good["good/"+strings.TrimPrefix(name, "deploy/")] = content
+		good["bomb/"+strings.TrimPrefix(name, "deploy/")] = content
+	}
+	// 8^5 files beside good/, a few hundred bytes of objects.
+	h.repo.CommitGraft("bomb beside good/", good, map[string]string{"bomb/vendor": h.repo.Bomb(8, 5)})
+	budget := source.TreeBudget{Entries: 5000, Depth: 20, Blob: 1 << 20, Bytes: 4 << 20}
+	ctl := h.isolatedController(renderbox.Limits{}, budget, bad.app)
+
+	if res := h.reconcile(ctl); res.Err != nil {
+		t.Fatalf("the application beside the bomb was refused: %v", res.Err)
+	}
+	h.waitRunning(3)
+	swarmtest.Eventually(t, 90*time.Second, func() (bool, string) {
+		res := h.reconcile(ctl)
+		return res.Err == nil && res.Status.Health == application.Healthy && res.Status.Sync == application.Synced,
+			fmt.Sprintf("%v %s/%s", res.Err, res.Status.Health, res.Status.Sync)
+	})
+
+	stats := bad.backend.Stats()
+	res := bad.reconcile(ctl)
+	if res.Err == nil {
+		t.Fatal("the application reading the bomb synced; want a refusal")
+	}
+	if k := reconcile.KindOf(res.Err); k != reconcile.Stalled {
+		t.Errorf("refusal is %s, want stalled: %v", k, res.Err)
+	}
+	for _, w := range []string{`application "` + bad.app.Name + `"`, "bomb/vendor/", "more than 5000 files and directories", "git tree budget"} {
+		if !strings.Contains(res.Status.LastError, w) {
+			t.Errorf("error %q does not mention %q", res.Status.LastError, w)
+		}
+	}
+	if d := bad.backend.Stats().Sub(stats); d.Writes != 0 {
+		t.Errorf("wrote to the swarm before refusing: %v", d.Requests)
+	}
+	if svcs := bad.services(); len(svcs) != 0 {
+		t.Errorf("the refused application's stack has services: %v", svcs)
+	}
+
+	// The bomb stays; the good application still follows its path.
+	good["good/.env"] = "GREETING=beside-a-bomb\n"
+	h.repo.CommitGraft("good/ moves on", good, map[string]string{"bomb/vendor": h.repo.Bomb(8, 5)})
+	if res := h.reconcile(ctl); res.Err != nil || res.Revision < 2 {
+		t.Fatalf("the application beside the bomb stopped syncing: %+v", res)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -152,7 +153,7 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 	}
 	chart, err := chartengine.Load(d.Root, d.Path)
 	if err != nil {
-		return stalled("render", err)
+		return stalled("render", partialHint(err, p.rev))
 	}
 	rel := chartengine.Release{Name: p.app.Stack, Revision: 1}
 	if latest != nil {
@@ -251,7 +252,7 @@ func (c *Controller) fetchValues(ctx context.Context, p *pass) error {
 		return nil
 	}
 	began := c.now()
-	rev, err := c.opts.Fetcher.Fetch(ctx, source.Request{RepoURL: v.RepoURL, Revision: v.Revision, Credentials: v.Credentials})
+	rev, err := c.opts.Fetcher.Fetch(ctx, source.Request{RepoURL: v.RepoURL, Revision: v.Revision, Credentials: v.Credentials, Path: valuesDir(v.Files)})
 	c.opts.Metrics.ObserveGitFetch(v.RepoURL, c.now().Sub(began), err)
 	if err != nil && p.request != nil && p.request.Rollback > 0 {
 		p.log.Warn("values repository unavailable; the rollback's pin holds until the chart's revision changes", "error", err)
@@ -263,6 +264,28 @@ func (c *Controller) fetchValues(ctx context.Context, p *pass) error {
 	}
 	p.values = rev
 	return nil
+}
+
+// valuesDir is the deepest directory of the values repository holding
+// every one of files: all of it a tree over the git tree budget need hold.
+func valuesDir(files []string) string {
+	var common []string
+	for i, f := range files {
+		dir := strings.Split(path.Dir(path.Clean(f)), "/")
+		if dir[0] == "." {
+			return ""
+		}
+		if i == 0 {
+			common = dir
+			continue
+		}
+		n := 0
+		for n < len(common) && n < len(dir) && common[n] == dir[n] {
+			n++
+		}
+		common = common[:n]
+	}
+	return strings.Join(common, "/")
 }
 
 // chartLabel is how status shows the chart of a release: "" for compose.

@@ -164,6 +164,7 @@ func (c *Controller) renderRecordCommit(ctx context.Context, p *pass, rec *chart
 		RepoURL:     p.app.Source.RepoURL,
 		Revision:    rec.Commit,
 		Credentials: p.app.Source.Credentials,
+		Path:        p.app.Source.Path,
 	})
 	if err != nil {
 		err = fmt.Errorf("revision %d: fetch its commit %s for its sealed values: %w", rec.Revision, shortCommit(rec.Commit), err)

@@ -283,6 +283,7 @@ func (c *Controller) fetchSource(ctx context.Context, p *pass) error {
 		RepoURL:     p.app.Source.RepoURL,
 		Revision:    revision,
 		Credentials: p.app.Source.Credentials,
+		Path:        p.app.Source.Path,
 	})
 	c.opts.Metrics.ObserveGitFetch(p.app.Source.RepoURL, c.now().Sub(began), err)
 	if err != nil {
@@ -363,7 +364,7 @@ func (c *Controller) renderAt(ctx context.Context, p *pass, rev *source.Revision
 	}
 	r, err := c.opts.Render(p.app.Stack, d)
 	if err != nil {
-		return nil, nil, stalled("render", err)
+		return nil, nil, stalled("render", partialHint(err, rev))
 	}
 	declared, err := compose.Convert(ctx, r.Manifest, p.app.Stack, nil)
 	if err != nil {
@@ -371,6 +372,15 @@ func (c *Controller) renderAt(ctx context.Context, p *pass, rev *source.Revision
 	}
 	c.renders.put(p.app.Name, renderEntry{key: key, rendered: r, declared: declared, steady: &steadyMark{}}, c.knownApp)
 	return r, declared, nil
+}
+
+// partialHint says, on a failure to read a tree that holds only the
+// application's path, why files outside it are missing.
+func partialHint(err error, rev *source.Revision) error {
+	if rev == nil || rev.Partial == "" {
+		return err
+	}
+	return fmt.Errorf("%w (the repository's tree is over the git tree budget, so only %s was written: files outside it are absent)", err, rev.Partial)
 }
 
 // plan compares the manifest with the newest release record.

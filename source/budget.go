@@ -68,15 +68,26 @@ func (b TreeBudget) withDefaults() TreeBudget {
 	return b
 }
 
-// measureTree walks tree as materialise will write it and refuses it at the
-// first entry past b, naming that entry's path and the limit. Its work is
-// bounded by b.Entries however the tree is shaped, since it stops there; it
-// reads blob sizes from object headers, never their content.
-func measureTree(ctx context.Context, s storer.EncodedObjectStorer, tree *object.Tree, b TreeBudget) error {
+// measureTree walks tree as writeTree will write it at prefix ("" for the
+// root) and refuses it at the first entry past b, naming that entry's path
+// in the repository and the limit; the directories of prefix count too.
+// Its work is bounded by b.Entries however the tree is shaped, since it
+// stops there; it reads blob sizes from object headers, never their
+// content.
+func measureTree(ctx context.Context, s storer.EncodedObjectStorer, tree *object.Tree, prefix string, b TreeBudget) error {
 	w := object.NewTreeWalker(tree, true, nil)
 	defer w.Close()
 	var entries int
 	var bytes int64
+	if prefix != "" {
+		entries = strings.Count(prefix, "/") + 1
+		if b.Entries >= 0 && entries > b.Entries {
+			return overBudget(prefix, "more than %d files and directories", b.Entries)
+		}
+		if b.Depth >= 0 && entries > b.Depth {
+			return overBudget(prefix, "deeper than %d directories", b.Depth)
+		}
+	}
 	sizes := make(map[plumbing.Hash]int64)
 	for {
 		name, e, err := w.Next()
@@ -89,6 +100,7 @@ func measureTree(ctx context.Context, s storer.EncodedObjectStorer, tree *object
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("measure tree: %w", err)
 		}
+		name = joinTreePath(prefix, name)
 		if err := checkTreePath(name); err != nil {
 			return err
 		}

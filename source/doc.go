@@ -58,6 +58,17 @@
 // refused with ErrTreeTooLarge past any limit: a few kilobytes of objects can
 // describe millions of files. Writing it is bounded by Options.FetchTimeout.
 //
+// A tree within the budget is written whole, whatever the request's Path, so
+// that files outside it (../common.env) can be read. A tree over it is still
+// served to a request naming a Path when that directory alone is within the
+// same budget: only it is written, at its place, into a directory of its own,
+// and Revision.Partial names it; files outside it are absent. So a git bomb
+// in one directory of a monorepo refuses only the requests that read it:
+//
+//	<CacheDir>/<repo-key>/trees/<commit>-<path digest>/<path>/  only <path>
+//
+// Partial trees are leased and pruned with their commit's whole tree, as one.
+//
 // # Local repositories
 //
 // A plain path or a file:// URL names a repository on this machine. go-git

@@ -50,9 +50,9 @@ type Options struct {
 	Backoff Backoff
 	// Clock returns the current time. Default time.Now; tests replace it.
 	Clock func() time.Time
-	// Keep is how many materialised trees each repository keeps, most
-	// recently returned first, besides those still leased (see
-	// Revision.Release). Default 3.
+	// Keep is of how many commits each repository keeps the materialised
+	// trees (whole or partial), most recently returned first, besides
+	// those still leased (see Revision.Release). Default 3.
 	Keep int
 	// RemoteTimeout bounds the listing of a remote's refs (ls-remote), the
 	// cheap check every Fetch makes. Default DefaultRemoteTimeout.
@@ -63,7 +63,8 @@ type Options struct {
 	FetchTimeout time.Duration
 	// TreeBudget bounds what one commit's tree may expand to on disk; a
 	// tree past it is refused with ErrTreeTooLarge before anything is
-	// written. Zero fields take the Default* values.
+	// written, unless the request's Path alone is within it (see
+	// Request.Path). Zero fields take the Default* values.
 	TreeBudget TreeBudget
 }
 
@@ -86,6 +87,13 @@ type Request struct {
 	// Credentials names the files to authenticate with; nil falls back to
 	// the FLOTILLA_GIT_* environment variables.
 	Credentials *application.Credentials
+	// Path is the directory within the repository the caller reads,
+	// slash-separated; "" or "." means the whole tree. It matters only
+	// when the whole tree is over the TreeBudget: then only Path is
+	// written, if it alone is within the budget, so that a git bomb
+	// elsewhere in the repository refuses only those who read it.
+	// A path that is absolute or holds ".." is refused.
+	Path string
 }
 
 // Revision is a commit made available on disk. Its tree is leased to the
@@ -107,6 +115,10 @@ type Revision struct {
 	// Fetched reports whether this call fetched from the remote; false
 	// means the commit was already cached.
 	Fetched bool
+	// Partial is, when the whole tree was over the budget, the one
+	// directory (Request.Path) Dir holds, at its place: files outside it
+	// are absent. "" when Dir holds the whole tree.
+	Partial string
 
 	release func()
 }
@@ -302,6 +314,10 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request) (*Revision, error) {
 	if err != nil {
 		return nil, Sanitize(err)
 	}
+	sub, err := cleanRequestPath(req.Path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", loc.safe, err)
+	}
 	rev := req.Revision
 	if rev == "" {
 		rev = "HEAD"
@@ -314,7 +330,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request) (*Revision, error) {
 	}
 	defer r.unlock()
 
-	out, err := f.fetchLocked(ctx, r, rev, asked, req.Credentials, log)
+	out, err := f.fetchLocked(ctx, r, rev, sub, asked, req.Credentials, log)
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +371,7 @@ func revKey(s string) string {
 }
 
 // fetchLocked does the work of Fetch; the caller holds r's lock.
-func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision string, asked uint64, creds *application.Credentials, log *slog.Logger) (out *Revision, err error) {
+func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision, sub string, asked uint64, creds *application.Credentials, log *slog.Logger) (out *Revision, err error) {
 	var secrets []string
 	defer func() {
 		if err != nil {
@@ -373,7 +389,7 @@ func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision string
 		h := plumbing.NewHash(revision)
 		if c, ok := localCommit(repo, h); ok {
 			log.Debug("commit already cached, remote not contacted", "commit", c.Hash.String())
-			return f.serve(ctx, r, repo, c, false)
+			return f.serve(ctx, r, repo, c, sub, false, log)
 		}
 		t = shaTarget(h)
 	}
@@ -424,7 +440,7 @@ func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision string
 		if c, ok := localCommit(repo, t.hash); ok {
 			r.succeeded()
 			log.Debug("revision unchanged, nothing to fetch", "commit", c.Hash.String())
-			return f.serve(ctx, r, repo, c, false)
+			return f.serve(ctx, r, repo, c, sub, false, log)
 		}
 	}
 
@@ -441,7 +457,7 @@ func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision string
 		return nil, notFound(revision, r.loc)
 	}
 	log.Info("fetched revision", "commit", c.Hash.String(), "duration", time.Since(start).Round(time.Millisecond))
-	return f.serve(ctx, r, repo, c, true)
+	return f.serve(ctx, r, repo, c, sub, true, log)
 }
 
 // withDeadline runs call with ctx bounded by d. Running out of d is the
@@ -498,6 +514,7 @@ func (f *Fetcher) openRepo(r *repoCache) (*git.Repository, error) {
 		return nil, fmt.Errorf("create cache for %s: %w", r.loc.safe, err)
 	}
 	removeTemps(r.treesDir())
+	removePartials(r.treesDir())
 	repo, err := git.PlainOpen(dir)
 	if err != nil {
 		if !errors.Is(err, git.ErrRepositoryNotExists) {
@@ -514,19 +531,13 @@ func (f *Fetcher) openRepo(r *repoCache) (*git.Repository, error) {
 	return repo, nil
 }
 
-// serve makes sure c's tree is materialised, marks it most recently used,
-// prunes older trees and describes the result.
-func (f *Fetcher) serve(ctx context.Context, r *repoCache, repo *git.Repository, c *object.Commit, fetched bool) (*Revision, error) {
+// serve makes sure c's tree (or, for a tree over the budget, the part sub
+// of it) is materialised, marks it most recently used, prunes older trees
+// and describes the result.
+func (f *Fetcher) serve(ctx context.Context, r *repoCache, repo *git.Repository, c *object.Commit, sub string, fetched bool, log *slog.Logger) (*Revision, error) {
 	sha := c.Hash.String()
-	dir := filepath.Join(r.treesDir(), sha)
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		err := withDeadline(ctx, f.fetchTimeout, "write tree", func(ctx context.Context) error {
-			return materialise(ctx, repo.Storer, c, dir, f.budget)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("materialise %s of %s: %w", sha, r.loc.safe, err)
-		}
-	} else if err != nil {
+	dir, partial, err := f.tree(ctx, r, repo, c, sub, log)
+	if err != nil {
 		return nil, err
 	}
 	now := f.now()
@@ -551,8 +562,56 @@ func (f *Fetcher) serve(ctx context.Context, r *repoCache, repo *git.Repository,
 		Message: c.Message,
 		Time:    c.Author.When,
 		Fetched: fetched,
+		Partial: partial,
 		release: release,
 	}, nil
+}
+
+// tree returns the directory holding c's tree, writing it first if it is not
+// there yet: the whole tree when it is within the budget, else only sub
+// (when given) when that is, and partial is then sub. A partial tree once
+// written is served as it is: the whole tree was measured against the same
+// budget.
+func (f *Fetcher) tree(ctx context.Context, r *repoCache, repo *git.Repository, c *object.Commit, sub string, log *slog.Logger) (dir, partial string, err error) {
+	sha := c.Hash.String()
+	whole := filepath.Join(r.treesDir(), sha)
+	if ok, err := exists(whole); ok || err != nil {
+		return whole, "", err
+	}
+	var part string
+	if sub != "" {
+		part = filepath.Join(r.treesDir(), partialTreeName(sha, sub))
+		if ok, err := exists(part); ok || err != nil {
+			return part, sub, err
+		}
+	}
+	err = withDeadline(ctx, f.fetchTimeout, "write tree", func(ctx context.Context) error {
+		return materialise(ctx, repo.Storer, c, whole, f.budget)
+	})
+	if err == nil {
+		return whole, "", nil
+	}
+	if sub == "" || !errors.Is(err, ErrTreeTooLarge) {
+		return "", "", fmt.Errorf("materialise %s of %s: %w", sha, r.loc.safe, err)
+	}
+	whyWhole := err
+	err = withDeadline(ctx, f.fetchTimeout, "write tree", func(ctx context.Context) error {
+		return materialiseSubtree(ctx, repo.Storer, c, sub, part, f.budget)
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("materialise %s of %s: %w; path %s alone: %w", sha, r.loc.safe, whyWhole, sub, err)
+	}
+	log.Warn("tree over the git tree budget: wrote only the requested path, files outside it are absent",
+		"commit", sha, "path", sub, "reason", whyWhole.Error())
+	return part, sub, nil
+}
+
+func exists(p string) (bool, error) {
+	_, err := os.Stat(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // lease marks sha's tree in use and returns the function that ends that use,

@@ -80,7 +80,7 @@ func TestAFetchUsesAListingBegunAfterItAskedAndNoOther(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer r.unlock()
-		rev, err := f.fetchLocked(ctx, r, "master", asked, creds, f.log)
+		rev, err := f.fetchLocked(ctx, r, "master", "", asked, creds, f.log)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,14 +27,21 @@ const tempPrefix = ".tmp-"
 // The tree appears at dst complete or not at all. It is measured against b
 // before anything is written, and ctx bounds both the measuring and the
 // writing.
-func materialise(ctx context.Context, s storer.EncodedObjectStorer, c *object.Commit, dst string, b TreeBudget) (err error) {
+func materialise(ctx context.Context, s storer.EncodedObjectStorer, c *object.Commit, dst string, b TreeBudget) error {
 	tree, err := c.Tree()
 	if err != nil {
 		return fmt.Errorf("read tree of %s: %w", c.Hash, err)
 	}
-	if err := measureTree(ctx, s, tree, b); err != nil {
+	if err := measureTree(ctx, s, tree, "", b); err != nil {
 		return err
 	}
+	return writeTree(ctx, s, c, tree, "", dst, b)
+}
+
+// writeTree writes tree, already measured, at prefix (slash-separated, ""
+// for the root) inside dst, which must not exist; dst appears complete or
+// not at all.
+func writeTree(ctx context.Context, s storer.EncodedObjectStorer, c *object.Commit, tree *object.Tree, prefix, dst string, b TreeBudget) (err error) {
 	tmp, err := os.MkdirTemp(filepath.Dir(dst), tempPrefix)
 	if err != nil {
 		return err
@@ -46,6 +53,18 @@ func materialise(ctx context.Context, s storer.EncodedObjectStorer, c *object.Co
 	}()
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
+	}
+	if prefix != "" {
+		if err := checkTreePath(prefix); err != nil {
+			return err
+		}
+		p := tmp
+		for part := range strings.SplitSeq(prefix, "/") {
+			p = filepath.Join(p, part)
+			if err := os.Mkdir(p, 0o755); err != nil {
+				return err
+			}
+		}
 	}
 	w := object.NewTreeWalker(tree, true, nil)
 	defer w.Close()
@@ -60,6 +79,7 @@ func materialise(ctx context.Context, s storer.EncodedObjectStorer, c *object.Co
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("write tree of %s: %w", c.Hash, err)
 		}
+		name = joinTreePath(prefix, name)
 		if err := checkTreePath(name); err != nil {
 			return err
 		}
@@ -68,6 +88,14 @@ func materialise(ctx context.Context, s storer.EncodedObjectStorer, c *object.Co
 		}
 	}
 	return os.Rename(tmp, dst)
+}
+
+// joinTreePath puts a tree entry's name under prefix ("" for the root).
+func joinTreePath(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "/" + name
 }
 
 // checkTreePath refuses tree entry paths git itself would refuse; a crafted
@@ -144,45 +172,65 @@ func writeBlob(s storer.EncodedObjectStorer, p string, e object.TreeEntry, perm 
 	return os.Chmod(p, perm)
 }
 
-// pruneTrees keeps the keep most recently used trees in dir, and every
-// leased one whatever its age (each counts towards keep), and removes the
-// rest. Use is the directory's
-// modification time, which serve sets on every Fetch that returns a tree.
+// pruneTrees keeps the trees of the keep most recently used commits in dir,
+// and those of every leased commit whatever its age (each counts towards
+// keep), and removes the rest. A commit's trees are its whole tree or its
+// partial ones (see partialTreeName), kept or removed together, so that the
+// applications reading different paths of one commit count once. Use is a
+// directory's modification time, which serve sets on every Fetch that
+// returns it; a commit was used when any of its trees was.
 func pruneTrees(dir string, keep int, leased map[string]bool) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
-	type tree struct {
-		name string
-		used time.Time
+	type commit struct {
+		sha   string
+		used  time.Time
+		trees []string
 	}
-	var trees []tree
+	bySHA := map[string]*commit{}
+	var commits []*commit
 	for _, e := range entries {
-		if !e.IsDir() || !isFullSHA(e.Name()) {
+		if !e.IsDir() {
+			continue
+		}
+		sha, _, ok := treeCommit(e.Name())
+		if !ok {
 			continue
 		}
 		info, err := e.Info()
 		if err != nil {
 			continue
 		}
-		trees = append(trees, tree{e.Name(), info.ModTime()})
+		c := bySHA[sha]
+		if c == nil {
+			c = &commit{sha: sha}
+			bySHA[sha] = c
+			commits = append(commits, c)
+		}
+		c.trees = append(c.trees, e.Name())
+		if info.ModTime().After(c.used) {
+			c.used = info.ModTime()
+		}
 	}
-	slices.SortFunc(trees, func(a, b tree) int {
+	slices.SortFunc(commits, func(a, b *commit) int {
 		if c := b.used.Compare(a.used); c != 0 {
 			return c
 		}
-		return strings.Compare(a.name, b.name)
+		return strings.Compare(a.sha, b.sha)
 	})
 	var errs []error
 	kept := 0
-	for _, t := range trees {
-		if leased[t.name] || kept < keep {
+	for _, c := range commits {
+		if leased[c.sha] || kept < keep {
 			kept++
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(dir, t.name)); err != nil {
-			errs = append(errs, err)
+		for _, name := range c.trees {
+			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path"
+	"path/filepath"
 	"reflect"
 	"sync/atomic"
 	"syscall"
@@ -68,7 +70,14 @@ type gitSource struct {
 
 func (s gitSource) read(ctx context.Context) ([]byte, string, string, error) {
 	name := s.path
-	rev, err := s.fetcher.Fetch(ctx, source.Request{RepoURL: s.repo, Revision: s.revision})
+	// Only the file's directory need be written when the repository's
+	// tree is over the git tree budget; a path that is not local is
+	// refused by Contain below, naming --config-path.
+	req := source.Request{RepoURL: s.repo, Revision: s.revision}
+	if filepath.IsLocal(s.path) {
+		req.Path = path.Dir(filepath.ToSlash(s.path))
+	}
+	rev, err := s.fetcher.Fetch(ctx, req)
 	if err != nil {
 		return nil, "", name, fmt.Errorf("fetch the applications file's repository: %w", err)
 	}
