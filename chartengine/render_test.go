@@ -11,49 +11,20 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/fault"
+	"github.com/flotilla-gitops/flotilla/internal/chartfixture"
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
 const exampleChart = "../examples/chart"
 
 // copyExample copies the example chart into a fresh repository directory at
-// "chart" and applies edits (path → content, "" deletes).
+// "chart" and applies edits (path from the root → content, "" deletes).
 func copyExample(t testing.TB, edits map[string]string) string {
 	t.Helper()
-	root := t.TempDir()
-	err := filepath.WalkDir(exampleChart, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(exampleChart, p)
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return writeFile(filepath.Join(root, "chart", rel), string(data))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range edits {
-		p := filepath.Join(root, filepath.FromSlash(name))
-		if content == "" {
-			os.Remove(p)
-			continue
-		}
-		if err := writeFile(p, content); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
+	return chartfixture.Copy(t, exampleChart, edits)
 }
 
-func writeFile(p, content string) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(p, []byte(content), 0o644)
-}
+func writeFile(p, content string) error { return chartfixture.Write(p, content) }
 
 func render(t *testing.T, root string, d Dir) (*Rendered, error) {
 	t.Helper()

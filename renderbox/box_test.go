@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/chartengine"
 	"github.com/flotilla-gitops/flotilla/fault"
+	"github.com/flotilla-gitops/flotilla/internal/chartfixture"
 )
 
 // TestMain lets the test binary serve as the render child.
@@ -26,40 +26,14 @@ const exampleChart = "../examples/chart"
 // it ("" deletes a file) and returns root.
 func chartRepo(t testing.TB, edits map[string]string) string {
 	t.Helper()
-	root := t.TempDir()
-	err := filepath.WalkDir(exampleChart, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(exampleChart, p)
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return write(filepath.Join(root, "chart", rel), string(data))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inChart := make(map[string]string, len(edits))
 	for name, content := range edits {
-		p := filepath.Join(root, "chart", filepath.FromSlash(name))
-		if content == "" {
-			os.Remove(p)
-			continue
-		}
-		if err := write(p, content); err != nil {
-			t.Fatal(err)
-		}
+		inChart["chart/"+name] = content
 	}
-	return root
+	return chartfixture.Copy(t, exampleChart, inChart)
 }
 
-func write(p, content string) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(p, []byte(content), 0o644)
-}
+func write(p, content string) error { return chartfixture.Write(p, content) }
 
 func newBox(t testing.TB, l Limits) *Box {
 	t.Helper()
