@@ -128,8 +128,8 @@ func (b *Box) Render(ctx context.Context, j Job) (*chartengine.Rendered, error) 
 	cmd.Env = []string{EnvMode + "=1", "GOTRACEBACK=none"}
 	cmd.Dir = "/"
 	// No Pdeathsig: it fires when the starting OS thread ends, which the Go
-	// runtime may do at any time. A child whose parent dies reads EOF on
-	// stdin, and its CPU limit ends it in any case.
+	// runtime may do at any time. A child whose parent dies exits within a
+	// second (watchParent), and its CPU limit ends it in any case.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error {
 		// The child may have started others: kill its whole group.

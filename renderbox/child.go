@@ -28,7 +28,25 @@ func Main() {
 	if os.Getenv(EnvMode) != "1" {
 		return
 	}
+	go watchParent(os.Getppid(), time.Second, func() { os.Exit(4) })
 	os.Exit(child(os.Stdin, os.Stdout))
+}
+
+// watchParent calls gone once the process that started this one is no
+// longer its parent: a controller killed outright (SIGKILL, OOM) cannot
+// stop its child, which would otherwise run on, orphaned, until its CPU
+// limit. Swarm managers restart a killed controller, and each restart
+// would leave one more. The runtime preempts a runaway template, so the
+// check runs whatever the render does.
+func watchParent(parent int, every time.Duration, gone func()) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for range tick.C {
+		if os.Getppid() != parent {
+			gone()
+			return
+		}
+	}
 }
 
 // child serves one request: it sets its own limits, renders, and writes
