@@ -58,6 +58,25 @@ go vet -tags kms ./...
 step "go test -race (every package; fuzz targets run their seed corpus)"
 go test -race -count=1 -timeout 30m ./... 2>&1 | tee "${TMPDIR:-/tmp}/flotilla-test.log"
 
+# The same compatibility and drift corpora on a current Docker Engine (moby
+# v2, API 1.56), beside Debian's 20.10 (API 1.41): built once from Go modules
+# and cached (scripts/engine.sh), run as a single-node swarm in its own
+# network namespace (scripts/engine-up.sh). The docker CLI of the compat test
+# and the tests' client both follow DOCKER_HOST.
+step "compat and drift corpora on a current Docker Engine (built once, cached)"
+bash scripts/engine.sh
+engine_env=$(bash scripts/engine-up.sh)
+engine_rc=0
+(
+  eval "$(printf '%s\n' "$engine_env" | sed 's/^/export /')"
+  echo "engine: $FLOTILLA_ENGINE_VERSION (server version/API) at $DOCKER_HOST"
+  # set -e does not hold left of ||: chain, so a compat failure is not masked.
+  go test -count=1 -timeout 15m -run 'TestCorpus' ./compose/compattest/ &&
+    go test -count=1 -timeout 15m -run 'TestUntouchedCorpusStacksReportNoDrift|TestLiveChangeReportsExactlyThatField' ./drift/
+) || engine_rc=$?
+bash scripts/engine-up.sh down
+[ "$engine_rc" -eq 0 ] || exit "$engine_rc"
+
 # Under -race the render child's address-space limit fails inside the race
 # detector's allocator, so its memory test is skipped there; run it here.
 step "renderbox without the race detector (the child's memory limit)"
