@@ -530,9 +530,29 @@ func newTabFor(t *testing.T, d time.Duration) context.Context {
 
 func run(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		t.Fatal(err)
+	for _, step := range steps {
+		// The console redraws a view when the event stream or a refresh
+		// brings news: a node found by a query can be replaced before the
+		// click reaches it ("Could not find node with given id"). A click
+		// that met a replaced node did nothing, so it is made again on a
+		// fresh query; on a busy machine this happened in CI.
+		var err error
+		for attempt := 0; attempt < 20; attempt++ {
+			if err = chromedp.Do(ctx, step); err == nil || !staleNode(err) || ctx.Err() != nil {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
+}
+
+// staleNode reports whether err says a node was replaced between its query
+// and its use.
+func staleNode(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Could not find node with given id") || strings.Contains(msg, "Node is detached from document")
 }
 
 // eval evaluates a JavaScript expression in the page.
