@@ -126,6 +126,21 @@ type ProjectTerms struct {
 	SOPS *SOPS
 }
 
+// SOPSKey is the key that decrypts the application's SOPS files, and the
+// field that names it for errors: its own, else its project's; nil means
+// the controller's --sops-age-key-file. An own or project key replaces the
+// controller's, so a team's files open only for the applications given its
+// key.
+func (a *Application) SOPSKey() (key *SOPS, field string) {
+	if a.SOPS != nil {
+		return a.SOPS, "sops.ageKeyFile"
+	}
+	if a.Project != nil && a.Project.SOPS != nil {
+		return a.Project.SOPS, "project " + a.Project.Name + " sops.ageKeyFile"
+	}
+	return nil, ""
+}
+
 // AllowsRepo reports whether the project admits the repository URL u:
 // the same match as source.repoURL's.
 func (t *ProjectTerms) AllowsRepo(u string) bool {

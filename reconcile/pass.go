@@ -326,10 +326,7 @@ func (c *Controller) render(ctx context.Context, p *pass) error {
 // a key this application is not given. The file is read every pass, so a
 // rotated key is picked up.
 func (c *Controller) identities(p *pass) (*sopsage.Identities, error) {
-	k, field := p.app.SOPS, "sops.ageKeyFile"
-	if k == nil && p.app.Project != nil {
-		k, field = p.app.Project.SOPS, "project "+p.app.Project.Name+" sops.ageKeyFile"
-	}
+	k, field := p.app.SOPSKey()
 	if k == nil {
 		return c.opts.SOPS, nil
 	}

@@ -18,7 +18,7 @@ const noProject = "(no project)"
 func sharedSOPSKey(apps []application.Application) []string {
 	var out []string
 	for _, a := range apps {
-		if a.SOPS != nil || (a.Project != nil && a.Project.SOPS != nil) {
+		if k, _ := a.SOPSKey(); k != nil {
 			continue
 		}
 		name := noProject
