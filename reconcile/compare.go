@@ -8,6 +8,7 @@ import (
 
 	"github.com/docker/docker/api/types/swarm"
 
+	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/drift"
 )
 
@@ -56,24 +57,19 @@ type driftMemory struct {
 	// motion; a service seen at rest is forgotten.
 	motionSince map[string]time.Time
 	// notKept holds, per scoped service and field, what the controller
-	// wrote and what the daemon kept instead.
-	notKept map[string]map[string]notKeptField
+	// wrote and what the daemon kept instead: digests (keptSum) of the
+	// desired and live renderings right after the write, and the API
+	// version it used. Digests, because the memory is also kept in the
+	// swarm, and a rendering may be a stack's configuration.
+	notKept map[string]map[string]capability.NotKeptField
 	// notKeptRestored is set once the swarm's copy of notKept was read
 	// (restoreNotKept), which a controller does once per application.
 	notKeptRestored bool
 }
 
-// notKeptField is one write that did not stick: digests (keptSum) of the
-// desired and live renderings right after it, and the API version the
-// write used. Digests, because the memory is also kept in the swarm, and
-// a rendering may be a stack's configuration.
-type notKeptField struct {
-	desired, live, apiVersion string
-}
-
 // clone copies m so a comparison can read it outside the controller's lock.
 func (m driftMemory) clone() driftMemory {
-	out := driftMemory{motionSince: maps.Clone(m.motionSince), notKept: make(map[string]map[string]notKeptField, len(m.notKept)),
+	out := driftMemory{motionSince: maps.Clone(m.motionSince), notKept: make(map[string]map[string]capability.NotKeptField, len(m.notKept)),
 		notKeptRestored: m.notKeptRestored}
 	for k, v := range m.notKept {
 		out.notKept[k] = maps.Clone(v)
@@ -143,7 +139,7 @@ func compareServices(in compareInput) []serviceVerdict {
 		}
 		v.changes, v.notKept = splitNotKept(changes, in.mem.notKept[scoped])
 		for _, ch := range v.notKept {
-			v.notKeptNotes = append(v.notKeptNotes, notKeptMessage(v.short, ch, in.mem.notKept[scoped][ch.Field].apiVersion))
+			v.notKeptNotes = append(v.notKeptNotes, notKeptMessage(v.short, ch, in.mem.notKept[scoped][ch.Field].APIVersion))
 		}
 		v.verdict = verdictSynced
 		if len(v.changes) > 0 {
@@ -158,9 +154,9 @@ func compareServices(in compareInput) []serviceVerdict {
 // controller left behind: same desired value, same live value. Anything
 // else on that field (the repository changed it, or someone else did) is
 // drift again.
-func splitNotKept(changes []drift.Change, kept map[string]notKeptField) (drifted, notKept []drift.Change) {
+func splitNotKept(changes []drift.Change, kept map[string]capability.NotKeptField) (drifted, notKept []drift.Change) {
 	for _, ch := range changes {
-		if nk, ok := kept[ch.Field]; ok && nk.desired == keptSum(ch.Desired) && nk.live == keptSum(ch.Live) {
+		if nk, ok := kept[ch.Field]; ok && nk.Desired == keptSum(ch.Desired) && nk.Live == keptSum(ch.Live) {
 			notKept = append(notKept, ch)
 			continue
 		}

@@ -258,7 +258,7 @@ func (c *Controller) applyReadBack(ctx context.Context, p *pass, rb *readBack) {
 		p.log.Warn("could not read back the services just written; a field the daemon drops would go unnoticed", "error", rb.err)
 		return
 	}
-	found := map[string]map[string]notKeptField{}
+	found := map[string]map[string]capability.NotKeptField{}
 	for _, short := range rb.written {
 		if slices.Contains(p.status.OutOfBand, short) {
 			// Another writer was seen on it during this pass: what
@@ -268,9 +268,9 @@ func (c *Controller) applyReadBack(ctx context.Context, p *pass, rb *readBack) {
 		scoped := p.app.Stack + "_" + short
 		for _, ch := range rb.changes[short] {
 			if found[scoped] == nil {
-				found[scoped] = map[string]notKeptField{}
+				found[scoped] = map[string]capability.NotKeptField{}
 			}
-			found[scoped][ch.Field] = notKeptField{desired: keptSum(ch.Desired), live: keptSum(ch.Live), apiVersion: rb.version}
+			found[scoped][ch.Field] = capability.NotKeptField{Desired: keptSum(ch.Desired), Live: keptSum(ch.Live), APIVersion: rb.version}
 			p.status.Warnings = append(p.status.Warnings, notKeptMessage(short, ch, rb.version))
 			p.log.Warn("a field written was not kept by the daemon; it will not be rewritten until the repository changes it",
 				"service", short, "field", ch.Field, "api", rb.version)

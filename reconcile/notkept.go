@@ -47,7 +47,7 @@ func (c *Controller) restoreNotKept(ctx context.Context, p *pass) {
 	}
 	a.drift.notKeptRestored = true
 	if a.drift.notKept == nil {
-		a.drift.notKept = map[string]map[string]notKeptField{}
+		a.drift.notKept = map[string]map[string]capability.NotKeptField{}
 	}
 	for scoped, fields := range stored {
 		if !strings.HasPrefix(scoped, p.app.Stack+"_") {
@@ -56,18 +56,14 @@ func (c *Controller) restoreNotKept(ctx context.Context, p *pass) {
 		if _, known := a.drift.notKept[scoped]; known {
 			continue
 		}
-		f := make(map[string]notKeptField, len(fields))
-		for field, v := range fields {
-			f[field] = notKeptField{desired: v.Desired, live: v.Live, apiVersion: v.APIVersion}
-		}
-		a.drift.notKept[scoped] = f
+		a.drift.notKept[scoped] = fields
 	}
 }
 
 // keepNotKept puts what a read-back found for the services written into the
 // application's memory, and returns the memory as the swarm keeps it when
 // it changed.
-func (c *Controller) keepNotKept(p *pass, written []string, found map[string]map[string]notKeptField) (map[string]map[string]capability.NotKeptField, bool) {
+func (c *Controller) keepNotKept(p *pass, written []string, found map[string]map[string]capability.NotKeptField) (map[string]map[string]capability.NotKeptField, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	a, ok := c.apps[p.app.Name]
@@ -75,7 +71,7 @@ func (c *Controller) keepNotKept(p *pass, written []string, found map[string]map
 		return nil, false
 	}
 	if a.drift.notKept == nil {
-		a.drift.notKept = map[string]map[string]notKeptField{}
+		a.drift.notKept = map[string]map[string]capability.NotKeptField{}
 	}
 	before := maps.Clone(a.drift.notKept)
 	for _, short := range written {
@@ -86,17 +82,11 @@ func (c *Controller) keepNotKept(p *pass, written []string, found map[string]map
 			delete(a.drift.notKept, scoped)
 		}
 	}
-	if maps.EqualFunc(before, a.drift.notKept, func(x, y map[string]notKeptField) bool { return maps.Equal(x, y) }) {
+	if maps.EqualFunc(before, a.drift.notKept, func(x, y map[string]capability.NotKeptField) bool { return maps.Equal(x, y) }) {
 		return nil, false
 	}
-	out := make(map[string]map[string]capability.NotKeptField, len(a.drift.notKept))
-	for scoped, fields := range a.drift.notKept {
-		out[scoped] = make(map[string]capability.NotKeptField, len(fields))
-		for field, v := range fields {
-			out[scoped][field] = capability.NotKeptField{Desired: v.desired, Live: v.live, APIVersion: v.apiVersion}
-		}
-	}
-	return out, true
+	// A copy: the caller stores it after the lock is let go.
+	return a.drift.clone().notKept, true
 }
 
 // storeNotKept keeps the memory in the swarm where the backend can. A write
