@@ -51,6 +51,22 @@ func chartHarness(t *testing.T) *harness {
 	return h
 }
 
+// runningChart is chartHarness with the example chart deployed and its two
+// services running, with the controller that deployed it and the files of
+// the commit, for a test to change.
+func runningChart(t *testing.T) (*harness, *reconcile.Controller, map[string]string) {
+	t.Helper()
+	h := chartHarness(t)
+	good := exampleChartFiles(t, prodValues)
+	h.repo.Commit("chart", good)
+	ctl := h.controller(false)
+	if res := h.reconcile(ctl); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	h.waitRunning(2)
+	return h, ctl, good
+}
+
 func TestChartFromGitDeploysAndUpdatesOnlyTheServiceAValueReaches(t *testing.T) {
 	t.Parallel()
 	h := chartHarness(t)
@@ -109,14 +125,7 @@ func TestChartFromGitDeploysAndUpdatesOnlyTheServiceAValueReaches(t *testing.T) 
 
 func TestBrokenChartGivesItsErrorAndWritesNothing(t *testing.T) {
 	t.Parallel()
-	h := chartHarness(t)
-	good := exampleChartFiles(t, prodValues)
-	h.repo.Commit("chart", good)
-	ctl := h.controller(false)
-	if res := h.reconcile(ctl); res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	h.waitRunning(2)
+	h, ctl, good := runningChart(t)
 	running := versions(h.services())
 
 	for _, b := range []struct {

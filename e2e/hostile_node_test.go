@@ -79,14 +79,7 @@ func TestHostileNodePolicyIsRefused(t *testing.T) {
 // refused like the compose spelling.
 func TestHostileNodePolicyFromAChartIsRefused(t *testing.T) {
 	t.Parallel()
-	h := chartHarness(t)
-	good := exampleChartFiles(t, prodValues)
-	h.repo.Commit("chart", good)
-	ctl := h.controller(false)
-	if res := h.reconcile(ctl); res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	h.waitRunning(2)
+	h, ctl, good := runningChart(t)
 	worker := good["deploy/templates/worker.yaml"]
 	const anchor = "    stop_grace_period: 1s\n"
 	if !strings.Contains(worker, anchor) {
