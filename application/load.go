@@ -369,16 +369,28 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 			return
 		}
 		v.SetBool(b)
-	case reflect.Int:
-		var i int
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		var i int64
 		if isNull(n) {
 			return
 		}
-		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&i) != nil {
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&i) != nil || v.OverflowInt(i) {
 			d.fail(path, line, wrongType("an integer", n))
 			return
 		}
-		v.SetInt(int64(i))
+		v.SetInt(i)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		// Ports (allow.hostPorts) are unsigned: a negative number or one
+		// past the field's size is the wrong type, not a wrapped value.
+		var u uint64
+		if isNull(n) {
+			return
+		}
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&u) != nil || v.OverflowUint(u) {
+			d.fail(path, line, wrongType(fmt.Sprintf("a whole number from 0 to %d", uint64(1)<<(v.Type().Bits())-1), n))
+			return
+		}
+		v.SetUint(u)
 	default:
 		// Only reachable if types.go gains a field of a kind not handled
 		// above; say so instead of silently dropping the value.

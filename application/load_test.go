@@ -161,6 +161,16 @@ func TestParse_problems(t *testing.T) {
 			want: []want{{line: 8, app: "shop", field: "applications[0].source.compose.envfile", kind: ErrUnknownField, msg: `did you mean "envFiles"`}},
 		},
 		{
+			name:  "host port below zero",
+			input: base + "    allow: {hostPorts: [443, -1]}\n",
+			want:  []want{{line: 6, app: "shop", field: "applications[0].allow.hostPorts[1]", kind: ErrType, msg: "must be a whole number from 0 to 4294967295"}},
+		},
+		{
+			name:  "host port past its field",
+			input: base + "    allow: {hostPorts: [4294967296]}\n",
+			want:  []want{{line: 6, app: "shop", field: "applications[0].allow.hostPorts[0]", kind: ErrType, msg: "must be a whole number from 0 to 4294967295"}},
+		},
+		{
 			name:  "unknown top-level key lists known ones",
 			input: base + "kind: Applications\n",
 			want:  []want{{line: 6, field: "kind", kind: ErrUnknownField, msg: "known: apiVersion, applications"}},
@@ -473,4 +483,17 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip changed applications:\n%+v\n%+v", file.Applications, again.Applications)
 		}
 	})
+}
+
+// allow.hostPorts, the one unsigned field of the file, is read from the
+// file: the decoder knew only int, so the README's `hostPorts: [443]` was
+// refused with "cannot decode into uint32" (found running the quickstart).
+func TestParse_hostPortsAreRead(t *testing.T) {
+	f, err := Parse("f.yaml", []byte(base+"    stack: shop\n    allow: {hostPorts: [443, 18080]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Applications[0].Allow.HostPorts; len(got) != 2 || got[0] != 443 || got[1] != 18080 {
+		t.Fatalf("hostPorts %v, want [443 18080]", got)
+	}
 }
