@@ -266,6 +266,11 @@ func (b *Box) failure(ctx context.Context, timedOut bool, chart string, took tim
 			case syscall.SIGXCPU:
 				return fmt.Errorf("%w: %s: render CPU time limit of %s exceeded; its render process was killed", ErrLimit, what, l.Deadline)
 			case syscall.SIGKILL:
+				// The hard CPU limit kills outright; the child's own CPU
+				// time tells it from the memory limit's kill.
+				if cpu := ee.UserTime() + ee.SystemTime(); cpu >= l.Deadline {
+					return fmt.Errorf("%w: %s: render CPU time limit of %s exceeded (%s used); its render process was killed (a template loop that does not end?)", ErrLimit, what, l.Deadline, cpu.Round(time.Millisecond))
+				}
 				return fmt.Errorf("%w: %s: the render process was killed after %s (memory limit %d MiB or CPU time limit %s)", ErrLimit, what, took.Round(time.Millisecond), l.Memory>>20, l.Deadline)
 			}
 		}
