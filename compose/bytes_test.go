@@ -162,9 +162,13 @@ func FuzzManifestKeepsBytes(f *testing.F) {
 	}
 	f.Add("é\u2028x")
 	f.Add("#!/bin/sh\n\texit 0\n")
+	f.Add("a\x00b") // refused: no field can carry a NUL to a container
 	f.Fuzz(func(t *testing.T, s string) {
-		if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
-			return // NUL and non-UTF-8 are refused by the environment and compose parsers, checked elsewhere
+		if !utf8.ValidString(s) {
+			// JSON quoting would replace the bad bytes, so the file would
+			// not say s; a file that is not UTF-8 is refused (see
+			// TestTextTheDaemonCannotBeGivenIsRefusedWhereItIs).
+			return
 		}
 		got, err := keptBytes(t, s)
 		if err != nil {
@@ -185,4 +189,40 @@ func FuzzManifestKeepsBytes(f *testing.F) {
 			t.Fatalf("%q changed on the way to the daemon in %v: %q", s, lost, got)
 		}
 	})
+}
+
+// Text the YAML of a compose file cannot carry to the daemon byte for byte
+// is refused before anything is deployed, naming the file, the line and,
+// where there is one, the field: a file that is not UTF-8 (the parser said
+// only "invalid leading UTF-8 octet") and a NUL written as an escape,
+// which the daemon took and the container then failed on at its start.
+func TestTextTheDaemonCannotBeGivenIsRefusedWhereItIs(t *testing.T) {
+	for _, c := range []struct {
+		body  string
+		want  []string
+		field string
+	}{
+		{"services:\n  web:\n    image: x\n    command: [\"ok\", \"a\xffb\"]\n", []string{"compose.yaml:4", "byte 0xff at column 23", "not UTF-8"}, ""},
+		{"services:\n  web:\n    image: x\n    environment:\n      A: \"é\xc3\"\n", []string{"compose.yaml:5", "byte 0xc3 at column 12"}, ""},
+		{"services:\n  web:\n    image: x\n    command: [\"ok\", \"a\\x00b\"]\n", []string{"compose.yaml:4", "NUL"}, "services.web.command.1"},
+		{"services:\n  web:\n    image: x\n    labels:\n      \"k\\0\": v\n", []string{"compose.yaml:", "NUL"}, `services.web.labels."k\x00"`},
+	} {
+		root := t.TempDir()
+		if err := os.WriteFile(filepath.Join(root, "compose.yaml"), []byte(c.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Render("bytes", Dir{Root: root})
+		var fe *fault.Error
+		if !errors.As(err, &fe) {
+			t.Fatalf("%q: got %v, want a *fault.Error", c.body, err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q: error %q does not say %q", c.body, err, w)
+			}
+		}
+		if fe.Field != c.field {
+			t.Errorf("%q: field %q, want %q", c.body, fe.Field, c.field)
+		}
+	}
 }

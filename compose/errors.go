@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/docker/cli/cli/compose/loader"
 	"gopkg.in/yaml.v3"
@@ -94,6 +96,62 @@ func joinField(parent, child string) string {
 		return child
 	}
 	return parent + "." + child
+}
+
+// utf8Fault refuses a compose file that is not UTF-8 text, naming the
+// line and column of the first bad byte: the YAML parser's own message
+// ("invalid leading UTF-8 octet") says neither, and YAML can carry no
+// other encoding to the daemon byte for byte anyway.
+func utf8Fault(file string, src []byte) *fault.Error {
+	if utf8.Valid(src) {
+		return nil
+	}
+	line, start := 1, 0
+	for i := 0; i < len(src); {
+		r, n := utf8.DecodeRune(src[i:])
+		if r == utf8.RuneError && n == 1 {
+			col := utf8.RuneCount(src[start:i]) + 1
+			return &fault.Error{File: file, Line: line, Err: fmt.Errorf("not UTF-8 text: byte 0x%02x at column %d (compose files are UTF-8; binary content belongs in a config's file)", src[i], col)}
+		}
+		if r == '\n' {
+			line, start = line+1, i+1
+		}
+		i += n
+	}
+	return nil
+}
+
+// nulField returns the dotted path of the first key or string under v
+// that holds a NUL, or "". The daemon would take such a value and the
+// container would fail at its start, far from the file that said it.
+func nulField(v any, at string) string {
+	switch v := v.(type) {
+	case string:
+		if strings.ContainsRune(v, 0) {
+			return at
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if strings.ContainsRune(k, 0) {
+				return joinField(at, strconv.Quote(k))
+			}
+			if f := nulField(v[k], joinField(at, k)); f != "" {
+				return f
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if f := nulField(e, joinField(at, strconv.Itoa(i))); f != "" {
+				return f
+			}
+		}
+	}
+	return ""
 }
 
 // yamlFault is a compose or env file that is not YAML at all.

@@ -232,6 +232,9 @@ func (p *project) readComposeFiles(names []string) error {
 		if err != nil {
 			return &fault.Error{File: rel, Field: limitField(err, "source.compose.files"), Err: err}
 		}
+		if fe := utf8Fault(rel, src); fe != nil {
+			return fe
+		}
 		var dict map[string]any
 		var sums map[string][sha256.Size]byte
 		if p.incMode == incOff || p.wasDecrypted(rel) {
@@ -242,6 +245,9 @@ func (p *project) readComposeFiles(names []string) error {
 		}
 		if err != nil {
 			return yamlFault(rel, err)
+		}
+		if field := nulField(dict, ""); field != "" {
+			return &fault.Error{File: rel, Line: lineOf(src, field), Field: field, Err: errors.New(`holds a NUL character (a "\0" or "\x00" escape), which no command, variable or label can carry to a container`)}
 		}
 		// A service whose env_file is inlined below no longer is what
 		// its text says.

@@ -181,7 +181,7 @@ func (d *daemonSocket) up() {
 }
 
 func (d *daemonSocket) forward(c net.Conn) {
-	up, err := net.Dial("unix", "/var/run/docker.sock")
+	up, err := net.Dial("unix", swarmtest.Socket())
 	if err != nil {
 		c.Close()
 		return

@@ -106,7 +106,7 @@ func tlsDaemon(t *testing.T, p *testPKI) string {
 			}
 			go func() {
 				defer c.Close()
-				d, err := net.Dial("unix", "/var/run/docker.sock")
+				d, err := net.Dial("unix", swarmtest.Socket())
 				if err != nil {
 					return
 				}

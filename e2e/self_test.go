@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/cgi"
 	"os"
@@ -53,7 +52,9 @@ func serveGit(t *testing.T, root string) string {
 	}
 	h := &cgi.Handler{Path: git, Args: []string{"http-backend"},
 		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// The controller runs on the daemon's host network, which for the
+	// current engine is a namespace of its own.
+	l, err := swarmtest.ListenTCP()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,9 +97,11 @@ func selfFiles(t *testing.T, stack, image, repoURL string) (stackFile, appsFile 
 		"flotilla-applications-1":                            stack + "-applications-1",
 		"flotilla-admin-token-1":                             stack + "-admin-token-1",
 		"      - /srv/flotilla/repo:/srv/flotilla/repo:ro\n": "",
-		"    stop_grace_period: 30s":                         "    networks: [hostnet]\n    stop_grace_period: 30s",
-		"\nsecrets:\n":                                       "\nnetworks:\n  hostnet:\n    external: true\n    name: host\n\nsecrets:\n",
-		"monitor: 20s":                                       "monitor: 5s",
+		// The socket of the daemon under test, whichever engine it is.
+		"      - /var/run/docker.sock:/var/run/docker.sock\n": "      - " + swarmtest.Socket() + ":/var/run/docker.sock\n",
+		"    stop_grace_period: 30s":                          "    networks: [hostnet]\n    stop_grace_period: 30s",
+		"\nsecrets:\n":                                        "\nnetworks:\n  hostnet:\n    external: true\n    name: host\n\nsecrets:\n",
+		"monitor: 20s":                                        "monitor: 5s",
 	} {
 		if !strings.Contains(s, old) {
 			t.Fatalf("the example stack no longer contains %q", old)
@@ -107,13 +110,13 @@ func selfFiles(t *testing.T, stack, image, repoURL string) (stackFile, appsFile 
 	}
 	a := read("applications.yaml")
 	for old, new := range map[string]string{
-		"name: flotilla\n":            "name: " + stack + "\n",
-		"stack: flotilla\n":           "stack: " + stack + "\n",
-		"repoURL: /srv/flotilla/repo": "repoURL: " + repoURL,
-		"flotilla-applications-1":     stack + "-applications-1",
-		"flotilla-admin-token-1":      stack + "-admin-token-1",
-		", /srv/flotilla/repo]":       "]\n      networks: [host]",
-		"interval: 30s":               "interval: 10s",
+		"name: flotilla\n":                           "name: " + stack + "\n",
+		"stack: flotilla\n":                          "stack: " + stack + "\n",
+		"repoURL: /srv/flotilla/repo":                "repoURL: " + repoURL,
+		"flotilla-applications-1":                    stack + "-applications-1",
+		"flotilla-admin-token-1":                     stack + "-admin-token-1",
+		"[/var/run/docker.sock, /srv/flotilla/repo]": "[" + swarmtest.Socket() + "]\n      networks: [host]",
+		"interval: 30s":                              "interval: 10s",
 	} {
 		if !strings.Contains(a, old) {
 			t.Fatalf("the example applications file no longer contains %q", old)

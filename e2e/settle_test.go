@@ -12,6 +12,7 @@ import (
 
 	"github.com/docker/docker/api/types/swarm"
 	apiversions "github.com/docker/docker/api/types/versions"
+	"github.com/docker/docker/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
@@ -84,6 +85,29 @@ const startIntervalStack = `services:
       start_interval: 1s
 `
 
+// belowStartInterval returns a backend that speaks an engine API older than
+// 1.44, where healthcheck.start_interval came in: the daemon's own (20.10
+// speaks 1.41), or 1.43 pinned for a newer daemon, which then drops the
+// field from a write the way 20.10 does. Both engines of the suite run the
+// tests that need a daemon that does not keep a field.
+func belowStartInterval(t *testing.T, opts backend.Options) *backend.Backend {
+	t.Helper()
+	if v := swarmtest.Client(t).ClientVersion(); !apiversions.LessThan(v, "1.44") {
+		c, err := client.NewClientWithOpts(client.FromEnv, client.WithVersion("1.43"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		t.Logf("the suite speaks API %s with this daemon; this test speaks 1.43", v)
+		opts.Client = c
+	}
+	b, err := backend.New(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // A field the daemon does not keep used to make live differ from desired
 // for ever, and self-heal rewrote the service on every pass. A field the
 // daemon's API version cannot carry is now dropped before the write (as the
@@ -93,6 +117,7 @@ const startIntervalStack = `services:
 func TestAFieldTheDaemonDropsIsReportedAndNeverRewritten(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, true)
+	h.backend = belowStartInterval(t, backend.Options{Logger: quiet})
 	h.app.SyncPolicy.Automated.SelfHeal = true
 	h.repo.Commit("initial", map[string]string{"deploy/docker-compose.yml": startIntervalStack, "deploy/.env": "UNUSED=1\n"})
 	ctl := h.controller(false)
@@ -102,9 +127,6 @@ func TestAFieldTheDaemonDropsIsReportedAndNeverRewritten(t *testing.T) {
 		t.Fatalf("first pass: %v %+v", res.Err, res.Deployed)
 	}
 	version := h.backend.APIVersion()
-	if !apiversions.LessThan(version, "1.44") {
-		t.Skipf("this daemon speaks API %s and keeps healthcheck.start_interval; the test needs an older one", version)
-	}
 	if live := h.services()["web"].Spec.TaskTemplate.ContainerSpec.Healthcheck; live == nil || live.StartInterval != 0 || live.Interval == 0 {
 		t.Fatalf("live healthcheck %+v, want the interval without the start interval", live)
 	}
@@ -139,11 +161,7 @@ func TestAFieldTheDaemonDropsIsReportedAndNeverRewritten(t *testing.T) {
 func TestAWriteTheDaemonDidNotKeepIsReportedAndNotRepeated(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, true)
-	b, err := backend.New(context.Background(), backend.Options{Logger: quiet, FieldsAPIVersion: "1.44"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.backend = b
+	h.backend = belowStartInterval(t, backend.Options{Logger: quiet, FieldsAPIVersion: "1.44"})
 	h.app.SyncPolicy.Automated.SelfHeal = true
 	h.repo.Commit("initial", map[string]string{"deploy/docker-compose.yml": startIntervalStack, "deploy/.env": "UNUSED=1\n"})
 	ctl := h.controller(false)
@@ -156,9 +174,6 @@ func TestAWriteTheDaemonDidNotKeepIsReportedAndNotRepeated(t *testing.T) {
 	res := h.reconcile(ctl)
 	if res.Err != nil || res.Deployed == nil || !slices.Equal(res.Deployed.Created, []string{"web"}) {
 		t.Fatalf("first pass: %v %+v", res.Err, res.Deployed)
-	}
-	if v := h.backend.APIVersion(); !apiversions.LessThan(v, "1.44") {
-		t.Skipf("this daemon speaks API %s and keeps healthcheck.start_interval; the test needs an older one", v)
 	}
 	if live := h.services()["web"].Spec.TaskTemplate.ContainerSpec.Healthcheck; live == nil || live.StartInterval != 0 {
 		t.Fatalf("live healthcheck %+v: the daemon kept start_interval, so nothing here tests a dropped write", live)

@@ -340,7 +340,7 @@ func newStallingDaemon(t *testing.T, hold func(*http.Request) bool) *stallingDae
 			r.Out.Host = r.In.Host
 		},
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", "/var/run/docker.sock")
+			return (&net.Dialer{}).DialContext(ctx, "unix", swarmtest.Socket())
 		}},
 		FlushInterval: -1,
 	}

@@ -9,6 +9,9 @@
 #                       daemon) if missing; prints for the caller to eval:
 #                         DOCKER_HOST=unix:///run/flotilla-engine/docker.sock
 #                         FLOTILLA_ENGINE_VERSION=<server version>/<API version>
+#                         FLOTILLA_ENGINE_NETNS=/var/run/netns/flotilla-engine
+#                       (tests serve what its host-network containers must
+#                       reach, a git server, inside that namespace)
 #   engine-up.sh down   stops it and removes everything up made
 set -euo pipefail
 
@@ -71,6 +74,7 @@ up() {
   [[ ${#missing[@]} -eq 0 ]] || docker -H "$main" save "${missing[@]}" | dk load -q >/dev/null
   echo "DOCKER_HOST=unix://$sock"
   echo "FLOTILLA_ENGINE_VERSION=$(dk version --format '{{.Server.Version}}/{{.Server.APIVersion}}')"
+  echo "FLOTILLA_ENGINE_NETNS=/var/run/netns/$ns"
 }
 
 down() {

@@ -55,24 +55,46 @@ step "the kms build (SOPS with every cloud key service: docs/secrets.md)"
 go build -tags kms ./...
 go vet -tags kms ./...
 
-step "go test -race (every package; fuzz targets run their seed corpus)"
-go test -race -count=1 -timeout 30m ./... 2>&1 | tee "${TMPDIR:-/tmp}/flotilla-test.log"
+# Every go test stage writes its output to a log of its own; whatever way the
+# script ends, the failed tests are listed by name and engine at the end, so
+# a flake is named in CI's output (nothing is ever retried).
+logs=$(mktemp -d "${TMPDIR:-/tmp}/flotilla-test.XXXXXX")
+main_engine=$(docker version --format '{{.Server.Version}}/{{.Server.APIVersion}}' 2>/dev/null || echo unknown)
+failed_tests() {
+  local log failed=0
+  for log in "$logs"/*.log; do
+    [ -e "$log" ] || continue
+    if grep -qE '^(--- FAIL|FAIL|panic:)' "$log"; then
+      failed=1
+      printf '\n==> FAILED in %s:\n' "$(basename "$log" .log)"
+      grep -E '^\s*--- FAIL|^FAIL\s|^panic:' "$log" | sed 's/^/    /'
+    fi
+  done
+  [ "$failed" -eq 1 ] || printf '\n==> no test failed (logs in %s)\n' "$logs"
+}
+trap failed_tests EXIT
 
-# The same compatibility and drift corpora on a current Docker Engine (moby
-# v2, API 1.56), beside Debian's 20.10 (API 1.41): built once from Go modules
-# and cached (scripts/engine.sh), run as a single-node swarm in its own
-# network namespace (scripts/engine-up.sh). The docker CLI of the compat test
-# and the tests' client both follow DOCKER_HOST.
-step "compat and drift corpora on a current Docker Engine (built once, cached)"
+step "go test -race on Docker $main_engine (every package; fuzz targets run their seed corpus)"
+go test -race -count=1 -timeout 30m ./... 2>&1 | tee "$logs/engine $main_engine, go test -race.log"
+
+# The swarm suites again on a current Docker Engine (moby v2, API 1.56),
+# beside Debian's 20.10 (API 1.41): the compatibility and drift corpora and
+# the e2e suite (crash, shutdown and fault tests included). The engine is
+# built once from Go modules and cached (scripts/engine.sh) and runs as a
+# single-node swarm in its own network namespace (scripts/engine-up.sh); the
+# docker CLI and the tests' client both follow DOCKER_HOST.
+step "compat, drift and e2e suites on a current Docker Engine (built once, cached)"
 bash scripts/engine.sh
 engine_env=$(bash scripts/engine-up.sh)
 engine_rc=0
 (
   eval "$(printf '%s\n' "$engine_env" | sed 's/^/export /')"
   echo "engine: $FLOTILLA_ENGINE_VERSION (server version/API) at $DOCKER_HOST"
-  # set -e does not hold left of ||: chain, so a compat failure is not masked.
-  go test -count=1 -timeout 15m -run 'TestCorpus' ./compose/compattest/ &&
-    go test -count=1 -timeout 15m -run 'TestUntouchedCorpusStacksReportNoDrift|TestLiveChangeReportsExactlyThatField' ./drift/
+  log="$logs/engine $FLOTILLA_ENGINE_VERSION, swarm suites.log"
+  # set -e does not hold left of ||: chain, so no failure is masked.
+  go test -count=1 -timeout 15m -run 'TestCorpus' ./compose/compattest/ 2>&1 | tee "$log" &&
+    go test -count=1 -timeout 15m -run 'TestUntouchedCorpusStacksReportNoDrift|TestLiveChangeReportsExactlyThatField' ./drift/ 2>&1 | tee -a "$log" &&
+    go test -count=1 -timeout 40m ./e2e/ 2>&1 | tee -a "$log"
 ) || engine_rc=$?
 bash scripts/engine-up.sh down
 [ "$engine_rc" -eq 0 ] || exit "$engine_rc"
@@ -80,7 +102,7 @@ bash scripts/engine-up.sh down
 # Under -race the render child's address-space limit fails inside the race
 # detector's allocator, so its memory test is skipped there; run it here.
 step "renderbox without the race detector (the child's memory limit)"
-go test -count=1 ./renderbox/
+go test -count=1 ./renderbox/ 2>&1 | tee "$logs/renderbox without -race.log"
 
 step "fuzz smoke (3s a target; FUZZTIME=1h bash scripts/fuzz.sh for a real run)"
 FUZZTIME=${FUZZTIME:-3s} bash scripts/fuzz.sh

@@ -97,6 +97,9 @@ func Main(m *testing.M) int {
 	} else if err := buildImages(); err != nil {
 		unavailable = fmt.Errorf("building test images: %w", err)
 		fmt.Fprintf(os.Stderr, "\n*** swarmtest: %v\n\n", unavailable)
+	} else {
+		// Two engines run the suite; a failure must say which one it met.
+		fmt.Fprintf(os.Stderr, "swarmtest: engine %s\n", engine)
 	}
 	return m.Run()
 }
@@ -148,7 +151,21 @@ func ready() error {
 		return fmt.Errorf("node is not a swarm manager (state %q, manager %v)",
 			info.Swarm.LocalNodeState, info.Swarm.ControlAvailable)
 	}
+	engine = fmt.Sprintf("%s, API %s spoken, at %s", info.ServerVersion, c.ClientVersion(), c.DaemonHost())
 	return nil
+}
+
+// engine describes the daemon the tests run on, once ready has met it.
+var engine string
+
+// Socket is the path of the unix socket of the daemon the tests use:
+// DOCKER_HOST's when it names one, else the default. Tests that put a
+// proxy in front of the daemon dial it, so they follow the engine under test.
+func Socket() string {
+	if p, ok := strings.CutPrefix(os.Getenv("DOCKER_HOST"), "unix://"); ok && p != "" {
+		return p
+	}
+	return "/var/run/docker.sock"
 }
 
 func buildImages() error {
