@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 )
 
 // killProxy stands between a controller process and dockerd, counts the
@@ -76,10 +78,7 @@ func serveDockerProxy(t *testing.T, prefix string, rt func(base http.RoundTrippe
 	if err != nil {
 		t.Fatal(err)
 	}
-	daemon := "/var/run/docker.sock"
-	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") {
-		daemon = strings.TrimPrefix(h, "unix://")
-	}
+	daemon := swarmtest.Socket()
 	base := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", daemon)
 	}}

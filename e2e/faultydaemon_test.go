@@ -52,7 +52,7 @@ func newFaultyDaemon(t *testing.T) *faultyDaemon {
 		Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(&url.URL{Scheme: "http", Host: "docker"}) },
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var dl net.Dialer
-			return dl.DialContext(ctx, "unix", "/var/run/docker.sock")
+			return dl.DialContext(ctx, "unix", swarmtest.Socket())
 		}},
 	}
 	d.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -472,7 +472,11 @@ func TestAControllerKilledWhileAWaveWaitsResumesWithoutRewritingIt(t *testing.T)
 		t.Errorf("db was rewritten after the restart: version %d (was %d), previous spec %v", after.Version.Index, db.Version.Index, after.PreviousSpec != nil)
 	}
 	if tasks := tasksOf(t, stack, "db"); len(tasks) != 1 {
-		t.Errorf("db has %d tasks, want the one that was starting when the controller was killed", len(tasks))
+		var seen []string
+		for _, task := range tasks {
+			seen = append(seen, fmt.Sprintf("%s %s (%s%s) v%d", task.ID, task.Status.State, task.Status.Message, task.Status.Err, task.Version.Index))
+		}
+		t.Errorf("db has %d tasks, want the one that was starting when the controller was killed: %v (service version %d, was %d)", len(tasks), seen, after.Version.Index, db.Version.Index)
 	}
 	apiSvc, _, err := api.ServiceInspectWithRaw(context.Background(), stack+"_api", swarm.ServiceInspectOptions{})
 	if err != nil {

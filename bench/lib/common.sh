@@ -4,9 +4,19 @@
 # ready brings the swarm and the test image up and sets flotilla to the
 # binary to time: $FLOTILLA if set (to compare two builds), otherwise
 # bin/flotilla built from this checkout.
+#
+# BENCH_ENGINE=current runs the comparison on the current Docker Engine that
+# scripts/engine.sh builds and scripts/engine-up.sh starts (its DOCKER_HOST
+# is exported, so docker stack deploy and flotilla both talk to it);
+# otherwise on the machine's daemon. The engine is printed either way.
 ready() {
   bash scripts/swarm-up.sh >/dev/null 2>&1
   bash scripts/build-test-image.sh >/dev/null 2>&1
+  if [ "${BENCH_ENGINE:-}" = current ]; then
+    bash scripts/engine.sh >/dev/null
+    eval "$(bash scripts/engine-up.sh | sed 's/^/export /')"
+  fi
+  echo "engine: Docker $(docker version --format '{{.Server.Version}}, API {{.Server.APIVersion}}') at ${DOCKER_HOST:-unix:///var/run/docker.sock}; docker CLI $(docker version --format '{{.Client.Version}}')"
   flotilla=${FLOTILLA:-}
   if [ -z "$flotilla" ]; then
     go build -o bin/flotilla ./cmd/flotilla
