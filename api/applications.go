@@ -233,6 +233,12 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, app string, done
 	defer t.Stop()
 	select {
 	case res := <-done:
+		// A pass the stop ended answers with its error at the moment
+		// Stopping closes; which of the two select sees first is chance,
+		// and the client must get the same 503 either way.
+		if res.Err != nil && isClosed(s.opts.Stopping) {
+			return stoppingError(app)
+		}
 		out := OperationResponse{App: app, Phase: Succeeded, Action: res.Action, Revision: res.Revision, Plan: res.Plan, Time: s.now()}
 		if out.Plan != nil {
 			out.Plan.App = app
@@ -254,10 +260,24 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, app string, done
 	case <-r.Context().Done():
 		// The client left; the pass goes on without it.
 	case <-s.opts.Stopping:
-		return errorf(http.StatusServiceUnavailable, CodeUnavailable,
-			"the controller is stopping; the pass ends at its next step boundary; `flotilla app get %s` shows the outcome once a controller runs again", app)
+		return stoppingError(app)
 	}
 	return nil
+}
+
+func stoppingError(app string) *Error {
+	return errorf(http.StatusServiceUnavailable, CodeUnavailable,
+		"the controller is stopping; the pass ends at its next step boundary; `flotilla app get %s` shows the outcome once a controller runs again", app)
+}
+
+// isClosed reports whether ch is closed; a nil channel never is.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // decodeBody reads a small, strict JSON body into v. An empty body leaves v

@@ -125,17 +125,19 @@ func TestTemplatesCannotBuildPastTheRenderBudget(t *testing.T) {
 	for name, tmpl := range hostileTemplates {
 		t.Run(name, func(t *testing.T) {
 			root := copyExample(t, map[string]string{"chart/templates/worker.yaml": "services:\n  worker:\n    image: x\n" + tmpl + "\n"})
-			start := time.Now()
 			err := mustFail(render(t, root, Dir{}))
 			fe := wantFault(t, err, "chart/templates/worker.yaml", "chart shop")
 			if fe.Line != 4 {
 				t.Errorf("line %d: %v", fe.Line, err)
 			}
-			if msg := err.Error(); !strings.Contains(msg, fmt.Sprintf("%d MiB", maxBuilt>>20)) && !strings.Contains(msg, "elements is more than") && !strings.Contains(msg, "larger than") {
+			// The size limit is what stops these on an idle machine; under
+			// -race on a loaded one the clock can come first (CI saw
+			// "replace doubling" reach 20 s). Either is the budget's refusal.
+			msg := err.Error()
+			sized := strings.Contains(msg, fmt.Sprintf("%d MiB", maxBuilt>>20)) || strings.Contains(msg, "elements is more than") || strings.Contains(msg, "larger than")
+			timed := strings.Contains(msg, fmt.Sprintf("render budget: the render ran longer than its limit of %s", maxRenderTime))
+			if !sized && !timed {
 				t.Errorf("error does not name the limit: %v", err)
-			}
-			if d := time.Since(start); d > maxRenderTime {
-				t.Errorf("took %s", d)
 			}
 		})
 	}
