@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/swarm"
 )
 
 // The node policy decides what a service may ask of the node that runs its
@@ -350,7 +350,7 @@ func (g *guardCheck) nodeObjects() {
 		if n.IPAM != nil && n.IPAM.Driver != "" && n.IPAM.Driver != "default" && !slices.Contains(g.allow.NetworkDrivers, n.IPAM.Driver) {
 			g.refuse(field+".ipam", "network %q uses IPAM driver %q; add it to allow.networkDrivers of the application to use it", name, n.IPAM.Driver)
 		}
-		if n.ConfigFrom != nil || n.Ingress {
+		if n.ConfigFrom != "" || n.Ingress {
 			g.refuse(field, "network %q takes its configuration from another network or replaces the ingress network; neither is deployed", name)
 		}
 	}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/swarm"
-	apiversions "github.com/docker/docker/api/types/versions"
+	"github.com/moby/moby/client"
+	apiversions "github.com/moby/moby/client/pkg/versions"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
@@ -33,11 +33,11 @@ func TestAServiceAnotherWriterKeepsUpdatingIsComparedAnyway(t *testing.T) {
 		defer wg.Done()
 		c := swarmtest.Client(t)
 		for n := 1; ctx.Err() == nil; n++ {
-			s, _, err := c.ServiceInspectWithRaw(ctx, h.app.Stack+"_worker", swarm.ServiceInspectOptions{})
+			s, err := c.ServiceInspect(ctx, h.app.Stack+"_worker", client.ServiceInspectOptions{})
 			if err == nil {
-				cs := s.Spec.TaskTemplate.ContainerSpec
+				cs := s.Service.Spec.TaskTemplate.ContainerSpec
 				cs.Env = append(slices.DeleteFunc(cs.Env, func(e string) bool { return strings.HasPrefix(e, "WRITER=") }), "WRITER="+strconv.Itoa(n))
-				_, _ = c.ServiceUpdate(ctx, s.ID, s.Version, s.Spec, swarm.ServiceUpdateOptions{})
+				_, _ = c.ServiceUpdate(ctx, s.Service.ID, client.ServiceUpdateOptions{Version: s.Service.Version, Spec: s.Service.Spec})
 			}
 			select {
 			case <-ctx.Done():
