@@ -402,6 +402,8 @@ func TestRenderReportsBadInputWithFileAndField(t *testing.T) {
 		{name: "yaml syntax", compose: "services:\n  web:\n\timage: nginx\n", file: "stack/compose.yaml", line: 3},
 		{name: "unknown service key", compose: "services:\n  web:\n    image: nginx\n    colour: blue\n",
 			file: "stack/compose.yaml", field: "services.web.colour", line: 4, msg: "colour"},
+		{name: "two unknown service keys", compose: "services:\n  web:\n    image: nginx\n    colour: blue\n    flavour: mint\n",
+			file: "stack/compose.yaml", field: "services.web.colour", line: 4, msg: "flavour"},
 		{name: "unknown top-level key", compose: "services:\n  web:\n    image: nginx\nextras: {}\n",
 			file: "stack/compose.yaml", field: "extras", line: 4},
 		{name: "wrong type", compose: "services:\n  web:\n    image: nginx\n    deploy:\n      replicas: many\n",
