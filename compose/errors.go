@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -65,9 +66,18 @@ func loadFault(f composeFile, err error) *fault.Error {
 	switch {
 	case additionalRE.MatchString(msg):
 		m := additionalRE.FindStringSubmatch(msg)
-		// Several unknown keys are named together; the field is the first.
+		// Several unknown keys are named together, in no fixed order: they
+		// are sorted, and the field is the one the file has first.
 		keys := strings.Split(strings.Trim(m[2], "'"), "', '")
-		fe.Field = joinField(m[1], keys[0])
+		slices.Sort(keys)
+		first := keys[0]
+		for _, k := range keys[1:] {
+			if l := lineOf(src, joinField(m[1], k)); l != 0 && l < lineOf(src, joinField(m[1], first)) {
+				first = k
+			}
+		}
+		keys = append([]string{first}, slices.DeleteFunc(keys, func(k string) bool { return k == first })...)
+		fe.Field = joinField(m[1], first)
 		fe.Err = fmt.Errorf("unknown key %q", keys[0])
 		if len(keys) > 1 {
 			fe.Err = fmt.Errorf("unknown keys %q", keys)
