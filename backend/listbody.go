@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 )
 
@@ -88,4 +90,33 @@ func (b *Backend) listNetworks(ctx context.Context, f client.Filters) ([]listedN
 		out = append(out, listedNetwork{Summary: n})
 	}
 	return out, nil
+}
+
+// listedService is one service of a listing. Clients before API 1.29 wrote
+// a service's network attachments to ServiceSpec.Networks; a daemon before
+// API 1.44 still returns them there until the service is next updated, and
+// a current one moves them to TaskTemplate.Networks on read. The moby api
+// types no longer have the old field, so decoding moves them as a current
+// daemon does: without it such a service would read as attached to nothing.
+type listedService struct {
+	swarm.Service
+}
+
+func (s *listedService) UnmarshalJSON(b []byte) error {
+	if err := json.Unmarshal(b, &s.Service); err != nil {
+		return err
+	}
+	if len(s.Spec.TaskTemplate.Networks) > 0 || !bytes.Contains(b, []byte(`"Networks"`)) {
+		return nil
+	}
+	var old struct {
+		Spec struct {
+			Networks []swarm.NetworkAttachmentConfig
+		}
+	}
+	if err := json.Unmarshal(b, &old); err != nil {
+		return err
+	}
+	s.Spec.TaskTemplate.Networks = old.Spec.Networks
+	return nil
 }

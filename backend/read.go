@@ -77,9 +77,9 @@ func (b *Backend) ReadLiveStacks(ctx context.Context, stacks []string) (map[stri
 	want := setOf(stacks)
 	var services []swarm.Service
 	decode := func(r io.Reader) error {
-		return eachListed(r, func(s swarm.Service) {
+		return eachListed(r, func(s listedService) {
 			if want[s.Spec.Labels[LabelNamespace]] {
-				services = append(services, s)
+				services = append(services, s.Service)
 			}
 		})
 	}
