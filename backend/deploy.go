@@ -279,7 +279,9 @@ func (b *Backend) negotiate(ctx context.Context) {
 	if !b.counter.negotiated.Load() {
 		// A failed ping leaves the client at its newest version; the next
 		// request negotiates again.
-		_, _ = b.api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+		if _, err := b.api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err == nil {
+			b.log.Info("engine API version settled", "version", b.api.ClientVersion(), "host", b.api.DaemonHost())
+		}
 	}
 }
 

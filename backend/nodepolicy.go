@@ -40,8 +40,7 @@ var nodeFields = map[string]fieldClass{
 	"swarm.ServiceSpec.Mode":           harmless,
 	"swarm.ServiceSpec.UpdateConfig":   harmless,
 	"swarm.ServiceSpec.RollbackConfig": harmless,
-	"swarm.ServiceSpec.Networks":       harmless, // attachments, guarded by service
-	"swarm.ServiceSpec.EndpointSpec":   ruled,    // host-mode ports
+	"swarm.ServiceSpec.EndpointSpec":   ruled, // host-mode ports
 
 	"swarm.TaskSpec.ContainerSpec":         descend,
 	"swarm.TaskSpec.PluginSpec":            ruled, // installs a plugin on the node
