@@ -20,8 +20,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/capability"
@@ -68,13 +67,19 @@ const (
 
 // Options configure New.
 type Options struct {
-	// Client is the Docker client to talk through. Nil builds one from the
-	// environment (DOCKER_HOST, DOCKER_CERT_PATH, ...) with API version
-	// negotiation. A supplied client's host and HTTP client are reused with
-	// a counting transport around them; for TLS over tcp leave it nil and
-	// configure the environment, since a built client does not expose its
-	// scheme.
-	Client *client.Client
+	// Host is the daemon's address (unix:///var/run/docker.sock,
+	// tcp://host:2376, ...). Empty takes DOCKER_HOST, DOCKER_CERT_PATH,
+	// DOCKER_TLS_VERIFY and DOCKER_API_VERSION from the environment, as the
+	// docker CLI does.
+	Host string
+	// Transport carries every request to Host; the backend's counting,
+	// gate and deadline wrap it. Nil dials Host itself (with the
+	// environment's TLS settings when Host is empty). A transport that
+	// speaks TLS itself is given a plain http scheme.
+	Transport http.RoundTripper
+	// APIVersion pins the engine API version requests are sent with. Empty
+	// negotiates it with the daemon on the first request.
+	APIVersion string
 	// Logger receives the backend's logs, with component=backend. Nil
 	// uses slog.Default().
 	Logger *slog.Logger
@@ -190,7 +195,7 @@ func New(_ context.Context, opts Options) (*Backend, error) {
 	cnt := newCounter()
 	cnt.onRequest = opts.OnRequest
 	cnt.gate = opts.Gate
-	api, err := countingClient(opts.Client, cnt, opts.RequestTimeout)
+	api, err := countingClient(opts, cnt)
 	if err != nil {
 		return nil, fmt.Errorf("backend: docker client: %w", err)
 	}
@@ -204,43 +209,6 @@ func New(_ context.Context, opts Options) (*Backend, error) {
 		fieldsVersion:  opts.FieldsAPIVersion,
 		nodes:          newNodeNames(),
 	}, nil
-}
-
-// countingClient returns a client whose every request passes through a
-// countingTransport and a deadlineTransport: built from the environment when
-// base is nil, otherwise sharing base's host and HTTP transport.
-func countingClient(base *client.Client, cnt *counter, timeout time.Duration) (*client.Client, error) {
-	wrapTransport := func(next http.RoundTripper) http.RoundTripper {
-		return &countingTransport{next: &deadlineTransport{next: next, timeout: timeout}, c: cnt}
-	}
-	wrap := func(c *client.Client) error {
-		hc := c.HTTPClient()
-		tr, isHTTP := hc.Transport.(*http.Transport)
-		hc.Transport = wrapTransport(hc.Transport)
-		if err := client.WithHTTPClient(hc)(c); err != nil {
-			return err
-		}
-		// The client picks https by finding TLS on its own transport, which
-		// the wrapper now hides.
-		if isHTTP && tr.TLSClientConfig != nil {
-			return client.WithScheme("https")(c)
-		}
-		return nil
-	}
-	if base == nil {
-		return client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation(), wrap)
-	}
-	hc := base.HTTPClient()
-	hc.Transport = wrapTransport(hc.Transport)
-	opts := []client.Opt{client.WithHost(base.DaemonHost()), client.WithHTTPClient(hc), client.WithAPIVersionNegotiation()}
-	// A client that negotiates reports the library's default version until
-	// it has talked to the daemon; pinning that would turn negotiation off
-	// and fail against any older daemon. Only a version someone chose is
-	// kept.
-	if v := base.ClientVersion(); v != "" && v != api.DefaultVersion {
-		opts = append(opts, client.WithVersion(v))
-	}
-	return client.NewClientWithOpts(opts...)
 }
 
 // Stats returns the requests sent so far by this backend and every copy of

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"github.com/moby/moby/client"
 	"testing"
 
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -63,7 +64,7 @@ func TestAreLatestReleases_judgesEveryKeptRecordFromOneListing(t *testing.T) {
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("records of %s: %d, %v", c, len(recs), err)
 	}
-	if err := swarmtest.Client(t).ConfigRemove(ctx, recs[0].ID); err != nil {
+	if _, err := swarmtest.Client(t).ConfigRemove(ctx, recs[0].ID, client.ConfigRemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	got := check()

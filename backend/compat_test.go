@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/moby/moby/client"
+
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
@@ -170,10 +172,11 @@ secrets:
 	if _, ok := configs[stack+"-conf"]; !ok {
 		t.Fatalf("self-named config not listed in the stack's namespace: %v", configs)
 	}
-	c, _, err := b.api.ConfigInspectWithRaw(ctx, configs[stack+"-conf"])
+	res, err := b.api.ConfigInspect(ctx, configs[stack+"-conf"], client.ConfigInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := res.Config
 	if got := c.Spec.Labels[LabelOwner]; got != "ctl/"+stack {
 		t.Errorf("config owner stamp %q, want ctl/%s", got, stack)
 	}

@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
@@ -165,7 +166,7 @@ func TestDeployStack_aServiceWriteFailingPartWayReportsExactlyWhatWasWritten(t *
 				TaskTemplate: swarm.TaskSpec{ContainerSpec: &swarm.ContainerSpec{Image: swarmtest.Image}},
 				Mode:         swarm.ServiceMode{Replicated: &swarm.ReplicatedService{Replicas: new(uint64)}},
 			}
-			if _, err := api.ServiceCreate(ctx, spec, swarm.ServiceCreateOptions{}); err != nil {
+			if _, err := api.ServiceCreate(ctx, client.ServiceCreateOptions{Spec: spec}); err != nil {
 				t.Errorf("take svc05's name: %v", err)
 			}
 		})

@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/events"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
@@ -95,15 +94,11 @@ func (s *stallingSocket) stall() { s.stalled.Store(true) }
 // backendThrough returns a backend whose requests go through sock.
 func backendThrough(t *testing.T, sock *stallingSocket, timeout time.Duration) *Backend {
 	t.Helper()
-	cl, err := client.NewClientWithOpts(client.WithHost("unix://"+sock.path), client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
 	var w io.Writer = io.Discard
 	if testing.Verbose() {
 		w = os.Stderr
 	}
-	b, err := New(context.Background(), Options{Client: cl, RequestTimeout: timeout, Logger: slog.New(slog.NewTextHandler(w, nil))})
+	b, err := New(context.Background(), Options{Host: "unix://" + sock.path, RequestTimeout: timeout, Logger: slog.New(slog.NewTextHandler(w, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +162,7 @@ func TestTheEventStreamIsNotCutAtTheRequestTimeout(t *testing.T) {
 	b := backendThrough(t, sock, 500*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, errs := b.Client().Events(ctx, events.ListOptions{})
+	errs := b.Client().Events(ctx, client.EventsListOptions{}).Err
 	select {
 	case err := <-errs:
 		t.Fatalf("the event stream ended after less than 2s: %v", err)

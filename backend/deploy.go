@@ -16,9 +16,8 @@ import (
 	"sync/atomic"
 
 	"github.com/distribution/reference"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -117,7 +116,7 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 	// slowest rather than for their sum.
 	b.negotiate(ctx)
 	var (
-		nets                   []network.Summary
+		nets                   []listedNetwork
 		configObjs, secretObjs map[string]listedObject
 		services               []swarm.Service
 	)
@@ -135,15 +134,17 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 		return err
 	})
 	g.Go(func() (err error) {
-		if services, err = b.api.ServiceList(gctx, swarm.ServiceListOptions{Filters: namespace(req.Stack)}); err != nil {
-			err = fmt.Errorf("list services: %w", err)
+		list, err := b.api.ServiceList(gctx, client.ServiceListOptions{Filters: namespace(req.Stack)})
+		if err != nil {
+			return fmt.Errorf("list services: %w", err)
 		}
-		return err
+		services = list.Items
+		return nil
 	})
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	liveNets := make(map[string]network.Summary, len(nets))
+	liveNets := make(map[string]listedNetwork, len(nets))
 	stale := map[string]bool{}
 	for _, n := range nets {
 		if staleOnNode(n) {
@@ -276,7 +277,11 @@ func (b *Backend) negotiate(ctx context.Context) {
 	b.counter.negotiating.Lock()
 	defer b.counter.negotiating.Unlock()
 	if !b.counter.negotiated.Load() {
-		b.api.NegotiateAPIVersion(ctx)
+		// A failed ping leaves the client at its newest version; the next
+		// request negotiates again.
+		if _, err := b.api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err == nil {
+			b.log.Info("engine API version settled", "version", b.api.ClientVersion(), "host", b.api.DaemonHost())
+		}
 	}
 }
 
@@ -316,7 +321,7 @@ func missingObject(err error) bool {
 // (typically a job's, which can outlive its service) still held it. Swarm
 // then answers "network … not found" for it, and refuses to create another
 // under its name.
-func staleOnNode(n network.Summary) bool {
+func staleOnNode(n listedNetwork) bool {
 	return n.Scope == "swarm" && !n.Ingress && (n.Containers != nil || len(n.Peers) > 0)
 }
 
@@ -400,7 +405,7 @@ func (b *Backend) createResources(ctx context.Context, log *slog.Logger, req cha
 		todo = append(todo, create{"config", name, func() (string, error) {
 			spec := p.stack.Configs[name]
 			spec.Labels = ownerStamped(spec.Labels, req.Labels)
-			r, err := b.api.ConfigCreate(ctx, spec)
+			r, err := b.api.ConfigCreate(ctx, client.ConfigCreateOptions{Spec: spec})
 			return r.ID, err
 		}})
 	}
@@ -409,7 +414,7 @@ func (b *Backend) createResources(ctx context.Context, log *slog.Logger, req cha
 			spec := p.stack.Secrets[name]
 			spec.Data = req.Secrets[name]
 			spec.Labels = ownerStamped(spec.Labels, req.Labels)
-			r, err := b.api.SecretCreate(ctx, spec)
+			r, err := b.api.SecretCreate(ctx, client.SecretCreateOptions{Spec: spec})
 			return r.ID, err
 		}})
 	}
@@ -537,7 +542,7 @@ func (b *Backend) createService(ctx context.Context, desired swarm.ServiceSpec, 
 	if b.resolve == ResolveChanged {
 		b.pinDigest(ctx, &spec, auth)
 	}
-	r, err := b.api.ServiceCreate(ctx, spec, swarm.ServiceCreateOptions{EncodedRegistryAuth: auth, QueryRegistry: false})
+	r, err := b.api.ServiceCreate(ctx, client.ServiceCreateOptions{Spec: spec, EncodedRegistryAuth: auth, QueryRegistry: false})
 	if err != nil {
 		return err
 	}
@@ -557,7 +562,7 @@ func (b *Backend) updateService(ctx context.Context, log *slog.Logger, live swar
 		if b.hooks != nil && b.hooks.beforeServiceUpdate != nil {
 			b.hooks.beforeServiceUpdate(ctx, live.ID, attempt)
 		}
-		r, err := b.api.ServiceUpdate(ctx, live.ID, live.Version, spec, swarm.ServiceUpdateOptions{EncodedRegistryAuth: auth, QueryRegistry: false})
+		r, err := b.api.ServiceUpdate(ctx, live.ID, client.ServiceUpdateOptions{Version: live.Version, Spec: spec, EncodedRegistryAuth: auth, QueryRegistry: false})
 		if err == nil {
 			b.warn(spec.Name, r.Warnings)
 			return nil
@@ -570,17 +575,17 @@ func (b *Backend) updateService(ctx context.Context, log *slog.Logger, live swar
 			b.notifyOutOfBand(desired.Name)
 			return fmt.Errorf("gave up after %d writes refused as out of date: %w", attempt, err)
 		}
-		fresh, _, err := b.api.ServiceInspectWithRaw(ctx, live.ID, swarm.ServiceInspectOptions{})
+		fresh, err := b.api.ServiceInspect(ctx, live.ID, client.ServiceInspectOptions{})
 		if err != nil {
 			return fmt.Errorf("re-read after a refused write: %w", err)
 		}
-		if reflect.DeepEqual(fresh.Spec, live.Spec) {
+		if reflect.DeepEqual(fresh.Service.Spec, live.Spec) {
 			log.Debug("service version moved without a spec change; retrying", "attempt", attempt)
 		} else {
 			log.Warn("another writer changed the service first; retrying from a fresh read", "attempt", attempt)
 			b.notifyOutOfBand(desired.Name)
 		}
-		live = fresh
+		live = fresh.Service
 	}
 }
 
@@ -648,7 +653,7 @@ func (b *Backend) pinDigest(ctx context.Context, spec *swarm.ServiceSpec, auth s
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.resolveTimeout)
 	defer cancel()
-	di, err := b.api.DistributionInspect(rctx, cs.Image, auth)
+	di, err := b.api.DistributionInspect(rctx, cs.Image, client.DistributionInspectOptions{EncodedRegistryAuth: auth})
 	if err != nil {
 		b.log.Info("image digest not resolved; deploying the tag", "service", spec.Name, "image", cs.Image, "error", err)
 		return
@@ -704,31 +709,31 @@ func hashedSpec(desired swarm.ServiceSpec, sealedEnv []string) swarm.ServiceSpec
 // matches prefixes), so only exact names are kept. An external network
 // found by no name may be named by its id, as an unfiltered listing would
 // have found it: those few are asked for by id.
-func (b *Backend) declaredNetworks(ctx context.Context, decl *compose.Stack) ([]network.Summary, error) {
+func (b *Backend) declaredNetworks(ctx context.Context, decl *compose.Stack) ([]listedNetwork, error) {
 	names := slices.Concat(slices.Collect(maps.Keys(decl.Networks)), decl.ExternalNetworks)
 	if len(names) == 0 {
 		return nil, nil
 	}
 	want := setOf(names)
-	list, err := b.api.NetworkList(ctx, network.ListOptions{Filters: nameFilter(names)})
+	list, err := b.listNetworks(ctx, nameFilter(names))
 	if err != nil {
 		return nil, fmt.Errorf("list networks: %w", err)
 	}
-	out := slices.DeleteFunc(list, func(n network.Summary) bool { return !want[n.Name] })
+	out := slices.DeleteFunc(list, func(n listedNetwork) bool { return !want[n.Name] })
 	var ids []string
 	for _, name := range decl.ExternalNetworks {
-		if !slices.ContainsFunc(out, func(n network.Summary) bool { return n.Name == name }) && !nodeLocalNetworks[name] && name != "none" {
+		if !slices.ContainsFunc(out, func(n listedNetwork) bool { return n.Name == name }) && !nodeLocalNetworks[name] && name != "none" {
 			ids = append(ids, name)
 		}
 	}
 	if len(ids) == 0 {
 		return out, nil
 	}
-	f := filters.NewArgs()
+	f := make(client.Filters)
 	for _, id := range ids {
 		f.Add("id", id)
 	}
-	byID, err := b.api.NetworkList(ctx, network.ListOptions{Filters: f})
+	byID, err := b.listNetworks(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("list networks: %w", err)
 	}

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/swarm"
 	"gopkg.in/yaml.v3"
 
 	"github.com/flotilla-gitops/flotilla/application"
@@ -404,8 +404,7 @@ func (g *guardCheck) service(name string, spec swarm.ServiceSpec) {
 	g.reservedLabels(p+".deploy.labels", spec.Labels)
 	g.nodePolicy(p, spec)
 
-	attachments := slices.Concat(spec.TaskTemplate.Networks, spec.Networks) // the deprecated field still attaches
-	for _, n := range attachments {
+	for _, n := range spec.TaskTemplate.Networks {
 		t := n.Target
 		_, declared := g.decl.Networks[t]
 		switch {

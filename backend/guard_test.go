@@ -16,10 +16,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/registry"
-	"github.com/docker/docker/api/types/swarm"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/pkg/authconfig"
+	"github.com/moby/moby/api/types/registry"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -141,14 +141,14 @@ func TestGuard_externalNetworkNeedsAnAllowEntry(t *testing.T) {
 	stack := swarmtest.Name(t, "gnet")
 	netName := stack + "-shared"
 	api := swarmtest.Client(t)
-	created, err := api.NetworkCreate(ctx, netName, network.CreateOptions{Driver: "overlay", Attachable: true})
+	created, err := api.NetworkCreate(ctx, netName, client.NetworkCreateOptions{Driver: "overlay", Attachable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Cleanups run last first: the stack's services go before the network
 	// they are attached to, which the daemon refuses to remove until then.
 	t.Cleanup(func() {
-		if err := api.NetworkRemove(context.Background(), created.ID); err != nil {
+		if _, err := api.NetworkRemove(context.Background(), created.ID, client.NetworkRemoveOptions{}); err != nil {
 			t.Errorf("remove network %s: %v", netName, err)
 		}
 	})
@@ -323,11 +323,13 @@ func TestGuard_theControllersOwnStackMayMountItsSecretsAndNoOtherMay(t *testing.
 	swarmtest.Cleanup(t, self)
 	swarmtest.Cleanup(t, other)
 	ctlSecret := self + "-tokens"
-	sec, err := swarmtest.Client(t).SecretCreate(ctx, swarm.SecretSpec{Annotations: swarm.Annotations{Name: ctlSecret}, Data: []byte("t")})
+	sec, err := swarmtest.Client(t).SecretCreate(ctx, client.SecretCreateOptions{Spec: swarm.SecretSpec{Annotations: swarm.Annotations{Name: ctlSecret}, Data: []byte("t")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = swarmtest.Client(t).SecretRemove(context.Background(), sec.ID) })
+	t.Cleanup(func() {
+		_, _ = swarmtest.Client(t).SecretRemove(context.Background(), sec.ID, client.SecretRemoveOptions{})
+	})
 	running := b.WithSelf(Self{ServiceID: "not-a-service", Stack: self, Secrets: []string{ctlSecret}})
 	g := running.WithForbiddenSecrets(running.self.Forbidden()).(*Backend).
 		WithAllowedReferences(application.Allow{Secrets: []string{ctlSecret}})
@@ -350,11 +352,11 @@ func handDeploy(t *testing.T, stack string, labels map[string]string) string {
 		l[k] = v
 	}
 	zero := uint64(0)
-	r, err := swarmtest.Client(t).ServiceCreate(context.Background(), swarm.ServiceSpec{
+	r, err := swarmtest.Client(t).ServiceCreate(context.Background(), client.ServiceCreateOptions{Spec: swarm.ServiceSpec{
 		Annotations:  swarm.Annotations{Name: stack + "_web", Labels: l},
 		TaskTemplate: swarm.TaskSpec{ContainerSpec: &swarm.ContainerSpec{Image: swarmtest.Image}},
 		Mode:         swarm.ServiceMode{Replicated: &swarm.ReplicatedService{Replicas: &zero}},
-	}, swarm.ServiceCreateOptions{})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,11 +387,11 @@ func TestGuard_handDeployedNamespaceNeedsAdopt(t *testing.T) {
 	if !slices.Equal(res.Updated, []string{"web"}) {
 		t.Fatalf("adopting deploy: %+v, want web updated", res)
 	}
-	s, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), id, swarm.ServiceInspectOptions{})
+	s, err := swarmtest.Client(t).ServiceInspect(context.Background(), id, client.ServiceInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.Spec.Labels[LabelOwner]; got != "ctl/"+stack {
+	if got := s.Service.Spec.Labels[LabelOwner]; got != "ctl/"+stack {
 		t.Errorf("adopted service owner = %q", got)
 	}
 	// Adopted, it is this owner's: no adopt needed any more.
@@ -462,16 +464,15 @@ func (c *captureTransport) len() int {
 func capturingBackend(t *testing.T) (*Backend, *captureTransport) {
 	t.Helper()
 	base := swarmtest.Client(t)
-	hc := base.HTTPClient()
-	ct := &captureTransport{next: hc.Transport}
-	hc.Transport = ct
-	// The shared client has negotiated already; New keeps the version of a
-	// supplied client, so this one must start from the same.
-	api, err := client.NewClientWithOpts(client.WithHost(base.DaemonHost()), client.WithHTTPClient(hc), client.WithVersion(base.ClientVersion()))
+	tr, err := dialTransport(base.DaemonHost(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(context.Background(), Options{Client: api, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ct := &captureTransport{next: tr}
+	// The shared client has negotiated already; pinning its version keeps
+	// the negotiating ping out of the captured requests.
+	b, err := New(context.Background(), Options{Host: base.DaemonHost(), Transport: ct, APIVersion: base.ClientVersion(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,7 +550,7 @@ func TestRegistryAuth_eachApplicationSendsOnlyItsOwnCredential(t *testing.T) {
 			}
 			writes++
 			want := owner(r.service)
-			ac, err := registry.DecodeAuthConfig(r.auth)
+			ac, err := authconfig.Decode(r.auth)
 			if err != nil || r.auth == "" {
 				t.Errorf("%s: write of %s carried no readable credential (%v)", name, r.service, err)
 				continue

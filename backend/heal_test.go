@@ -2,18 +2,18 @@ package backend
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
@@ -36,17 +36,23 @@ func TestMissingObject_readsTheDaemonsWordsForAMissingReference(t *testing.T) {
 	}
 }
 
+// listed is a network as a listing decodes it, with containers nil when the
+// listing left them out.
+func listed(n network.Network, containers map[string]json.RawMessage) listedNetwork {
+	return listedNetwork{Summary: network.Summary{Network: n}, Containers: containers}
+}
+
 func TestStaleOnNode_onlyALocalCopyOfASwarmNetworkIsStale(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		n    network.Summary
+		n    listedNetwork
 		want bool
 	}{
-		{"the manager's view", network.Summary{Scope: "swarm", Driver: "overlay"}, false},
-		{"ingress", network.Summary{Scope: "swarm", Ingress: true, Containers: map[string]network.EndpointResource{}}, false},
-		{"a local bridge", network.Summary{Scope: "local", Driver: "bridge", Containers: map[string]network.EndpointResource{}}, false},
-		{"a node's leftover", network.Summary{Scope: "swarm", Driver: "overlay", Containers: map[string]network.EndpointResource{},
-			Peers: []network.PeerInfo{{Name: "n", IP: "127.0.0.1"}}}, true},
+		{"the manager's view", listed(network.Network{Scope: "swarm", Driver: "overlay"}, nil), false},
+		{"ingress", listed(network.Network{Scope: "swarm", Ingress: true}, map[string]json.RawMessage{}), false},
+		{"a local bridge", listed(network.Network{Scope: "local", Driver: "bridge"}, map[string]json.RawMessage{}), false},
+		{"a node's leftover", listed(network.Network{Scope: "swarm", Driver: "overlay",
+			Peers: []network.PeerInfo{{Name: "n", IP: netip.MustParseAddr("127.0.0.1")}}}, map[string]json.RawMessage{}), true},
 	} {
 		if got := staleOnNode(tc.n); got != tc.want {
 			t.Errorf("%s: staleOnNode = %v, want %v", tc.name, got, tc.want)
@@ -107,15 +113,15 @@ func TestDeployStack_aReferenceFoundMissingWhileWritingIsRecreatedOnce(t *testin
 	var once sync.Once
 	b.hooks = &testHooks{beforeServiceCreate: func(ctx context.Context, _ string) {
 		once.Do(func() {
-			if err := api.NetworkRemove(ctx, stack+"_front"); err != nil {
+			if _, err := api.NetworkRemove(ctx, stack+"_front", client.NetworkRemoveOptions{}); err != nil {
 				t.Errorf("remove network: %v", err)
 			}
-			cs, err := api.ConfigList(ctx, swarm.ConfigListOptions{Filters: namespace(stack)})
-			if err != nil || len(cs) != 1 {
-				t.Errorf("configs: %v %v", cs, err)
+			cs, err := api.ConfigList(ctx, client.ConfigListOptions{Filters: namespace(stack)})
+			if err != nil || len(cs.Items) != 1 {
+				t.Errorf("configs: %v %v", cs.Items, err)
 				return
 			}
-			if err := api.ConfigRemove(ctx, cs[0].ID); err != nil {
+			if _, err := api.ConfigRemove(ctx, cs.Items[0].ID, client.ConfigRemoveOptions{}); err != nil {
 				t.Errorf("remove config: %v", err)
 			}
 		})
@@ -165,37 +171,37 @@ networks:
 		t.Fatal(err)
 	}
 	jobContainer := func() string {
-		cs, err := api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "com.docker.swarm.service.name="+stack+"_job"))})
-		if err != nil || len(cs) == 0 {
+		cs, err := api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", "com.docker.swarm.service.name="+stack+"_job")})
+		if err != nil || len(cs.Items) == 0 {
 			return ""
 		}
-		return cs[0].ID
+		return cs.Items[0].ID
 	}
 	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
 		id := jobContainer()
 		if id == "" {
 			return false, "no job container yet"
 		}
-		c, err := api.ContainerInspect(ctx, id)
-		return err == nil && c.State.Running, "job container not running"
+		c, err := api.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		return err == nil && c.Container.State.Running, "job container not running"
 	})
 	t.Cleanup(func() {
 		if id := jobContainer(); id != "" {
-			_ = api.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true})
+			_, _ = api.ContainerRemove(context.Background(), id, client.ContainerRemoveOptions{Force: true})
 		}
 	})
 
 	// Remove services, then the network, as `docker stack rm` does.
 	for _, s := range []string{"_job", "_web"} {
-		if err := api.ServiceRemove(ctx, stack+s); err != nil {
+		if _, err := api.ServiceRemove(ctx, stack+s, client.ServiceRemoveOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	swarmtest.Eventually(t, 30*time.Second, func() (bool, string) {
-		err := api.NetworkRemove(ctx, stack+"_front")
+		_, err := api.NetworkRemove(ctx, stack+"_front", client.NetworkRemoveOptions{})
 		return err == nil, fmt.Sprint("remove network: ", err)
 	})
-	nets, err := api.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", stack+"_front"))})
+	nets, err := b.listNetworks(ctx, make(client.Filters).Add("name", stack+"_front"))
 	if err != nil || len(nets) == 0 || !staleOnNode(nets[0]) {
 		t.Skipf("the node did not keep a stale copy of the network this time (listed %d); nothing to test", len(nets))
 	}
@@ -215,12 +221,12 @@ networks:
 
 	// Once the job's container is gone the node lets go of the network,
 	// and the same deploy recreates it and the services.
-	if err := api.ContainerRemove(ctx, jobContainer(), container.RemoveOptions{Force: true}); err != nil {
+	if _, err := api.ContainerRemove(ctx, jobContainer(), client.ContainerRemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
-		nets, err := api.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", stack+"_front"))})
-		return err == nil && len(nets) == 0, fmt.Sprintf("network still listed: %d, %v", len(nets), err)
+		nets, err := api.NetworkList(ctx, client.NetworkListOptions{Filters: make(client.Filters).Add("name", stack+"_front")})
+		return err == nil && len(nets.Items) == 0, fmt.Sprintf("network still listed: %d, %v", len(nets.Items), err)
 	})
 	// Without the job this time: a job that never completes would hold
 	// the network again when the test cleans up.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/swarm"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/lease"
 )
@@ -50,13 +50,14 @@ var _ lease.Store = (*LeaseStore)(nil)
 
 // NewLeaseStore returns a store for the lease of the controllers named key
 // (their --controller-id), so differently named controllers never share a
-// lease. A nil c builds a client from the environment; timeout bounds each
-// request.
-func NewLeaseStore(c *client.Client, key string, timeout time.Duration) (*LeaseStore, error) {
-	if timeout <= 0 {
-		timeout = DefaultRequestTimeout
+// lease. It reaches the daemon opts names (Host, Transport, APIVersion; the
+// environment's when Host is empty), and opts.RequestTimeout bounds each
+// request; the other options are not used.
+func NewLeaseStore(opts Options, key string) (*LeaseStore, error) {
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
 	}
-	api, err := countingClient(c, newCounter(), timeout)
+	api, err := countingClient(opts, newCounter())
 	if err != nil {
 		return nil, fmt.Errorf("lease: docker client: %w", err)
 	}
@@ -78,24 +79,24 @@ func (s *LeaseStore) Name() string { return s.name }
 
 // Get reads the record by the config's name.
 func (s *LeaseStore) Get(ctx context.Context) (lease.Record, uint64, error) {
-	c, _, err := s.api.ConfigInspectWithRaw(ctx, s.name)
+	c, err := s.api.ConfigInspect(ctx, s.name, client.ConfigInspectOptions{})
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return lease.Record{}, 0, lease.ErrNoRecord
 		}
 		return lease.Record{}, 0, fmt.Errorf("read lease %s: %w", s.name, err)
 	}
-	s.id = c.ID
-	rec, err := parseLease(c.Spec.Labels)
+	s.id = c.Config.ID
+	rec, err := parseLease(c.Config.Spec.Labels)
 	if err != nil {
 		return lease.Record{}, 0, fmt.Errorf("read lease %s: %w", s.name, err)
 	}
-	return rec, c.Version.Index, nil
+	return rec, c.Config.Version.Index, nil
 }
 
 // Create makes the config with the first record.
 func (s *LeaseStore) Create(ctx context.Context, r lease.Record) (uint64, error) {
-	resp, err := s.api.ConfigCreate(ctx, s.spec(r))
+	resp, err := s.api.ConfigCreate(ctx, client.ConfigCreateOptions{Spec: s.spec(r)})
 	if err != nil {
 		if cerrdefs.IsConflict(err) || cerrdefs.IsAlreadyExists(err) {
 			return 0, lease.ErrConflict
@@ -116,7 +117,7 @@ func (s *LeaseStore) Update(ctx context.Context, version uint64, r lease.Record)
 			return 0, err
 		}
 	}
-	err := s.api.ConfigUpdate(ctx, s.id, swarm.Version{Index: version}, s.spec(r))
+	_, err := s.api.ConfigUpdate(ctx, s.id, client.ConfigUpdateOptions{Version: swarm.Version{Index: version}, Spec: s.spec(r)})
 	switch {
 	case isOutOfSequence(err), cerrdefs.IsNotFound(err):
 		return 0, lease.ErrConflict
@@ -127,15 +128,15 @@ func (s *LeaseStore) Update(ctx context.Context, version uint64, r lease.Record)
 }
 
 func (s *LeaseStore) confirm(ctx context.Context, r lease.Record) (uint64, error) {
-	c, _, err := s.api.ConfigInspectWithRaw(ctx, s.id)
+	c, err := s.api.ConfigInspect(ctx, s.id, client.ConfigInspectOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("read back lease %s: %w", s.name, err)
 	}
-	got, err := parseLease(c.Spec.Labels)
+	got, err := parseLease(c.Config.Spec.Labels)
 	if err != nil || got.Holder != r.Holder || got.Epoch != r.Epoch || !got.Renewed.Equal(r.Renewed) {
 		return 0, lease.ErrConflict
 	}
-	return c.Version.Index, nil
+	return c.Config.Version.Index, nil
 }
 
 func (s *LeaseStore) spec(r lease.Record) swarm.ConfigSpec {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
@@ -20,12 +20,12 @@ import (
 
 func newLeaseStore(t *testing.T, key string) *LeaseStore {
 	t.Helper()
-	s, err := NewLeaseStore(swarmtest.Client(t), key, 0)
+	s, err := NewLeaseStore(Options{Host: swarmtest.Client(t).DaemonHost()}, key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = swarmtest.Client(t).ConfigRemove(context.Background(), s.Name())
+		_, _ = swarmtest.Client(t).ConfigRemove(context.Background(), s.Name(), client.ConfigRemoveOptions{})
 	})
 	return s
 }
@@ -94,7 +94,7 @@ func (g *fakeGate) Permit() (uint64, time.Time, error) {
 
 func gatedBackend(t *testing.T, g WriteGate) *Backend {
 	t.Helper()
-	b, err := New(context.Background(), Options{Client: swarmtest.Client(t), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Gate: g})
+	b, err := New(context.Background(), Options{Host: swarmtest.Client(t).DaemonHost(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Gate: g})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestGate_refusesEveryWriteWithoutTheLeaseAndStampsTheEpochOnEverythingWritt
 		t.Fatalf("record without the lease: %v", err)
 	}
 	// Below every method: a raw write through the backend's own client.
-	if _, err := b.Client().NetworkCreate(ctx, stack+"_raw", network.CreateOptions{Driver: "overlay"}); !errors.Is(err, ErrWriteRefused) {
+	if _, err := b.Client().NetworkCreate(ctx, stack+"_raw", client.NetworkCreateOptions{Driver: "overlay"}); !errors.Is(err, ErrWriteRefused) {
 		t.Fatalf("raw network create without the lease: %v", err)
 	}
 	if d := b.Stats().Sub(before); d.Writes != 0 || d.Gated != 1 {
@@ -144,23 +144,23 @@ func TestGate_refusesEveryWriteWithoutTheLeaseAndStampsTheEpochOnEverythingWritt
 			t.Errorf("service %s epoch label %q, want %q", name, s.Spec.Labels[LabelEpoch], want)
 		}
 	}
-	nets, _ := api.NetworkList(ctx, network.ListOptions{Filters: namespace(stack)})
-	cfgs, _ := api.ConfigList(ctx, swarm.ConfigListOptions{Filters: namespace(stack)})
-	secs, _ := api.SecretList(ctx, swarm.SecretListOptions{Filters: namespace(stack)})
-	if len(nets) == 0 || len(cfgs) == 0 || len(secs) == 0 {
-		t.Fatalf("deployed %d networks, %d configs, %d secrets", len(nets), len(cfgs), len(secs))
+	nets, _ := api.NetworkList(ctx, client.NetworkListOptions{Filters: namespace(stack)})
+	cfgs, _ := api.ConfigList(ctx, client.ConfigListOptions{Filters: namespace(stack)})
+	secs, _ := api.SecretList(ctx, client.SecretListOptions{Filters: namespace(stack)})
+	if len(nets.Items) == 0 || len(cfgs.Items) == 0 || len(secs.Items) == 0 {
+		t.Fatalf("deployed %d networks, %d configs, %d secrets", len(nets.Items), len(cfgs.Items), len(secs.Items))
 	}
-	for _, n := range nets {
+	for _, n := range nets.Items {
 		if n.Labels[LabelEpoch] != want {
 			t.Errorf("network %s epoch label %q", n.Name, n.Labels[LabelEpoch])
 		}
 	}
-	for _, c := range cfgs {
+	for _, c := range cfgs.Items {
 		if c.Spec.Labels[LabelEpoch] != want {
 			t.Errorf("config %s epoch label %q", c.Spec.Name, c.Spec.Labels[LabelEpoch])
 		}
 	}
-	for _, s := range secs {
+	for _, s := range secs.Items {
 		if s.Spec.Labels[LabelEpoch] != want {
 			t.Errorf("secret %s epoch label %q", s.Spec.Name, s.Spec.Labels[LabelEpoch])
 		}
@@ -184,7 +184,7 @@ func TestGate_refusesEveryWriteWithoutTheLeaseAndStampsTheEpochOnEverythingWritt
 		t.Fatalf("permit: %d, %v", epoch, err)
 	}
 	g.set(true, 9)
-	if _, err := b.Client().NetworkCreate(ectx, stack+"_late", network.CreateOptions{Driver: "overlay"}); !errors.Is(err, ErrWriteRefused) {
+	if _, err := b.Client().NetworkCreate(ectx, stack+"_late", client.NetworkCreateOptions{Driver: "overlay"}); !errors.Is(err, ErrWriteRefused) {
 		t.Fatalf("write begun in epoch 8 sent in epoch 9: %v", err)
 	}
 }
@@ -208,11 +208,11 @@ func TestRecords_aNewerRecordFormatIsRefusedNotPlannedFromOrRecordedOver(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = swarmtest.Client(t).ConfigCreate(ctx, swarm.ConfigSpec{Annotations: swarm.Annotations{
+	_, err = swarmtest.Client(t).ConfigCreate(ctx, client.ConfigCreateOptions{Spec: swarm.ConfigSpec{Annotations: swarm.Annotations{
 		Name: recordName(stack, 2),
 		Labels: map[string]string{LabelRecord: recordKind, LabelRelease: stack, LabelRevision: "2",
 			LabelOwner: "ctl/x", LabelRecordFormat: strconv.Itoa(recordFormat + 1)},
-	}, Data: data})
+	}, Data: data}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,10 +7,8 @@ import (
 	"io"
 	"slices"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
-	"github.com/docker/docker/api/types/volume"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/compose"
@@ -41,12 +39,12 @@ func (b *Backend) DeclaredResources(ctx context.Context, manifest, stack string)
 
 // LiveServices returns the stack's services by scoped name.
 func (b *Backend) LiveServices(ctx context.Context, stack string) (map[string]swarm.Service, error) {
-	list, err := b.api.ServiceList(ctx, swarm.ServiceListOptions{Filters: namespace(stack)})
+	list, err := b.api.ServiceList(ctx, client.ServiceListOptions{Filters: namespace(stack)})
 	if err != nil {
 		return nil, fmt.Errorf("live services of %s: %w", stack, err)
 	}
-	out := make(map[string]swarm.Service, len(list))
-	for _, s := range list {
+	out := make(map[string]swarm.Service, len(list.Items))
+	for _, s := range list.Items {
 		out[s.Spec.Name] = s
 	}
 	return out, nil
@@ -68,15 +66,15 @@ func (b *Backend) LiveServicesOf(ctx context.Context, stacks []string) (map[stri
 	// One stack is filtered by the daemon; several are listed as every
 	// stack's services and picked here, since label filters only combine
 	// as "and".
-	f := filters.NewArgs(filters.Arg("label", LabelNamespace))
+	f := make(client.Filters).Add("label", LabelNamespace)
 	if len(stacks) == 1 {
 		f = namespace(stacks[0])
 	}
-	list, err := b.api.ServiceList(ctx, swarm.ServiceListOptions{Filters: f})
+	list, err := b.api.ServiceList(ctx, client.ServiceListOptions{Filters: f})
 	if err != nil {
 		return nil, fmt.Errorf("live services of %d stacks: %w", len(stacks), err)
 	}
-	for _, s := range list {
+	for _, s := range list.Items {
 		if m, ok := out[s.Spec.Labels[LabelNamespace]]; ok {
 			m[s.Spec.Name] = s
 		}
@@ -108,21 +106,21 @@ func (b *Backend) LiveNetworkNames(ctx context.Context) (map[string]string, erro
 	decode := func(r io.Reader) error {
 		return eachListed(r, func(n entry) { out[n.ID] = n.Name })
 	}
-	list, err := b.api.NetworkList(withListBody(ctx, decode), network.ListOptions{})
+	list, err := b.api.NetworkList(withListBody(ctx, decode), client.NetworkListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list networks: %w", err)
 	}
-	for _, n := range list { // empty unless the answer reached the client undecoded
+	for _, n := range list.Items { // empty unless the answer reached the client undecoded
 		out[n.ID] = n.Name
 	}
 	for _, name := range []string{"host", "bridge"} {
-		n, err := b.api.NetworkInspect(ctx, name, network.InspectOptions{Scope: "swarm"})
+		n, err := b.api.NetworkInspect(ctx, name, client.NetworkInspectOptions{Scope: "swarm"})
 		switch {
 		case isNotFound(err):
 		case err != nil:
 			return nil, fmt.Errorf("inspect network %s: %w", name, err)
 		default:
-			out[n.ID] = n.Name
+			out[n.Network.ID] = n.Network.Name
 		}
 	}
 	return out, nil
@@ -130,12 +128,12 @@ func (b *Backend) LiveNetworkNames(ctx context.Context) (map[string]string, erro
 
 // LiveNetworks maps the stack's networks, by scoped name, to their ids.
 func (b *Backend) LiveNetworks(ctx context.Context, stack string) (map[string]string, error) {
-	list, err := b.api.NetworkList(ctx, network.ListOptions{Filters: namespace(stack)})
+	list, err := b.api.NetworkList(ctx, client.NetworkListOptions{Filters: namespace(stack)})
 	if err != nil {
 		return nil, fmt.Errorf("live networks of %s: %w", stack, err)
 	}
-	out := make(map[string]string, len(list))
-	for _, n := range list {
+	out := make(map[string]string, len(list.Items))
+	for _, n := range list.Items {
 		out[n.Name] = n.ID
 	}
 	return out, nil
@@ -144,12 +142,12 @@ func (b *Backend) LiveNetworks(ctx context.Context, stack string) (map[string]st
 // LiveConfigs maps the stack's configs, by name, to their ids. Release
 // records carry no namespace label and never appear.
 func (b *Backend) LiveConfigs(ctx context.Context, stack string) (map[string]string, error) {
-	list, err := b.api.ConfigList(ctx, swarm.ConfigListOptions{Filters: namespace(stack)})
+	list, err := b.api.ConfigList(ctx, client.ConfigListOptions{Filters: namespace(stack)})
 	if err != nil {
 		return nil, fmt.Errorf("live configs of %s: %w", stack, err)
 	}
-	out := make(map[string]string, len(list))
-	for _, c := range list {
+	out := make(map[string]string, len(list.Items))
+	for _, c := range list.Items {
 		if c.Spec.Labels[LabelRecord] == "" {
 			out[c.Spec.Name] = c.ID
 		}
@@ -159,12 +157,12 @@ func (b *Backend) LiveConfigs(ctx context.Context, stack string) (map[string]str
 
 // LiveSecrets maps the stack's secrets, by name, to their ids.
 func (b *Backend) LiveSecrets(ctx context.Context, stack string) (map[string]string, error) {
-	list, err := b.api.SecretList(ctx, swarm.SecretListOptions{Filters: namespace(stack)})
+	list, err := b.api.SecretList(ctx, client.SecretListOptions{Filters: namespace(stack)})
 	if err != nil {
 		return nil, fmt.Errorf("live secrets of %s: %w", stack, err)
 	}
-	out := make(map[string]string, len(list))
-	for _, s := range list {
+	out := make(map[string]string, len(list.Items))
+	for _, s := range list.Items {
 		out[s.Spec.Name] = s.ID
 	}
 	return out, nil
@@ -172,22 +170,22 @@ func (b *Backend) LiveSecrets(ctx context.Context, stack string) (map[string]str
 
 // SwarmNodes counts the swarm's nodes, whatever their state.
 func (b *Backend) SwarmNodes(ctx context.Context) (int, error) {
-	nodes, err := b.api.NodeList(ctx, swarm.NodeListOptions{})
+	nodes, err := b.api.NodeList(ctx, client.NodeListOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("list nodes: %w", err)
 	}
-	return len(nodes), nil
+	return len(nodes.Items), nil
 }
 
 // SwarmNodeNames names the swarm's nodes by hostname, sorted, whatever
 // their state.
 func (b *Backend) SwarmNodeNames(ctx context.Context) ([]string, error) {
-	nodes, err := b.api.NodeList(ctx, swarm.NodeListOptions{})
+	nodes, err := b.api.NodeList(ctx, client.NodeListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	names := make([]string, 0, len(nodes))
-	for _, n := range nodes {
+	names := make([]string, 0, len(nodes.Items))
+	for _, n := range nodes.Items {
 		names = append(names, cmp.Or(n.Description.Hostname, n.ID))
 	}
 	slices.Sort(names)
@@ -199,12 +197,12 @@ var _ capability.VolumeSweeper = (*Backend)(nil)
 // LiveVolumes lists the named volumes carrying the stack's namespace label on
 // the node this client talks to.
 func (b *Backend) LiveVolumes(ctx context.Context, stack string) (map[string]string, error) {
-	list, err := b.api.VolumeList(ctx, volume.ListOptions{Filters: namespace(stack)})
+	list, err := b.api.VolumeList(ctx, client.VolumeListOptions{Filters: namespace(stack)})
 	if err != nil {
 		return nil, fmt.Errorf("list volumes of %s: %w", stack, err)
 	}
-	out := make(map[string]string, len(list.Volumes))
-	for _, v := range list.Volumes {
+	out := make(map[string]string, len(list.Items))
+	for _, v := range list.Items {
 		out[v.Name] = v.Name
 	}
 	return out, nil
@@ -216,7 +214,7 @@ func (b *Backend) RemoveVolume(ctx context.Context, name string) error {
 	if err := b.checkOwnVolume(ctx, name); err != nil {
 		return err
 	}
-	if err := b.api.VolumeRemove(ctx, name, false); err != nil && !isNotFound(err) {
+	if _, err := b.api.VolumeRemove(ctx, name, client.VolumeRemoveOptions{}); err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove volume %s: %w", name, err)
 	}
 	return nil

@@ -13,9 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/swarm"
-	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/capability"
 )
@@ -30,7 +29,7 @@ func (b *Backend) ServiceLogTail(ctx context.Context, id string, lines int) ([]s
 	if lines < 1 {
 		return nil, nil
 	}
-	rc, err := b.api.ServiceLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(lines)})
+	rc, err := b.api.ServiceLogs(ctx, id, client.ServiceLogsOptions{ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(lines)})
 	if err != nil {
 		return nil, fmt.Errorf("read logs of service %s: %w", id, err)
 	}
@@ -107,13 +106,13 @@ func (b *Backend) StackLogs(ctx context.Context, stack string, q capability.LogQ
 // logSources resolves the query to the services or task to read, refusing
 // any that is not the stack's own.
 func (b *Backend) logSources(ctx context.Context, stack string, q capability.LogQuery) ([]logSource, error) {
-	list, err := b.api.ServiceList(ctx, swarm.ServiceListOptions{Filters: namespace(stack)})
+	list, err := b.api.ServiceList(ctx, client.ServiceListOptions{Filters: namespace(stack)})
 	if err != nil {
 		return nil, fmt.Errorf("logs of %s: list services: %w", stack, err)
 	}
 	byID := map[string]string{}
 	var srcs []logSource
-	for _, s := range list {
+	for _, s := range list.Items {
 		name := strings.TrimPrefix(s.Spec.Name, stack+"_")
 		if q.Service != "" && name != q.Service {
 			continue
@@ -128,18 +127,18 @@ func (b *Backend) logSources(ctx context.Context, stack string, q capability.Log
 		slices.SortFunc(srcs, func(a, b logSource) int { return strings.Compare(a.service, b.service) })
 		return srcs, nil
 	}
-	t, _, err := b.api.TaskInspectWithRaw(ctx, q.Task)
+	t, err := b.api.TaskInspect(ctx, q.Task, client.TaskInspectOptions{})
 	if isNotFound(err) {
 		return nil, fmt.Errorf("logs of %s: task %q: %w", stack, q.Task, capability.ErrNoLogSource)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("logs of %s: inspect task %s: %w", stack, q.Task, err)
 	}
-	name, ok := byID[t.ServiceID]
+	name, ok := byID[t.Task.ServiceID]
 	if !ok {
 		return nil, fmt.Errorf("logs of %s: task %q: %w", stack, q.Task, capability.ErrNoLogSource)
 	}
-	return []logSource{{service: name, id: t.ID, task: true}}, nil
+	return []logSource{{service: name, id: t.Task.ID, task: true}}, nil
 }
 
 // maxLogLine bounds one line; a longer one is cut there.
@@ -147,12 +146,12 @@ const maxLogLine = 64 << 10
 
 // readLogs copies one source's lines to out until it ends or ctx does.
 func (b *Backend) readLogs(ctx context.Context, s logSource, q capability.LogQuery, out chan<- capability.LogLine) error {
-	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: q.Follow, Timestamps: q.Timestamps,
+	opts := client.ServiceLogsOptions{ShowStdout: true, ShowStderr: true, Follow: q.Follow, Timestamps: q.Timestamps,
 		Details: true, Tail: strconv.Itoa(max(q.Tail, 0))}
 	var rc io.ReadCloser
 	var err error
 	if s.task {
-		rc, err = b.api.TaskLogs(ctx, s.id, opts)
+		rc, err = b.api.TaskLogs(ctx, s.id, client.TaskLogsOptions(opts))
 	} else {
 		rc, err = b.api.ServiceLogs(ctx, s.id, opts)
 	}

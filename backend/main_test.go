@@ -11,7 +11,8 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
@@ -29,7 +30,7 @@ func newBackend(t *testing.T) *Backend {
 		w = os.Stderr
 	}
 	b, err := New(context.Background(), Options{
-		Client: swarmtest.Client(t),
+		Host:   swarmtest.Client(t).DaemonHost(),
 		Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
@@ -196,12 +197,12 @@ func updateBehindBack(t *testing.T, id string, change func(*swarm.ServiceSpec)) 
 	api := swarmtest.Client(t)
 	ctx := context.Background()
 	for range 10 {
-		s, _, err := api.ServiceInspectWithRaw(ctx, id, swarm.ServiceInspectOptions{})
+		s, err := api.ServiceInspect(ctx, id, client.ServiceInspectOptions{})
 		if err != nil {
 			t.Fatalf("inspect service %s: %v", id, err)
 		}
-		change(&s.Spec)
-		_, err = api.ServiceUpdate(ctx, id, s.Version, s.Spec, swarm.ServiceUpdateOptions{})
+		change(&s.Service.Spec)
+		_, err = api.ServiceUpdate(ctx, id, client.ServiceUpdateOptions{Version: s.Service.Version, Spec: s.Service.Spec})
 		if err == nil {
 			return
 		}

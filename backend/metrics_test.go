@@ -6,6 +6,10 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/moby/moby/client"
+	apiversions "github.com/moby/moby/client/pkg/versions"
+
+	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 	"github.com/flotilla-gitops/flotilla/metrics"
 )
@@ -91,5 +95,33 @@ func TestBackend_negotiatesTheAPIVersionOnceForEveryConversion(t *testing.T) {
 	}
 	if v := b.APIVersion(); v == "" {
 		t.Error("no API version after negotiating")
+	}
+}
+
+// The client negotiates down to the daemon's API version, however old a
+// daemon Flotilla supports (20.10 speaks 1.41), and up to its own newest for a
+// daemon newer than it; the version it settles on is logged for the record.
+func TestBackend_negotiatesTheDaemonsAPIVersion(t *testing.T) {
+	swarmtest.Need(t)
+	ctx := context.Background()
+	b, err := New(ctx, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := b.apiVersion(ctx)
+	sv, err := b.Client().ServerVersion(ctx, client.ServerVersionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sv.APIVersion
+	if apiversions.LessThan(client.MaxAPIVersion, want) {
+		want = client.MaxAPIVersion
+	}
+	t.Logf("daemon at %s (engine %s, API %s, minimum %s): negotiated API %s", b.Client().DaemonHost(), sv.Version, sv.APIVersion, sv.MinAPIVersion, got)
+	if got != want {
+		t.Errorf("negotiated API %s with a daemon speaking %s, want %s", got, sv.APIVersion, want)
+	}
+	if apiversions.LessThan(got, compose.MinAPIVersion) {
+		t.Errorf("negotiated API %s is older than the oldest Flotilla supports, %s", got, compose.MinAPIVersion)
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -195,7 +195,7 @@ func TestSquattedScopedNetworkIsRefusedToTheVictim(t *testing.T) {
 	victim, evil := swarmtest.Name(t, "nsvic"), swarmtest.Name(t, "nsevil")
 	swarmtest.Cleanup(t, evil) // after the victim's, whose service uses the network
 	swarmtest.Cleanup(t, victim)
-	if _, err := swarmtest.Client(t).NetworkCreate(ctx, victim+"_default", network.CreateOptions{
+	if _, err := swarmtest.Client(t).NetworkCreate(ctx, victim+"_default", client.NetworkCreateOptions{
 		Driver: "overlay", Attachable: true,
 		Labels: map[string]string{LabelNamespace: evil, LabelOwner: "ctl/" + evil},
 	}); err != nil {

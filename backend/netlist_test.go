@@ -10,8 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -56,14 +55,12 @@ func (l *listingRecorder) take() [][]byte {
 func recordingBackend(t *testing.T) (*Backend, *listingRecorder) {
 	t.Helper()
 	shared := swarmtest.Client(t)
-	hc := shared.HTTPClient()
-	rec := &listingRecorder{base: hc.Transport}
-	hc.Transport = rec
-	cl, err := client.NewClientWithOpts(client.WithHost(shared.DaemonHost()), client.WithHTTPClient(hc), client.WithAPIVersionNegotiation())
+	tr, err := dialTransport(shared.DaemonHost(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(context.Background(), Options{Client: cl, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	rec := &listingRecorder{base: tr}
+	b, err := New(context.Background(), Options{Host: shared.DaemonHost(), Transport: rec, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,12 +78,12 @@ func TestDeployStack_readsOnlyTheNetworksItDeclaresAndAttachesTo_notTheSwarmsOth
 	// (the swarm's name filter matches prefixes).
 	others := []string{"other-" + stack + "-1", "other-" + stack + "-2", stack + "_front-not"}
 	for _, name := range append([]string{ext}, others...) {
-		created, err := api.NetworkCreate(ctx, name, network.CreateOptions{Driver: "overlay"})
+		created, err := api.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "overlay"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			if err := api.NetworkRemove(context.Background(), created.ID); err != nil {
+			if _, err := api.NetworkRemove(context.Background(), created.ID, client.NetworkRemoveOptions{}); err != nil {
 				t.Errorf("remove network %s: %v", name, err)
 			}
 		})
@@ -147,12 +144,12 @@ func TestDeployStack_findsAnExternalNetworkNamedByItsID(t *testing.T) {
 	ctx := context.Background()
 	api := swarmtest.Client(t)
 	stack := swarmtest.Name(t, "netid")
-	created, err := api.NetworkCreate(ctx, stack+"-byid", network.CreateOptions{Driver: "overlay", Attachable: true})
+	created, err := api.NetworkCreate(ctx, stack+"-byid", client.NetworkCreateOptions{Driver: "overlay", Attachable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := api.NetworkRemove(context.Background(), created.ID); err != nil {
+		if _, err := api.NetworkRemove(context.Background(), created.ID, client.NetworkRemoveOptions{}); err != nil {
 			t.Errorf("remove network: %v", err)
 		}
 	})

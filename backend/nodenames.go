@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 )
 
 // nodeNames remembers the hostname of every node a read has seen a task
@@ -93,17 +94,18 @@ func (b *Backend) refreshNodeNames(ctx context.Context, listed []swarm.Node, tas
 		return
 	}
 	if listed == nil {
-		var err error
-		if listed, err = b.api.NodeList(ctx, swarm.NodeListOptions{}); err != nil {
+		list, err := b.api.NodeList(ctx, client.NodeListOptions{})
+		if err != nil {
 			b.log.Warn("nodes unlisted; tasks show node ids", "error", fmt.Errorf("list nodes: %w", err))
 			return
 		}
+		listed = list.Items
 	}
 	var retention int64
-	if sw, err := b.api.SwarmInspect(ctx); err != nil {
+	if sw, err := b.api.SwarmInspect(ctx, client.SwarmInspectOptions{}); err != nil {
 		b.log.Warn("swarm uninspected; restart counts are not known to be complete", "error", fmt.Errorf("inspect swarm: %w", err))
-	} else if sw.Spec.Orchestration.TaskHistoryRetentionLimit != nil {
-		retention = *sw.Spec.Orchestration.TaskHistoryRetentionLimit
+	} else if sw.Swarm.Spec.Orchestration.TaskHistoryRetentionLimit != nil {
+		retention = *sw.Swarm.Spec.Orchestration.TaskHistoryRetentionLimit
 	}
 	b.nodes.learn(listed, tasks, retention)
 }

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/swarm"
 )
 
 // The node policy decides what a service may ask of the node that runs its
@@ -40,8 +40,7 @@ var nodeFields = map[string]fieldClass{
 	"swarm.ServiceSpec.Mode":           harmless,
 	"swarm.ServiceSpec.UpdateConfig":   harmless,
 	"swarm.ServiceSpec.RollbackConfig": harmless,
-	"swarm.ServiceSpec.Networks":       harmless, // attachments, guarded by service
-	"swarm.ServiceSpec.EndpointSpec":   ruled,    // host-mode ports
+	"swarm.ServiceSpec.EndpointSpec":   ruled, // host-mode ports
 
 	"swarm.TaskSpec.ContainerSpec":         descend,
 	"swarm.TaskSpec.PluginSpec":            ruled, // installs a plugin on the node
@@ -350,7 +349,7 @@ func (g *guardCheck) nodeObjects() {
 		if n.IPAM != nil && n.IPAM.Driver != "" && n.IPAM.Driver != "default" && !slices.Contains(g.allow.NetworkDrivers, n.IPAM.Driver) {
 			g.refuse(field+".ipam", "network %q uses IPAM driver %q; add it to allow.networkDrivers of the application to use it", name, n.IPAM.Driver)
 		}
-		if n.ConfigFrom != nil || n.Ingress {
+		if n.ConfigFrom != "" || n.Ingress {
 			g.refuse(field, "network %q takes its configuration from another network or replaces the ingress network; neither is deployed", name)
 		}
 	}

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/compose"
@@ -195,7 +195,7 @@ func TestNodePolicy_decisions(t *testing.T) {
 func TestNodeObjects_driversAndTemplates(t *testing.T) {
 	t.Parallel()
 	g := nodeGuard(application.Allow{})
-	g.decl.Networks = map[string]network.CreateOptions{"np_lan": {Driver: "macvlan", Options: map[string]string{"parent": "eth0"}}, "np_front": {Driver: "overlay"}}
+	g.decl.Networks = map[string]client.NetworkCreateOptions{"np_lan": {Driver: "macvlan", Options: map[string]string{"parent": "eth0"}}, "np_front": {Driver: "overlay"}}
 	g.decl.Configs = map[string]swarm.ConfigSpec{"np_tmpl": {Templating: &swarm.Driver{Name: "golang"}}}
 	g.decl.Secrets = map[string]swarm.SecretSpec{"np_s": {Driver: &swarm.Driver{Name: "vault"}}}
 	g.nodeObjects()
@@ -210,7 +210,7 @@ func TestNodeObjects_driversAndTemplates(t *testing.T) {
 	}
 
 	g = nodeGuard(application.Allow{NetworkDrivers: []string{"macvlan"}, TemplateDrivers: []string{"golang"}})
-	g.decl.Networks = map[string]network.CreateOptions{"np_lan": {Driver: "macvlan"}}
+	g.decl.Networks = map[string]client.NetworkCreateOptions{"np_lan": {Driver: "macvlan"}}
 	g.decl.Configs = map[string]swarm.ConfigSpec{"np_tmpl": {Templating: &swarm.Driver{Name: "golang"}}}
 	g.nodeObjects()
 	if err := errors.Join(g.faults...); err != nil {

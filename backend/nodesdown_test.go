@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
 )
 
 func TestATaskStrandedOnALostNodeNamesTheNodeButNotOneDrainedOrReady(t *testing.T) {

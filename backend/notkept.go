@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/capability"
 )
@@ -37,12 +37,12 @@ func notKeptName(stack string) string {
 }
 
 func (b *Backend) notKeptConfigs(ctx context.Context, stack string) ([]swarm.Config, error) {
-	f := filters.NewArgs(filters.Arg("label", LabelNotKept+"="+stack))
-	list, err := b.api.ConfigList(ctx, swarm.ConfigListOptions{Filters: f})
+	f := make(client.Filters).Add("label", LabelNotKept+"="+stack)
+	list, err := b.api.ConfigList(ctx, client.ConfigListOptions{Filters: f})
 	if err != nil {
 		return nil, fmt.Errorf("list the not-kept memory of %s: %w", stack, err)
 	}
-	return list, nil
+	return list.Items, nil
 }
 
 // NotKept implements capability.NotKeptMemory.
@@ -92,7 +92,7 @@ func (b *Backend) RememberNotKept(ctx context.Context, stack string, fields map[
 	}
 	var errs []error
 	for _, c := range list {
-		if err := b.api.ConfigRemove(ctx, c.ID); err != nil && !isNotFound(err) {
+		if _, err := b.api.ConfigRemove(ctx, c.ID, client.ConfigRemoveOptions{}); err != nil && !isNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove %s: %w", c.Spec.Name, err))
 		}
 	}
@@ -102,12 +102,12 @@ func (b *Backend) RememberNotKept(ctx context.Context, stack string, fields map[
 	case current != nil:
 		spec := current.Spec
 		spec.Labels = labels
-		if err := b.api.ConfigUpdate(ctx, current.ID, current.Version, spec); err != nil {
+		if _, err := b.api.ConfigUpdate(ctx, current.ID, client.ConfigUpdateOptions{Version: current.Version, Spec: spec}); err != nil {
 			errs = append(errs, fmt.Errorf("update %s: %w", current.Spec.Name, err))
 		}
 	default:
 		spec := swarm.ConfigSpec{Annotations: swarm.Annotations{Name: notKeptName(stack), Labels: labels}, Data: []byte(notKeptData)}
-		if _, err := b.api.ConfigCreate(ctx, spec); err != nil {
+		if _, err := b.api.ConfigCreate(ctx, client.ConfigCreateOptions{Spec: spec}); err != nil {
 			errs = append(errs, fmt.Errorf("create %s: %w", spec.Name, err))
 		}
 	}

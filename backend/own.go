@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/capability"
 )
@@ -46,26 +45,26 @@ func (b *Backend) DetectSelf(ctx context.Context) (Self, error) {
 	if err != nil {
 		return Self{}, nil
 	}
-	ctr, err := b.api.ContainerInspect(ctx, host)
+	ctr, err := b.api.ContainerInspect(ctx, host, client.ContainerInspectOptions{})
 	if isNotFound(err) {
 		return Self{}, nil
 	}
 	if err != nil {
 		return Self{}, fmt.Errorf("inspect own container: %w", err)
 	}
-	if ctr.Config == nil {
+	if ctr.Container.Config == nil {
 		return Self{}, nil
 	}
-	id := ctr.Config.Labels["com.docker.swarm.service.id"]
+	id := ctr.Container.Config.Labels["com.docker.swarm.service.id"]
 	if id == "" {
 		return Self{}, nil
 	}
-	svc, _, err := b.api.ServiceInspectWithRaw(ctx, id, swarm.ServiceInspectOptions{})
+	svc, err := b.api.ServiceInspect(ctx, id, client.ServiceInspectOptions{})
 	if err != nil {
 		return Self{}, fmt.Errorf("inspect own service: %w", err)
 	}
-	self := Self{ServiceID: svc.ID, Stack: svc.Spec.Labels[LabelNamespace]}
-	if cs := svc.Spec.TaskTemplate.ContainerSpec; cs != nil {
+	self := Self{ServiceID: svc.Service.ID, Stack: svc.Service.Spec.Labels[LabelNamespace]}
+	if cs := svc.Service.Spec.TaskTemplate.ContainerSpec; cs != nil {
 		for _, s := range cs.Secrets {
 			self.Secrets = append(self.Secrets, s.SecretName)
 		}
@@ -107,29 +106,29 @@ func (b *Backend) checkOwn(ctx context.Context, kind, id string) error {
 	var labels map[string]string
 	switch kind {
 	case "service":
-		s, _, err := b.api.ServiceInspectWithRaw(ctx, id, swarm.ServiceInspectOptions{})
+		s, err := b.api.ServiceInspect(ctx, id, client.ServiceInspectOptions{})
 		if err != nil {
 			return nil // gone or unreadable: the removal itself will say
 		}
-		labels = s.Spec.Labels
+		labels = s.Service.Spec.Labels
 	case "network":
-		n, err := b.api.NetworkInspect(ctx, id, network.InspectOptions{})
+		n, err := b.api.NetworkInspect(ctx, id, client.NetworkInspectOptions{})
 		if err != nil {
 			return nil
 		}
-		labels = n.Labels
+		labels = n.Network.Labels
 	case "secret":
-		s, _, err := b.api.SecretInspectWithRaw(ctx, id)
+		s, err := b.api.SecretInspect(ctx, id, client.SecretInspectOptions{})
 		if err != nil {
 			return nil
 		}
-		labels = s.Spec.Labels
+		labels = s.Secret.Spec.Labels
 	case "config":
-		c, _, err := b.api.ConfigInspectWithRaw(ctx, id)
+		c, err := b.api.ConfigInspect(ctx, id, client.ConfigInspectOptions{})
 		if err != nil {
 			return nil
 		}
-		labels = c.Spec.Labels
+		labels = c.Config.Spec.Labels
 	}
 	return b.refuseOwn(kind, id, labels)
 }
@@ -138,9 +137,9 @@ func (b *Backend) checkOwnVolume(ctx context.Context, name string) error {
 	if b.self.Stack == "" {
 		return nil
 	}
-	v, err := b.api.VolumeInspect(ctx, name)
+	v, err := b.api.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
 	if err != nil {
 		return nil
 	}
-	return b.refuseOwn("volume", name, v.Labels)
+	return b.refuseOwn("volume", name, v.Volume.Labels)
 }

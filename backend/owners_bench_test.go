@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 )
@@ -22,7 +20,7 @@ import (
 // mostly the daemon's; cpu-ms/op is this process's user and system time.
 func BenchmarkReleaseOwners(b *testing.B) {
 	ctx := context.Background()
-	be, err := New(ctx, Options{Client: swarmtest.Client(b), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	be, err := New(ctx, Options{Host: swarmtest.Client(b).DaemonHost(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -54,15 +52,15 @@ func BenchmarkReleaseOwners(b *testing.B) {
 // releaseOwnersWhole is ReleaseOwners as it was: the client decodes every
 // record, data included.
 func (b *Backend) releaseOwnersWhole(ctx context.Context) (map[string]string, error) {
-	list, err := b.api.ConfigList(ctx, swarm.ConfigListOptions{
-		Filters: filters.NewArgs(filters.Arg("label", LabelRecord+"="+recordKind)),
+	list, err := b.api.ConfigList(ctx, client.ConfigListOptions{
+		Filters: make(client.Filters).Add("label", LabelRecord+"="+recordKind),
 	})
 	if err != nil {
 		return nil, err
 	}
-	sortRecords(list)
+	sortRecords(list.Items)
 	out := map[string]string{}
-	for _, c := range list {
+	for _, c := range list.Items {
 		rel := c.Spec.Labels[LabelRelease]
 		if _, seen := out[rel]; !seen && rel != "" {
 			out[rel] = c.Spec.Labels[LabelOwner]
@@ -82,7 +80,7 @@ func cpuTime() time.Duration {
 // client, as LiveNetworkNames did before it read ids and names only.
 func BenchmarkLiveNetworkNames(b *testing.B) {
 	ctx := context.Background()
-	be, err := New(ctx, Options{Client: swarmtest.Client(b), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	be, err := New(ctx, Options{Host: swarmtest.Client(b).DaemonHost(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -91,9 +89,9 @@ func BenchmarkLiveNetworkNames(b *testing.B) {
 		b.Fatal(err)
 	}
 	whole := func(ctx context.Context) (map[string]string, error) {
-		list, err := be.api.NetworkList(ctx, network.ListOptions{})
+		list, err := be.api.NetworkList(ctx, client.NetworkListOptions{})
 		out := map[string]string{}
-		for _, n := range list {
+		for _, n := range list.Items {
 			out[n.ID] = n.Name
 		}
 		return out, err
@@ -126,13 +124,13 @@ func BenchmarkLiveNetworkNames(b *testing.B) {
 // decoding.
 func BenchmarkReadLiveStacksOfTwo(b *testing.B) {
 	ctx := context.Background()
-	be, err := New(ctx, Options{Client: swarmtest.Client(b), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	be, err := New(ctx, Options{Host: swarmtest.Client(b).DaemonHost(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
 	}
 	stacks := []string{swarmtest.Name(b, "none1"), swarmtest.Name(b, "none2")}
 	whole := func(ctx context.Context) error {
-		_, err := be.api.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelNamespace)), Status: true})
+		_, err := be.api.ServiceList(ctx, client.ServiceListOptions{Filters: make(client.Filters).Add("label", LabelNamespace), Status: true})
 		return err
 	}
 	lean := func(ctx context.Context) error {

@@ -8,8 +8,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
@@ -64,14 +64,14 @@ func TestWithListBody_givesTheAnswerToTheDecoderAndTheClientAnEmptyList(t *testi
 	}
 	var seen []swarm.Config
 	decode := func(r io.Reader) error { return json.NewDecoder(r).Decode(&seen) }
-	list, err := b.api.ConfigList(withListBody(ctx, decode), swarm.ConfigListOptions{
-		Filters: filters.NewArgs(filters.Arg("label", LabelRelease+"="+stack)),
+	list, err := b.api.ConfigList(withListBody(ctx, decode), client.ConfigListOptions{
+		Filters: make(client.Filters).Add("label", LabelRelease+"="+stack),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 0 {
-		t.Errorf("the client decoded %d configs itself", len(list))
+	if len(list.Items) != 0 {
+		t.Errorf("the client decoded %d configs itself", len(list.Items))
 	}
 	if len(seen) != 1 || seen[0].Spec.Labels[LabelOwner] != "ctl/app" || len(seen[0].Spec.Data) == 0 {
 		t.Errorf("the decoder saw %+v, want the one record with its data", seen)

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -64,7 +64,7 @@ func (b *Backend) ReadLiveStacks(ctx context.Context, stacks []string) (map[stri
 	if len(stacks) == 0 {
 		return out, live, nil
 	}
-	f := filters.NewArgs()
+	f := make(client.Filters)
 	if len(stacks) == 1 {
 		f.Add("label", LabelNamespace+"="+stacks[0])
 	} else {
@@ -77,17 +77,17 @@ func (b *Backend) ReadLiveStacks(ctx context.Context, stacks []string) (map[stri
 	want := setOf(stacks)
 	var services []swarm.Service
 	decode := func(r io.Reader) error {
-		return eachListed(r, func(s swarm.Service) {
+		return eachListed(r, func(s listedService) {
 			if want[s.Spec.Labels[LabelNamespace]] {
-				services = append(services, s)
+				services = append(services, s.Service)
 			}
 		})
 	}
-	undecoded, err := b.api.ServiceList(withListBody(ctx, decode), swarm.ServiceListOptions{Filters: f, Status: true})
+	undecoded, err := b.api.ServiceList(withListBody(ctx, decode), client.ServiceListOptions{Filters: f, Status: true})
 	if err != nil {
 		return nil, nil, fmt.Errorf("read stacks: list services: %w", err)
 	}
-	for _, s := range undecoded { // empty unless the answer reached the client undecoded
+	for _, s := range undecoded.Items { // empty unless the answer reached the client undecoded
 		if want[s.Spec.Labels[LabelNamespace]] {
 			services = append(services, s)
 		}
@@ -107,10 +107,11 @@ func (b *Backend) ReadLiveStacks(ctx context.Context, stacks []string) (map[stri
 		list     []swarm.Node
 	)
 	if needNodes(services, tasks) {
-		list, err = b.api.NodeList(ctx, swarm.NodeListOptions{})
+		listed, err := b.api.NodeList(ctx, client.NodeListOptions{})
 		if err != nil {
 			return nil, nil, fmt.Errorf("read stacks: list nodes: %w", err)
 		}
+		list = listed.Items
 		n := readyCount(list)
 		eligible = &n
 		nodes = make(map[string]swarm.Node, len(list))
@@ -148,17 +149,17 @@ func (b *Backend) tasksOf(ctx context.Context, services []swarm.Service) (map[st
 	if len(services) == 0 {
 		return byService, nil
 	}
-	f := filters.NewArgs()
+	f := make(client.Filters)
 	if len(services) <= maxTaskFilterIDs {
 		for _, s := range services {
 			f.Add("service", s.ID)
 		}
 	}
-	tasks, err := b.api.TaskList(ctx, swarm.TaskListOptions{Filters: f})
+	tasks, err := b.api.TaskList(ctx, client.TaskListOptions{Filters: f})
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
-	for _, t := range tasks {
+	for _, t := range tasks.Items {
 		byService[t.ServiceID] = append(byService[t.ServiceID], t)
 	}
 	return byService, nil

@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/swarm"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/swarm"
 
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
@@ -60,11 +59,7 @@ func TestReadStacks_readsManyStacksFromOneSnapshot(t *testing.T) {
 
 func TestReadStacks_reportsAnUnreadableDaemon(t *testing.T) {
 	t.Parallel()
-	c, err := client.NewClientWithOpts(client.WithHost("unix:///nonexistent/docker.sock"), client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := New(context.Background(), Options{Client: c, Logger: slog.New(slog.DiscardHandler)})
+	b, err := New(context.Background(), Options{Host: "unix:///nonexistent/docker.sock", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("New must not need the daemon: %v", err)
 	}

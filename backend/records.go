@@ -16,8 +16,8 @@ import (
 	"strconv"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -182,7 +182,7 @@ func (b *Backend) RecordRelease(ctx context.Context, r charts.Release, keep int)
 		},
 		Data: data,
 	}
-	if _, err := b.api.ConfigCreate(ctx, spec); err != nil {
+	if _, err := b.api.ConfigCreate(ctx, client.ConfigCreateOptions{Spec: spec}); err != nil {
 		if cerrdefs.IsConflict(err) || cerrdefs.IsAlreadyExists(err) {
 			return fmt.Errorf("record release %s revision %d: config %s: %w (written meanwhile by another writer): %w", r.Name, r.Revision, name, charts.ErrRecordExists, err)
 		}
@@ -200,7 +200,7 @@ func (b *Backend) RecordRelease(ctx context.Context, r charts.Release, keep int)
 		if c.ID == "" {
 			continue
 		}
-		if err := b.api.ConfigRemove(ctx, c.ID); err != nil && !isNotFound(err) {
+		if _, err := b.api.ConfigRemove(ctx, c.ID, client.ConfigRemoveOptions{}); err != nil && !isNotFound(err) {
 			errs = append(errs, fmt.Errorf("drop record %s: %w", c.Spec.Name, err))
 		}
 	}
@@ -212,16 +212,13 @@ func (b *Backend) RecordRelease(ctx context.Context, r charts.Release, keep int)
 
 // records lists the record configs of release, newest first.
 func (b *Backend) records(ctx context.Context, release string) ([]swarm.Config, error) {
-	f := filters.NewArgs(
-		filters.Arg("label", LabelRecord+"="+recordKind),
-		filters.Arg("label", LabelRelease+"="+release),
-	)
-	list, err := b.api.ConfigList(ctx, swarm.ConfigListOptions{Filters: f})
+	f := make(client.Filters).Add("label", LabelRecord+"="+recordKind).Add("label", LabelRelease+"="+release)
+	list, err := b.api.ConfigList(ctx, client.ConfigListOptions{Filters: f})
 	if err != nil {
 		return nil, fmt.Errorf("list release records of %s: %w", release, err)
 	}
-	sortRecords(list)
-	return list, nil
+	sortRecords(list.Items)
+	return list.Items, nil
 }
 
 func sortRecords(list []swarm.Config) {
@@ -298,7 +295,7 @@ func (b *Backend) IsLatestRelease(ctx context.Context, r charts.Release) (bool, 
 // revision answers false, which is right either way.
 func (b *Backend) AreLatestReleases(ctx context.Context, kept []charts.Release) (map[string]bool, error) {
 	out := make(map[string]bool, len(kept))
-	f := filters.NewArgs(filters.Arg("label", LabelRecord+"="+recordKind))
+	f := make(client.Filters).Add("label", LabelRecord+"="+recordKind)
 	asked := 0
 	for _, r := range kept {
 		out[r.Name] = false
@@ -315,7 +312,7 @@ func (b *Backend) AreLatestReleases(ctx context.Context, kept []charts.Release) 
 	if len(kept) == 1 {
 		f.Add("label", LabelRelease+"="+kept[0].Name)
 	}
-	list, err := b.api.ConfigList(ctx, swarm.ConfigListOptions{Filters: f})
+	list, err := b.api.ConfigList(ctx, client.ConfigListOptions{Filters: f})
 	if err != nil {
 		if len(kept) == 1 {
 			return nil, fmt.Errorf("check newest release record of %s: %w", kept[0].Name, err)
@@ -323,7 +320,7 @@ func (b *Backend) AreLatestReleases(ctx context.Context, kept []charts.Release) 
 		return nil, fmt.Errorf("check newest release records of %d releases: %w", len(kept), err)
 	}
 	byRelease := make(map[string][]swarm.Config, len(kept))
-	for _, c := range list {
+	for _, c := range list.Items {
 		rel := c.Spec.Labels[LabelRelease]
 		byRelease[rel] = append(byRelease[rel], c)
 	}
@@ -379,13 +376,13 @@ func (b *Backend) ReleaseOwners(ctx context.Context) (map[string]string, error) 
 			add(l.Release, l.Revision, l.Owner)
 		})
 	}
-	list, err := b.api.ConfigList(withListBody(ctx, decode), swarm.ConfigListOptions{
-		Filters: filters.NewArgs(filters.Arg("label", LabelRecord+"="+recordKind)),
+	list, err := b.api.ConfigList(withListBody(ctx, decode), client.ConfigListOptions{
+		Filters: make(client.Filters).Add("label", LabelRecord+"="+recordKind),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list release records: %w", err)
 	}
-	for _, c := range list { // empty unless the answer reached the client undecoded
+	for _, c := range list.Items { // empty unless the answer reached the client undecoded
 		add(c.Spec.Labels[LabelRelease], c.Spec.Labels[LabelRevision], c.Spec.Labels[LabelOwner])
 	}
 	out := make(map[string]string, len(heads))

@@ -5,7 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
@@ -63,7 +64,7 @@ func TestIsLatestRelease_saysNoOnceARecordIsDeletedByHandOrANewerOneIsWritten(t 
 	if err != nil || len(recs) != 2 {
 		t.Fatalf("records: %d, %v", len(recs), err)
 	}
-	if err := swarmtest.Client(t).ConfigRemove(ctx, recs[0].ID); err != nil {
+	if _, err := swarmtest.Client(t).ConfigRemove(ctx, recs[0].ID, client.ConfigRemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if isLatest(r2) {
@@ -86,18 +87,18 @@ func TestRecordRelease_aRecordWrittenMeanwhileUnderTheSameNameIsAConflict(t *tes
 	// create does not see (it has no labels): only the daemon's refusal of
 	// a second config of that name stands between the two writers.
 	name := recordName(stack, 1)
-	created, err := c.ConfigCreate(ctx, swarm.ConfigSpec{Annotations: swarm.Annotations{Name: name}, Data: []byte("theirs")})
+	created, err := c.ConfigCreate(ctx, client.ConfigCreateOptions{Spec: swarm.ConfigSpec{Annotations: swarm.Annotations{Name: name}, Data: []byte("theirs")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.ConfigRemove(context.Background(), created.ID) })
+	t.Cleanup(func() { _, _ = c.ConfigRemove(context.Background(), created.ID, client.ConfigRemoveOptions{}) })
 
 	err = b.RecordRelease(ctx, charts.Release{Name: stack, Revision: 1, Owner: "ctl/app", Manifest: "mine"}, 0)
 	if !errors.Is(err, charts.ErrRecordExists) {
 		t.Fatalf("record over a config of the same name: %v, want charts.ErrRecordExists", err)
 	}
-	cfg, _, err := c.ConfigInspectWithRaw(ctx, created.ID)
-	if err != nil || string(cfg.Spec.Data) != "theirs" {
-		t.Fatalf("the other writer's config after the refused record: %q, %v", cfg.Spec.Data, err)
+	cfg, err := c.ConfigInspect(ctx, created.ID, client.ConfigInspectOptions{})
+	if err != nil || string(cfg.Config.Spec.Data) != "theirs" {
+		t.Fatalf("the other writer's config after the refused record: %q, %v", cfg.Config.Spec.Data, err)
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/capability"
 )
@@ -31,45 +31,45 @@ func (b *Backend) RemoveStack(ctx context.Context, stack string) error {
 	log := b.log.With("stack", stack)
 	var errs []error
 
-	services, err := b.api.ServiceList(ctx, swarm.ServiceListOptions{Filters: ns})
+	services, err := b.api.ServiceList(ctx, client.ServiceListOptions{Filters: ns})
 	if err != nil {
 		return fmt.Errorf("remove stack %s: list services: %w", stack, err)
 	}
-	for _, s := range services {
+	for _, s := range services.Items {
 		if err := b.RemoveService(ctx, s.ID); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if len(services) > 0 {
+	if len(services.Items) > 0 {
 		// A network cannot go while a container is still attached to it.
-		if err := b.waitTasksGone(ctx, services); err != nil {
+		if err := b.waitTasksGone(ctx, services.Items); err != nil {
 			errs = append(errs, err)
 		}
 	}
 
-	nets, err := b.api.NetworkList(ctx, network.ListOptions{Filters: ns})
+	nets, err := b.api.NetworkList(ctx, client.NetworkListOptions{Filters: ns})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list networks: %w", err))
 	}
-	for _, n := range nets {
+	for _, n := range nets.Items {
 		if err := b.RemoveNetwork(ctx, n.ID); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	secrets, err := b.api.SecretList(ctx, swarm.SecretListOptions{Filters: ns})
+	secrets, err := b.api.SecretList(ctx, client.SecretListOptions{Filters: ns})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list secrets: %w", err))
 	}
-	for _, s := range secrets {
+	for _, s := range secrets.Items {
 		if err := b.RemoveSecret(ctx, s.ID); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	configs, err := b.api.ConfigList(ctx, swarm.ConfigListOptions{Filters: ns})
+	configs, err := b.api.ConfigList(ctx, client.ConfigListOptions{Filters: ns})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list configs: %w", err))
 	}
-	for _, c := range configs {
+	for _, c := range configs.Items {
 		if c.Spec.Labels[LabelRecord] != "" {
 			continue // never history, even if someone labelled it into the stack
 		}
@@ -84,7 +84,7 @@ func (b *Backend) RemoveStack(ctx context.Context, stack string) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("remove stack %s: %w", stack, err)
 	}
-	log.Info("removed stack", "services", len(services), "networks", len(nets), "secrets", len(secrets), "configs", len(configs))
+	log.Info("removed stack", "services", len(services.Items), "networks", len(nets.Items), "secrets", len(secrets.Items), "configs", len(configs.Items))
 	return nil
 }
 
@@ -101,10 +101,10 @@ func (b *Backend) waitTasksGone(ctx context.Context, services []swarm.Service) e
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		tasks, err := b.api.TaskList(ctx, swarm.TaskListOptions{})
+		tasks, err := b.api.TaskList(ctx, client.TaskListOptions{})
 		// Terminal tasks hold no container or attachment, and Swarm keeps
 		// a finished job's tasks after its service is gone.
-		if err == nil && !slices.ContainsFunc(tasks, func(t swarm.Task) bool { return removed[t.ServiceID] && !terminalTask(t.Status.State) }) {
+		if err == nil && !slices.ContainsFunc(tasks.Items, func(t swarm.Task) bool { return removed[t.ServiceID] && !terminalTask(t.Status.State) }) {
 			return nil
 		}
 		select {
@@ -120,7 +120,7 @@ func (b *Backend) RemoveService(ctx context.Context, id string) error {
 	if err := b.checkOwn(ctx, "service", id); err != nil {
 		return err
 	}
-	if err := b.api.ServiceRemove(ctx, id); err != nil && !isNotFound(err) {
+	if _, err := b.api.ServiceRemove(ctx, id, client.ServiceRemoveOptions{}); err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove service %s: %w", id, err)
 	}
 	return nil
@@ -134,7 +134,7 @@ func (b *Backend) RemoveNetwork(ctx context.Context, id string) error {
 	}
 	var err error
 	for attempt := 0; attempt < 20; attempt++ {
-		err = b.api.NetworkRemove(ctx, id)
+		_, err = b.api.NetworkRemove(ctx, id, client.NetworkRemoveOptions{})
 		if err == nil || isNotFound(err) {
 			return nil
 		}
@@ -154,20 +154,20 @@ func (b *Backend) RemoveConfig(ctx context.Context, id string) error {
 	if err := b.checkOwn(ctx, "config", id); err != nil {
 		return err
 	}
-	c, _, err := b.api.ConfigInspectWithRaw(ctx, id)
+	c, err := b.api.ConfigInspect(ctx, id, client.ConfigInspectOptions{})
 	if isNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("remove config %s: %w", id, err)
 	}
-	if c.Spec.Labels[LabelRecord] != "" {
-		return fmt.Errorf("remove config %s: %s is a release record, which is never swept", id, c.Spec.Name)
+	if c.Config.Spec.Labels[LabelRecord] != "" {
+		return fmt.Errorf("remove config %s: %s is a release record, which is never swept", id, c.Config.Spec.Name)
 	}
-	if c.Spec.Labels[LabelLease] != "" {
-		return fmt.Errorf("remove config %s: %s is the controllers' leader lease, which is never swept", id, c.Spec.Name)
+	if c.Config.Spec.Labels[LabelLease] != "" {
+		return fmt.Errorf("remove config %s: %s is the controllers' leader lease, which is never swept", id, c.Config.Spec.Name)
 	}
-	if err := b.api.ConfigRemove(ctx, id); err != nil && !isNotFound(err) {
+	if _, err := b.api.ConfigRemove(ctx, id, client.ConfigRemoveOptions{}); err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove config %s: %w", id, err)
 	}
 	return nil
@@ -178,7 +178,7 @@ func (b *Backend) RemoveSecret(ctx context.Context, id string) error {
 	if err := b.checkOwn(ctx, "secret", id); err != nil {
 		return err
 	}
-	if err := b.api.SecretRemove(ctx, id); err != nil && !isNotFound(err) {
+	if _, err := b.api.SecretRemove(ctx, id, client.SecretRemoveOptions{}); err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove secret %s: %w", id, err)
 	}
 	return nil

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 )
 
 // The ids a deploy resolves: configs and secrets it created, or that the
@@ -109,12 +109,12 @@ func (b *Backend) configsNamed(ctx context.Context, names []string) (map[string]
 	if len(names) == 0 {
 		return out, nil
 	}
-	list, err := b.api.ConfigList(ctx, swarm.ConfigListOptions{Filters: nameFilter(names)})
+	list, err := b.api.ConfigList(ctx, client.ConfigListOptions{Filters: nameFilter(names)})
 	if err != nil {
 		return nil, fmt.Errorf("list configs: %w", err)
 	}
 	want := setOf(names)
-	for _, c := range list {
+	for _, c := range list.Items {
 		if want[c.Spec.Name] {
 			out[c.Spec.Name] = listedObject{id: c.ID, labels: c.Spec.Labels}
 		}
@@ -128,12 +128,12 @@ func (b *Backend) secretsNamed(ctx context.Context, names []string) (map[string]
 	if len(names) == 0 {
 		return out, nil
 	}
-	list, err := b.api.SecretList(ctx, swarm.SecretListOptions{Filters: nameFilter(names)})
+	list, err := b.api.SecretList(ctx, client.SecretListOptions{Filters: nameFilter(names)})
 	if err != nil {
 		return nil, fmt.Errorf("list secrets: %w", err)
 	}
 	want := setOf(names)
-	for _, s := range list {
+	for _, s := range list.Items {
 		if want[s.Spec.Name] {
 			out[s.Spec.Name] = listedObject{id: s.ID, labels: s.Spec.Labels}
 		}
@@ -161,12 +161,12 @@ func (r liveResolver) SecretIDs(ctx context.Context, names []string) (map[string
 	return pick("secret", ids, names)
 }
 
-func namespace(stack string) filters.Args {
-	return filters.NewArgs(filters.Arg("label", LabelNamespace+"="+stack))
+func namespace(stack string) client.Filters {
+	return make(client.Filters).Add("label", LabelNamespace+"="+stack)
 }
 
-func nameFilter(names []string) filters.Args {
-	f := filters.NewArgs()
+func nameFilter(names []string) client.Filters {
+	f := make(client.Filters)
 	for _, n := range names {
 		f.Add("name", n)
 	}

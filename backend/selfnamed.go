@@ -7,9 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
-	"github.com/docker/docker/api/types/volume"
+	"github.com/moby/moby/client"
 	"gopkg.in/yaml.v3"
 
 	"github.com/flotilla-gitops/flotilla/compose"
@@ -102,7 +100,7 @@ func idsOf(objs map[string]listedObject) map[string]string {
 // the deploy needs them: the services of another stack's namespace a name
 // lies in (to name its owner in the refusal), and this application's release
 // records when a self-named volume has no other evidence of being its own.
-func (b *Backend) readExisting(ctx context.Context, stack, owner string, decl *compose.Stack, nets map[string]network.Summary, configs, secrets map[string]listedObject) (existingObjects, error) {
+func (b *Backend) readExisting(ctx context.Context, stack, owner string, decl *compose.Stack, nets map[string]listedNetwork, configs, secrets map[string]listedObject) (existingObjects, error) {
 	e := existingObjects{
 		networks: map[string]map[string]string{}, configs: labelsOf(configs), secrets: labelsOf(secrets),
 		volumes: map[string]map[string]string{}, namespaceOwners: map[string][]string{}, recordedVolumes: map[string]bool{},
@@ -120,12 +118,12 @@ func (b *Backend) readExisting(ctx context.Context, stack, owner string, decl *c
 		}
 	}
 	if len(volumes) > 0 {
-		list, err := b.api.VolumeList(ctx, volume.ListOptions{Filters: nameFilter(volumes)})
+		list, err := b.api.VolumeList(ctx, client.VolumeListOptions{Filters: nameFilter(volumes)})
 		if err != nil {
 			return e, fmt.Errorf("list volumes: %w", err)
 		}
 		want := setOf(volumes)
-		for _, v := range list.Volumes {
+		for _, v := range list.Items {
 			if want[v.Name] {
 				e.volumes[v.Name] = v.Labels
 			}
@@ -163,11 +161,11 @@ func (b *Backend) readExisting(ctx context.Context, stack, owner string, decl *c
 	}
 	slices.Sort(foreign)
 	for _, ns := range foreign[:min(len(foreign), maxForeignNamespaces)] {
-		svcs, err := b.api.ServiceList(ctx, swarm.ServiceListOptions{Filters: namespace(ns)})
+		svcs, err := b.api.ServiceList(ctx, client.ServiceListOptions{Filters: namespace(ns)})
 		if err != nil {
 			return e, fmt.Errorf("list services of stack %s: %w", ns, err)
 		}
-		for _, s := range svcs {
+		for _, s := range svcs.Items {
 			if o := s.Spec.Labels[LabelOwner]; o != "" && !slices.Contains(e.namespaceOwners[ns], o) {
 				e.namespaceOwners[ns] = append(e.namespaceOwners[ns], o)
 			}

@@ -6,8 +6,9 @@ import (
 	"maps"
 	"strconv"
 
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/flotilla-gitops/flotilla/capability"
@@ -53,29 +54,37 @@ func (b *Backend) LiveResources(ctx context.Context, stack string) (capability.R
 		secrets  []swarm.Secret
 	)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) {
-		if services, err = b.api.ServiceList(gctx, swarm.ServiceListOptions{Filters: namespace(stack)}); err != nil {
-			err = fmt.Errorf("live services of %s: %w", stack, err)
+	g.Go(func() error {
+		list, err := b.api.ServiceList(gctx, client.ServiceListOptions{Filters: namespace(stack)})
+		if err != nil {
+			return fmt.Errorf("live services of %s: %w", stack, err)
 		}
-		return err
+		services = list.Items
+		return nil
 	})
-	g.Go(func() (err error) {
-		if nets, err = b.api.NetworkList(gctx, network.ListOptions{Filters: namespace(stack)}); err != nil {
-			err = fmt.Errorf("live networks of %s: %w", stack, err)
+	g.Go(func() error {
+		list, err := b.api.NetworkList(gctx, client.NetworkListOptions{Filters: namespace(stack)})
+		if err != nil {
+			return fmt.Errorf("live networks of %s: %w", stack, err)
 		}
-		return err
+		nets = list.Items
+		return nil
 	})
-	g.Go(func() (err error) {
-		if configs, err = b.api.ConfigList(gctx, swarm.ConfigListOptions{Filters: namespace(stack)}); err != nil {
-			err = fmt.Errorf("live configs of %s: %w", stack, err)
+	g.Go(func() error {
+		list, err := b.api.ConfigList(gctx, client.ConfigListOptions{Filters: namespace(stack)})
+		if err != nil {
+			return fmt.Errorf("live configs of %s: %w", stack, err)
 		}
-		return err
+		configs = list.Items
+		return nil
 	})
-	g.Go(func() (err error) {
-		if secrets, err = b.api.SecretList(gctx, swarm.SecretListOptions{Filters: namespace(stack)}); err != nil {
-			err = fmt.Errorf("live secrets of %s: %w", stack, err)
+	g.Go(func() error {
+		list, err := b.api.SecretList(gctx, client.SecretListOptions{Filters: namespace(stack)})
+		if err != nil {
+			return fmt.Errorf("live secrets of %s: %w", stack, err)
 		}
-		return err
+		secrets = list.Items
+		return nil
 	})
 	if err := g.Wait(); err != nil {
 		return r, err

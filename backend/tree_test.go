@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -60,7 +61,7 @@ volumes:
 		t.Fatalf("deploy: %v", err)
 	}
 
-	host, err := swarmtest.Client(t).Info(ctx)
+	host, err := swarmtest.Client(t).Info(ctx, client.InfoOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,8 +88,8 @@ volumes:
 		}
 		return false, fmt.Sprintf("services %+v", states)
 	})
-	if crash.NodeName != host.Name || crash.NodeName == "" {
-		t.Errorf("crash task node %q (id %s), want hostname %q", crash.NodeName, crash.NodeID, host.Name)
+	if crash.NodeName != host.Info.Name || crash.NodeName == "" {
+		t.Errorf("crash task node %q (id %s), want hostname %q", crash.NodeName, crash.NodeID, host.Info.Name)
 	}
 
 	// The names are remembered: a read after the first lists no nodes.

@@ -1,11 +1,12 @@
 package backend
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
 )
 
 func TestOperation(t *testing.T) {
@@ -102,5 +103,34 @@ func TestCurrentTasks(t *testing.T) {
 	}
 	if got[0].Health != "starting" {
 		t.Errorf("health of a starting task with a healthcheck = %q", got[0].Health)
+	}
+}
+
+// A service written through an API before 1.29 keeps its attachments in the
+// deprecated ServiceSpec.Networks, which a 20.10 daemon returns as is; the
+// moby api types have no such field, so a listing moves them to
+// TaskTemplate.Networks, as a current daemon does on read. Attachments in
+// TaskTemplate.Networks win, as there.
+func TestListedService_movesAttachmentsOutOfTheDeprecatedSpecField(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       []string
+	}{
+		{"deprecated field only", `{"ID":"s1","Spec":{"Name":"old","Networks":[{"Target":"n1","Aliases":["web"]}],"TaskTemplate":{}}}`, []string{"n1"}},
+		{"task template only", `{"ID":"s2","Spec":{"Name":"new","TaskTemplate":{"Networks":[{"Target":"n2"}]}}}`, []string{"n2"}},
+		{"both", `{"ID":"s3","Spec":{"Name":"both","Networks":[{"Target":"n1"}],"TaskTemplate":{"Networks":[{"Target":"n2"}]}}}`, []string{"n2"}},
+		{"neither", `{"ID":"s4","Spec":{"Name":"none","TaskTemplate":{}}}`, nil},
+	} {
+		var got []string
+		if err := eachListed(strings.NewReader("["+tc.body+"]"), func(s listedService) {
+			for _, n := range s.Spec.TaskTemplate.Networks {
+				got = append(got, n.Target)
+			}
+		}); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: attachments %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

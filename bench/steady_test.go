@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/backend"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
@@ -107,19 +106,19 @@ func cleanupPrefix(tb testing.TB, prefix string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		var errs []error
-		services, err := c.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(filters.Arg("label", namespace))})
+		services, err := c.ServiceList(ctx, client.ServiceListOptions{Filters: make(client.Filters).Add("label", namespace)})
 		errs = append(errs, err)
 		removed := map[string]bool{}
-		for _, s := range services {
+		for _, s := range services.Items {
 			if ours(s.Spec.Labels, namespace) {
-				errs = append(errs, c.ServiceRemove(ctx, s.ID))
+				errs = append(errs, secondErr(c.ServiceRemove(ctx, s.ID, client.ServiceRemoveOptions{})))
 				removed[s.ID] = true
 			}
 		}
 		for deadline := time.Now().Add(2 * time.Minute); len(removed) > 0; time.Sleep(200 * time.Millisecond) {
-			tasks, err := c.TaskList(ctx, swarm.TaskListOptions{})
+			tasks, err := c.TaskList(ctx, client.TaskListOptions{})
 			left := 0
-			for _, t := range tasks {
+			for _, t := range tasks.Items {
 				if removed[t.ServiceID] && t.Status.State != swarm.TaskStateShutdown && t.Status.State != swarm.TaskStateComplete {
 					left++
 				}
@@ -132,25 +131,25 @@ func cleanupPrefix(tb testing.TB, prefix string) {
 				break
 			}
 		}
-		networks, err := c.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", namespace))})
+		networks, err := c.NetworkList(ctx, client.NetworkListOptions{Filters: make(client.Filters).Add("label", namespace)})
 		errs = append(errs, err)
-		for _, n := range networks {
+		for _, n := range networks.Items {
 			if ours(n.Labels, namespace) {
-				errs = append(errs, c.NetworkRemove(ctx, n.ID))
+				errs = append(errs, secondErr(c.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})))
 			}
 		}
-		secrets, err := c.SecretList(ctx, swarm.SecretListOptions{})
+		secrets, err := c.SecretList(ctx, client.SecretListOptions{})
 		errs = append(errs, err)
-		for _, s := range secrets {
+		for _, s := range secrets.Items {
 			if ours(s.Spec.Labels, namespace) {
-				errs = append(errs, c.SecretRemove(ctx, s.ID))
+				errs = append(errs, secondErr(c.SecretRemove(ctx, s.ID, client.SecretRemoveOptions{})))
 			}
 		}
-		configs, err := c.ConfigList(ctx, swarm.ConfigListOptions{})
+		configs, err := c.ConfigList(ctx, client.ConfigListOptions{})
 		errs = append(errs, err)
-		for _, cfg := range configs {
+		for _, cfg := range configs.Items {
 			if ours(cfg.Spec.Labels, namespace) || ours(cfg.Spec.Labels, release) {
-				errs = append(errs, c.ConfigRemove(ctx, cfg.ID))
+				errs = append(errs, secondErr(c.ConfigRemove(ctx, cfg.ID, client.ConfigRemoveOptions{})))
 			}
 		}
 		if err := errors.Join(errs...); err != nil {
@@ -158,3 +157,6 @@ func cleanupPrefix(tb testing.TB, prefix string) {
 		}
 	})
 }
+
+// secondErr is the error of a call that also returns a result.
+func secondErr[T any](_ T, err error) error { return err }

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/docker/docker/api/types/swarm"
-	"github.com/docker/docker/api/types/versions"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client/pkg/versions"
 )
 
 // MinAPIVersion is the oldest engine API Flotilla deploys through (Docker

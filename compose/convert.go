@@ -8,15 +8,9 @@ import (
 
 	"github.com/docker/cli/cli/compose/convert"
 	composetypes "github.com/docker/cli/cli/compose/types"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 )
-
-// apiVersion is the engine API version convert is told it talks to. It
-// only decides what convert itself leaves out for very old engines;
-// Stack.ForAPIVersion removes what the real daemon cannot carry.
-const apiVersion = MinAPIVersion
 
 // defaultNetworkDriver is what `docker stack deploy` creates a network with
 // when the compose file names no driver.
@@ -107,7 +101,7 @@ func convertManifest(ctx context.Context, manifest, stack string, api func(conve
 
 // stackNetworks are the networks a stack creates and the external ones it
 // uses, given every network its services attach to.
-func stackNetworks(ns convert.Namespace, networks map[string]composetypes.NetworkConfig, declared map[string]struct{}) (map[string]network.CreateOptions, []string) {
+func stackNetworks(ns convert.Namespace, networks map[string]composetypes.NetworkConfig, declared map[string]struct{}) (map[string]client.NetworkCreateOptions, []string) {
 	nets, external := convert.Networks(ns, networks, declared)
 	for name, opts := range nets {
 		if opts.Driver == "" {
@@ -287,36 +281,40 @@ func objectName(ns convert.Namespace, key string, obj composetypes.FileObjectCon
 	return ns.Scope(key)
 }
 
-func (*refClient) ClientVersion() string { return apiVersion }
-
-func (c *refClient) ConfigList(_ context.Context, opts swarm.ConfigListOptions) ([]swarm.Config, error) {
-	var out []swarm.Config
-	for _, name := range opts.Filters.Get("name") {
+func (c *refClient) ConfigList(_ context.Context, opts client.ConfigListOptions) (client.ConfigListResult, error) {
+	var out client.ConfigListResult
+	for _, name := range filterValues(opts.Filters, "name") {
 		id, ok := c.configs[name]
 		if c.placeholders {
 			id, ok = placeholderID(name), true
 		}
 		if !ok && c.configs != nil {
-			return nil, fmt.Errorf("config %q not found", name)
+			return client.ConfigListResult{}, fmt.Errorf("config %q not found", name)
 		}
-		out = append(out, swarm.Config{ID: id, Spec: swarm.ConfigSpec{Annotations: swarm.Annotations{Name: name}}})
+		out.Items = append(out.Items, swarm.Config{ID: id, Spec: swarm.ConfigSpec{Annotations: swarm.Annotations{Name: name}}})
 	}
 	return out, nil
 }
 
-func (c *refClient) SecretList(_ context.Context, opts swarm.SecretListOptions) ([]swarm.Secret, error) {
-	var out []swarm.Secret
-	for _, name := range opts.Filters.Get("name") {
+func (c *refClient) SecretList(_ context.Context, opts client.SecretListOptions) (client.SecretListResult, error) {
+	var out client.SecretListResult
+	for _, name := range filterValues(opts.Filters, "name") {
 		id, ok := c.secrets[name]
 		if c.placeholders {
 			id, ok = placeholderID(name), true
 		}
 		if !ok && c.secrets != nil {
-			return nil, fmt.Errorf("secret %q not found", name)
+			return client.SecretListResult{}, fmt.Errorf("secret %q not found", name)
 		}
-		out = append(out, swarm.Secret{ID: id, Spec: swarm.SecretSpec{Annotations: swarm.Annotations{Name: name}}})
+		out.Items = append(out.Items, swarm.Secret{ID: id, Spec: swarm.SecretSpec{Annotations: swarm.Annotations{Name: name}}})
 	}
 	return out, nil
+}
+
+// filterValues are the values of one filter term, sorted so that a lookup
+// answers in the same order every time (client.Filters is a map).
+func filterValues(f client.Filters, term string) []string {
+	return slices.Sorted(maps.Keys(f[term]))
 }
 
 func sortedUnique(s []string) []string {

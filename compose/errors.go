@@ -24,10 +24,14 @@ var ErrUnsupported = errors.New("not supported by flotilla")
 // loader has no typed error for them, so the field is read from the text;
 // a message that matches none keeps its text and names no field.
 var (
-	// The schema validator: "services.web Additional property foo is not allowed".
-	additionalRE = regexp.MustCompile(`^(\S+) Additional property (\S+) is not allowed$`)
-	// The schema validator's other messages start with the dotted field.
-	schemaRE = regexp.MustCompile(`^((?:version|services|networks|volumes|configs|secrets)(?:\.\S+)?) `)
+	// The schema validator: "services.web: additional property 'foo' is not
+	// allowed", or, for several keys of one mapping, "services.web:
+	// additional properties 'foo', 'bar' not allowed". The top level is
+	// "(root)".
+	additionalRE = regexp.MustCompile(`^(\S+): additional propert(?:y|ies) ('[^']*'(?:, '[^']*')*) (?:is )?not allowed$`)
+	// The schema validator's other messages start with the dotted field
+	// and a colon.
+	schemaRE = regexp.MustCompile(`^((?:version|services|networks|volumes|configs|secrets)(?:\.\S+)?): `)
 	// Interpolation: "invalid interpolation format for services.web.image: ..."
 	// and "error while interpolating services.web.image: ...".
 	interpRE = regexp.MustCompile(`(?:interpolation format for|while interpolating) (\S+?):? `)
@@ -63,16 +67,30 @@ func loadFault(f composeFile, err error) *fault.Error {
 	switch {
 	case additionalRE.MatchString(msg):
 		m := additionalRE.FindStringSubmatch(msg)
-		fe.Field = joinField(m[1], m[2])
-		fe.Err = fmt.Errorf("unknown key %q", m[2])
+		// Several unknown keys are named together, in no fixed order: they
+		// are sorted, and the field is the one the file has first.
+		keys := strings.Split(strings.Trim(m[2], "'"), "', '")
+		slices.Sort(keys)
+		first := keys[0]
+		for _, k := range keys[1:] {
+			if l := lineOf(src, joinField(m[1], k)); l != 0 && l < lineOf(src, joinField(m[1], first)) {
+				first = k
+			}
+		}
+		keys = append([]string{first}, slices.DeleteFunc(keys, func(k string) bool { return k == first })...)
+		fe.Field = joinField(m[1], first)
+		fe.Err = fmt.Errorf("unknown key %q", keys[0])
+		if len(keys) > 1 {
+			fe.Err = fmt.Errorf("unknown keys %q", keys)
+		}
 		if hint := unsupportedHint(fe.Field); hint != "" {
-			fe.Err = fmt.Errorf("unknown key %q (%s): %w", m[2], hint, ErrUnsupported)
+			fe.Err = fmt.Errorf("%w (%s): %w", fe.Err, hint, ErrUnsupported)
 		}
 	case interpRE.MatchString(msg):
 		fe.Field = interpRE.FindStringSubmatch(msg)[1]
 	case schemaRE.MatchString(msg):
 		fe.Field = schemaRE.FindStringSubmatch(msg)[1]
-		fe.Err = errors.New(strings.TrimSpace(strings.TrimPrefix(msg, fe.Field)))
+		fe.Err = errors.New(strings.TrimSpace(strings.TrimPrefix(msg, fe.Field+":")))
 	}
 	if fe.Field != "" && src != nil {
 		fe.Line = lineOf(src, fe.Field)

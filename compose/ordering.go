@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	composetypes "github.com/docker/cli/cli/compose/types"
-	"github.com/docker/docker/api/types/versions"
+	"github.com/moby/moby/client/pkg/versions"
 )
 
 // Extension is the per-service compose key that says where a service sits

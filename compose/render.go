@@ -112,6 +112,9 @@ func render(stack string, d Dir, opts renderOpts) (_ *Rendered, err error) {
 	if err := p.checkServices(cfg); err != nil {
 		return nil, err
 	}
+	if err := p.checkAddresses(cfg); err != nil {
+		return nil, err
+	}
 	out, err := p.render(stack, cfg)
 	if err != nil {
 		return nil, err

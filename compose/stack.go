@@ -1,8 +1,8 @@
 package compose
 
 import (
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 )
 
 // Stack is a manifest converted to the swarm objects it declares. Every map
@@ -14,7 +14,7 @@ type Stack struct {
 	// Services maps the scoped service name (stack_web) to its spec.
 	Services map[string]swarm.ServiceSpec
 	// Networks maps the scoped names of the networks the stack creates.
-	Networks map[string]network.CreateOptions
+	Networks map[string]client.NetworkCreateOptions
 	// ExternalNetworks lists networks the stack uses but does not create.
 	ExternalNetworks []string
 	// Configs maps the content-hashed scoped names of the configs the stack

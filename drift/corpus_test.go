@@ -3,18 +3,17 @@ package drift_test
 import (
 	"context"
 	"encoding/json"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/swarm"
-	"github.com/docker/docker/api/types/volume"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
@@ -98,11 +97,11 @@ func diffAll(t *testing.T, ctx context.Context, d deployed) map[string][]drift.C
 			continue
 		}
 		out[name] = append(out[name], drift.Diff(spec, svc.Spec, opts)...)
-		full, _, err := swarmtest.Client(t).ServiceInspectWithRaw(ctx, svc.ID, swarm.ServiceInspectOptions{InsertDefaults: true})
+		full, err := swarmtest.Client(t).ServiceInspect(ctx, svc.ID, client.ServiceInspectOptions{InsertDefaults: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range drift.Diff(spec, full.Spec, opts) {
+		for _, c := range drift.Diff(spec, full.Service.Spec, opts) {
 			c.Field += " (insertDefaults)"
 			out[name] = append(out[name], c)
 		}
@@ -114,14 +113,14 @@ func removeVolumes(t *testing.T, stack string) {
 	c := swarmtest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	args := filters.NewArgs(filters.Arg("label", "com.docker.stack.namespace="+stack))
+	args := make(client.Filters).Add("label", "com.docker.stack.namespace="+stack)
 	for range 40 {
-		vols, err := c.VolumeList(ctx, volume.ListOptions{Filters: args})
-		if err != nil || len(vols.Volumes) == 0 {
+		vols, err := c.VolumeList(ctx, client.VolumeListOptions{Filters: args})
+		if err != nil || len(vols.Items) == 0 {
 			return
 		}
-		for _, v := range vols.Volumes {
-			_ = c.VolumeRemove(ctx, v.Name, false)
+		for _, v := range vols.Items {
+			_, _ = c.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{})
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -206,7 +205,7 @@ func TestLiveChangeReportsExactlyThatField(t *testing.T) {
 		{"workdir", func(s *swarm.ServiceSpec) { s.TaskTemplate.ContainerSpec.Dir = "/tmp" }},
 		{"hostname", func(s *swarm.ServiceSpec) { s.TaskTemplate.ContainerSpec.Hostname = "web-by-hand" }},
 		{"dns", func(s *swarm.ServiceSpec) {
-			s.TaskTemplate.ContainerSpec.DNSConfig = &swarm.DNSConfig{Nameservers: []string{"9.9.9.9"}}
+			s.TaskTemplate.ContainerSpec.DNSConfig = &swarm.DNSConfig{Nameservers: []netip.Addr{netip.MustParseAddr("9.9.9.9")}}
 		}},
 		{"hosts", func(s *swarm.ServiceSpec) {
 			s.TaskTemplate.ContainerSpec.Hosts = append(s.TaskTemplate.ContainerSpec.Hosts, "10.0.0.9 extra.internal")
@@ -228,12 +227,12 @@ func TestLiveChangeReportsExactlyThatField(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.field, func(t *testing.T) {
-			before, _, err := api.ServiceInspectWithRaw(ctx, web, swarm.ServiceInspectOptions{})
+			before, err := api.ServiceInspect(ctx, web, client.ServiceInspectOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() {
-				if err := updateService(ctx, api, web, func(s *swarm.ServiceSpec) { *s = copySpec(t, before.Spec) }); err != nil {
+				if err := updateService(ctx, api, web, func(s *swarm.ServiceSpec) { *s = copySpec(t, before.Service.Spec) }); err != nil {
 					t.Errorf("restore %s: %v", web, err)
 				}
 			})
@@ -262,19 +261,19 @@ func TestLiveChangeReportsExactlyThatField(t *testing.T) {
 func updateService(ctx context.Context, api *client.Client, name string, change func(*swarm.ServiceSpec)) error {
 	var err error
 	for range 50 {
-		var svc swarm.Service
-		svc, _, err = api.ServiceInspectWithRaw(ctx, name, swarm.ServiceInspectOptions{})
+		var svc client.ServiceInspectResult
+		svc, err = api.ServiceInspect(ctx, name, client.ServiceInspectOptions{})
 		if err != nil {
 			return err
 		}
-		spec := svc.Spec
+		spec := svc.Service.Spec
 		b, _ := json.Marshal(spec)
 		spec = swarm.ServiceSpec{}
 		if err := json.Unmarshal(b, &spec); err != nil {
 			return err
 		}
 		change(&spec)
-		_, err = api.ServiceUpdate(ctx, svc.ID, svc.Version, spec, swarm.ServiceUpdateOptions{})
+		_, err = api.ServiceUpdate(ctx, svc.Service.ID, client.ServiceUpdateOptions{Version: svc.Service.Version, Spec: spec})
 		if err == nil || !strings.Contains(err.Error(), "out of sequence") {
 			return err
 		}

@@ -17,7 +17,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
 )
 
 // Change is one field that differs between the desired and the live spec.

@@ -1,14 +1,16 @@
 package drift
 
 import (
+	"net/netip"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/api/types/swarm"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -33,7 +35,7 @@ func desiredSpec() swarm.ServiceSpec {
 				Dir:      "/srv",
 				Hosts:    []string{"10.0.0.5 db.internal", "10.0.0.6 cache.internal"},
 				DNSConfig: &swarm.DNSConfig{
-					Nameservers: []string{"1.1.1.1", "8.8.8.8"},
+					Nameservers: []netip.Addr{netip.MustParseAddr("1.1.1.1"), netip.MustParseAddr("8.8.8.8")},
 					Search:      []string{"example.com"},
 				},
 				Healthcheck: &container.HealthConfig{
@@ -86,7 +88,7 @@ func desiredSpec() swarm.ServiceSpec {
 		},
 		EndpointSpec: &swarm.EndpointSpec{Ports: []swarm.PortConfig{
 			{Protocol: "", TargetPort: 8080, PublishedPort: 18080, PublishMode: swarm.PortConfigPublishModeHost},
-			{Protocol: swarm.PortConfigProtocolTCP, TargetPort: 8081, PublishedPort: 18081, PublishMode: swarm.PortConfigPublishModeIngress},
+			{Protocol: network.TCP, TargetPort: 8081, PublishedPort: 18081, PublishMode: swarm.PortConfigPublishModeIngress},
 		}},
 	}
 }
@@ -121,7 +123,7 @@ func rewriteLive(s *swarm.ServiceSpec) {
 		s.EndpointSpec.Mode = swarm.ResolutionModeVIP
 		for i := range s.EndpointSpec.Ports {
 			if s.EndpointSpec.Ports[i].Protocol == "" {
-				s.EndpointSpec.Ports[i].Protocol = swarm.PortConfigProtocolTCP
+				s.EndpointSpec.Ports[i].Protocol = network.TCP
 			}
 		}
 	}
@@ -186,9 +188,6 @@ func TestDiff_normalisations(t *testing.T) {
 		}, desired: func(s *swarm.ServiceSpec) {
 			c := s.TaskTemplate.ContainerSpec
 			c.Secrets = append(c.Secrets, &swarm.SecretReference{SecretName: "a", File: &swarm.SecretReferenceFileTarget{Name: "a", UID: "0", GID: "0", Mode: 0o444}})
-		}},
-		{name: "networks in the deprecated spec field", live: func(s *swarm.ServiceSpec) {
-			s.Networks, s.TaskTemplate.Networks = s.TaskTemplate.Networks, nil //nolint:staticcheck // the point of the test
 		}},
 		{name: "update and rollback defaults written out", desired: func(s *swarm.ServiceSpec) {
 			s.UpdateConfig, s.RollbackConfig = nil, nil
@@ -332,7 +331,7 @@ func TestDiff_fields(t *testing.T) {
 		{"networks", func(s *swarm.ServiceSpec) { s.TaskTemplate.Networks[1].Target = "id-unknown" }},
 		{"ports", func(s *swarm.ServiceSpec) { s.EndpointSpec.Ports[0].PublishedPort = 18090 }},
 		{"ports", func(s *swarm.ServiceSpec) { s.EndpointSpec.Ports[1].PublishMode = swarm.PortConfigPublishModeHost }},
-		{"ports", func(s *swarm.ServiceSpec) { s.EndpointSpec.Ports[1].Protocol = swarm.PortConfigProtocolUDP }},
+		{"ports", func(s *swarm.ServiceSpec) { s.EndpointSpec.Ports[1].Protocol = network.UDP }},
 		{"endpointMode", func(s *swarm.ServiceSpec) { s.EndpointSpec.Mode = swarm.ResolutionModeDNSRR }},
 		{"mounts", func(s *swarm.ServiceSpec) { c(s).Mounts[0].ReadOnly = true }},
 		{"mounts", func(s *swarm.ServiceSpec) { c(s).Mounts = c(s).Mounts[1:] }},
@@ -365,7 +364,9 @@ func TestDiff_fields(t *testing.T) {
 		{"groups", func(s *swarm.ServiceSpec) { c(s).Groups = []string{"audio"} }},
 		{"workdir", func(s *swarm.ServiceSpec) { c(s).Dir = "/tmp" }},
 		{"hostname", func(s *swarm.ServiceSpec) { c(s).Hostname = "other" }},
-		{"dns", func(s *swarm.ServiceSpec) { c(s).DNSConfig.Nameservers = []string{"8.8.8.8", "1.1.1.1"} }},
+		{"dns", func(s *swarm.ServiceSpec) {
+			c(s).DNSConfig.Nameservers = []netip.Addr{netip.MustParseAddr("8.8.8.8"), netip.MustParseAddr("1.1.1.1")}
+		}},
 		{"dnsSearch", func(s *swarm.ServiceSpec) { c(s).DNSConfig.Search = nil }},
 		{"dnsOptions", func(s *swarm.ServiceSpec) { c(s).DNSConfig.Options = []string{"ndots:2"} }},
 		{"hosts", func(s *swarm.ServiceSpec) { c(s).Hosts = append(c(s).Hosts, "10.1.1.1 extra.internal") }},

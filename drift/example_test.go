@@ -3,7 +3,7 @@ package drift_test
 import (
 	"fmt"
 
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
 
 	"github.com/flotilla-gitops/flotilla/drift"
 )

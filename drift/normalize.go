@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"sort"
 	"strconv"
@@ -11,9 +12,10 @@ import (
 	"time"
 
 	"github.com/distribution/reference"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/api/types/swarm"
 )
 
 // Defaults the daemon stands for when a field is unset. Swarmkit applies
@@ -67,7 +69,7 @@ func flatten(s swarm.ServiceSpec, opts Options) fields {
 	flattenResources(f, s.TaskTemplate.Resources)
 	flattenPlacement(f, s.TaskTemplate.Placement)
 	if opts.NetworkNames != nil {
-		f.set("networks", renderNetworks(networksOf(s), opts.NetworkNames))
+		f.set("networks", renderNetworks(s.TaskTemplate.Networks, opts.NetworkNames))
 	}
 	flattenEndpoint(f, s.EndpointSpec)
 
@@ -90,7 +92,7 @@ func flatten(s swarm.ServiceSpec, opts Options) fields {
 	if c.DNSConfig != nil {
 		dns = *c.DNSConfig
 	}
-	f.set("dns", strings.Join(dns.Nameservers, ", "))
+	f.set("dns", joinAddrs(dns.Nameservers))
 	f.set("dnsSearch", strings.Join(dns.Search, ", "))
 	f.set("dnsOptions", strings.Join(dns.Options, ", "))
 	f.set("hosts", renderHosts(c.Hosts))
@@ -350,17 +352,6 @@ func normalizeConstraint(c string) string {
 	return strings.TrimSpace(c)
 }
 
-// networksOf returns the attachments wherever they are. Services created
-// through API versions before 1.29 keep them in the deprecated
-// ServiceSpec.Networks, and the daemon returns them there until the service
-// is next updated; convert writes TaskTemplate.Networks.
-func networksOf(s swarm.ServiceSpec) []swarm.NetworkAttachmentConfig {
-	if len(s.TaskTemplate.Networks) > 0 {
-		return s.TaskTemplate.Networks
-	}
-	return s.Networks //nolint:staticcheck // read only to normalise old services
-}
-
 // renderNetworks names each attachment. The daemon replaces every target
 // name with the network's id when it stores the service; desired specs name
 // them. Both are mapped through names (a name maps to itself), and an id the
@@ -412,7 +403,7 @@ func flattenEndpoint(f fields, e *swarm.EndpointSpec) {
 	for _, p := range e.Ports {
 		proto := p.Protocol
 		if proto == "" {
-			proto = swarm.PortConfigProtocolTCP
+			proto = network.TCP
 		}
 		pm := p.PublishMode
 		if pm == "" {
@@ -599,10 +590,10 @@ func flattenUpdate(f fields, prefix string, u *swarm.UpdateConfig) {
 	}
 	f.set(prefix+".parallelism", strconv.FormatUint(c.Parallelism, 10))
 	f.set(prefix+".delay", c.Delay.String())
-	f.set(prefix+".failureAction", c.FailureAction)
+	f.set(prefix+".failureAction", string(c.FailureAction))
 	f.set(prefix+".monitor", c.Monitor.String())
 	f.set(prefix+".maxFailureRatio", strconv.FormatFloat(float64(c.MaxFailureRatio), 'f', -1, 32))
-	f.set(prefix+".order", c.Order)
+	f.set(prefix+".order", string(c.Order))
 }
 
 // flattenRestart renders a restart policy with the daemon's defaults: nil is
@@ -759,4 +750,13 @@ func renderMap(m map[string]string) string {
 		parts[i] = k + "=" + m[k]
 	}
 	return strings.Join(parts, " ")
+}
+
+// joinAddrs renders name server addresses in the resolver's order.
+func joinAddrs(addrs []netip.Addr) string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = a.String()
+	}
+	return strings.Join(out, ", ")
 }

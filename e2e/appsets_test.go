@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/internal/forgetest"
@@ -100,12 +100,12 @@ func statuses(c cli) map[string]api.ApplicationSummary {
 // stackServices lists the services of stack on the swarm.
 func stackServices(t *testing.T, stack string) []swarm.Service {
 	t.Helper()
-	svcs, err := swarmtest.Client(t).ServiceList(context.Background(), swarm.ServiceListOptions{
-		Filters: filters.NewArgs(filters.Arg("label", "com.docker.stack.namespace="+stack))})
+	svcs, err := swarmtest.Client(t).ServiceList(context.Background(), client.ServiceListOptions{
+		Filters: make(client.Filters).Add("label", "com.docker.stack.namespace="+stack)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return svcs
+	return svcs.Items
 }
 
 func writeFile(t *testing.T, body string) string {

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/client"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -233,11 +233,11 @@ applications:
 		t.Fatal("rollback failed")
 	}
 	workerEnv := func() []string {
-		s, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_worker", swarm.ServiceInspectOptions{})
+		s, err := swarmtest.Client(t).ServiceInspect(context.Background(), stack+"_worker", client.ServiceInspectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s.Spec.TaskTemplate.ContainerSpec.Env
+		return s.Service.Spec.TaskTemplate.ContainerSpec.Env
 	}
 	if env := strings.Join(workerEnv(), " "); !strings.Contains(env, "QUEUE=jobs") {
 		t.Fatalf("rollback did not redeploy revision 1: %s", env)
@@ -325,7 +325,7 @@ applications:
 		c.mustJSON(&list, "app", "list")
 		return len(list.Items) == 0, fmt.Sprintf("%d applications", len(list.Items))
 	})
-	if s, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_worker", swarm.ServiceInspectOptions{}); err != nil || s.ID == "" {
+	if s, err := swarmtest.Client(t).ServiceInspect(context.Background(), stack+"_worker", client.ServiceInspectOptions{}); err != nil || s.Service.ID == "" {
 		t.Fatalf("stack of a removed application was touched without --prune: %v", err)
 	}
 

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/swarm"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
@@ -32,12 +32,12 @@ func changeService(t *testing.T, h *harness, name string, edit func(*swarm.Servi
 	c := swarmtest.Client(t)
 	ctx := context.Background()
 	for attempt := 0; ; attempt++ {
-		s, _, err := c.ServiceInspectWithRaw(ctx, h.app.Stack+"_"+name, swarm.ServiceInspectOptions{})
+		s, err := c.ServiceInspect(ctx, h.app.Stack+"_"+name, client.ServiceInspectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		edit(&s.Spec)
-		_, err = c.ServiceUpdate(ctx, s.ID, s.Version, s.Spec, swarm.ServiceUpdateOptions{})
+		edit(&s.Service.Spec)
+		_, err = c.ServiceUpdate(ctx, s.Service.ID, client.ServiceUpdateOptions{Version: s.Service.Version, Spec: s.Service.Spec})
 		if err == nil {
 			return
 		}
@@ -128,7 +128,7 @@ func TestDriftIsReportedAndHealedOnlyWithSelfHeal(t *testing.T) {
 	}
 
 	// A deleted service is drift too, and self-heal brings it back.
-	if err := swarmtest.Client(t).ServiceRemove(context.Background(), h.services()["cron"].ID); err != nil {
+	if _, err := swarmtest.Client(t).ServiceRemove(context.Background(), h.services()["cron"].ID, client.ServiceRemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	res = h.reconcile(ctl)
@@ -217,11 +217,7 @@ func TestUnreachableDaemonIsUnknownAndRecovers(t *testing.T) {
 	h := newHarness(t, true)
 	h.repo.Commit("initial", files(stackFile))
 	sock := newDaemonSocket(t)
-	cl, err := client.NewClientWithOpts(client.WithHost("unix://"+sock.path), client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	be, err := backend.New(context.Background(), backend.Options{Client: cl, Logger: quiet})
+	be, err := backend.New(context.Background(), backend.Options{Host: "unix://" + sock.path, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

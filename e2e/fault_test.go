@@ -18,9 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/backend"
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
@@ -313,13 +312,12 @@ func (r *faultRig) checkConverged(commit string, updates map[string]int) {
 	}
 
 	// Records: 1..n, once each, the newest of commit.
-	recs, err := c.ConfigList(ctx, swarm.ConfigListOptions{Filters: filters.NewArgs(
-		filters.Arg("label", backend.LabelRecord+"=release"), filters.Arg("label", backend.LabelRelease+"="+r.stack))})
+	recs, err := c.ConfigList(ctx, client.ConfigListOptions{Filters: make(client.Filters).Add("label", backend.LabelRecord+"=release").Add("label", backend.LabelRelease+"="+r.stack)})
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	var revs []int
-	for _, rc := range recs {
+	for _, rc := range recs.Items {
 		n, _ := strconv.Atoi(rc.Spec.Labels[backend.LabelRevision])
 		revs = append(revs, n)
 	}
@@ -355,27 +353,27 @@ func (r *faultRig) checkConverged(commit string, updates map[string]int) {
 	}
 
 	owner := r.id + "/" + r.stack
-	ns := filters.NewArgs(filters.Arg("label", "com.docker.stack.namespace="+r.stack))
-	services, err := c.ServiceList(ctx, swarm.ServiceListOptions{Filters: ns})
+	ns := make(client.Filters).Add("label", "com.docker.stack.namespace="+r.stack)
+	services, err := c.ServiceList(ctx, client.ServiceListOptions{Filters: ns})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	nets, err := c.NetworkList(ctx, network.ListOptions{Filters: ns})
+	nets, err := c.NetworkList(ctx, client.NetworkListOptions{Filters: ns})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	configs, err := c.ConfigList(ctx, swarm.ConfigListOptions{Filters: ns})
+	configs, err := c.ConfigList(ctx, client.ConfigListOptions{Filters: ns})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	secrets, err := c.SecretList(ctx, swarm.SecretListOptions{Filters: ns})
+	secrets, err := c.SecretList(ctx, client.SecretListOptions{Filters: ns})
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	inUse := map[string]bool{}
 	var liveServices, liveNets, liveConfigs, liveSecrets []string
 	stamps := map[string]string{}
-	for _, s := range services {
+	for _, s := range services.Items {
 		liveServices = append(liveServices, s.Spec.Name)
 		stamps["service "+s.Spec.Name] = s.Spec.Labels[backend.LabelOwner]
 		for _, spec := range []*swarm.ServiceSpec{&s.Spec, s.PreviousSpec} {
@@ -390,15 +388,15 @@ func (r *faultRig) checkConverged(commit string, updates map[string]int) {
 			}
 		}
 	}
-	for _, n := range nets {
+	for _, n := range nets.Items {
 		liveNets = append(liveNets, n.Name)
 		stamps["network "+n.Name] = n.Labels[backend.LabelOwner]
 	}
-	for _, cf := range configs {
+	for _, cf := range configs.Items {
 		liveConfigs = append(liveConfigs, cf.Spec.Name)
 		stamps["config "+cf.Spec.Name] = cf.Spec.Labels[backend.LabelOwner]
 	}
-	for _, s := range secrets {
+	for _, s := range secrets.Items {
 		liveSecrets = append(liveSecrets, s.Spec.Name)
 		stamps["secret "+s.Spec.Name] = s.Spec.Labels[backend.LabelOwner]
 	}

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
@@ -109,11 +107,7 @@ func TestDaemonThatIsNotAManagerOrStallsIsUnknownNeverMissingAndRecovers(t *test
 	h.app.SyncPolicy.Interval.Duration = 300 * time.Millisecond
 	h.repo.Commit("initial", files(stackFile))
 	d := newFaultyDaemon(t)
-	cl, err := client.NewClientWithOpts(client.WithHost("unix://"+d.path), client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	be, err := backend.New(context.Background(), backend.Options{Client: cl, Logger: quiet, RequestTimeout: 3 * time.Second})
+	be, err := backend.New(context.Background(), backend.Options{Host: "unix://" + d.path, Logger: quiet, RequestTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

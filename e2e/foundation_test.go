@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
@@ -181,8 +181,8 @@ func versions(svcs map[string]swarm.Service) map[string]uint64 {
 func (h *harness) taskIDs() map[string][]string {
 	h.t.Helper()
 	c := swarmtest.Client(h.t)
-	tasks, err := c.TaskList(context.Background(), swarm.TaskListOptions{
-		Filters: filters.NewArgs(filters.Arg("label", "com.docker.stack.namespace="+h.app.Stack), filters.Arg("desired-state", "running")),
+	tasks, err := c.TaskList(context.Background(), client.TaskListOptions{
+		Filters: make(client.Filters).Add("label", "com.docker.stack.namespace="+h.app.Stack).Add("desired-state", "running"),
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -192,7 +192,7 @@ func (h *harness) taskIDs() map[string][]string {
 		byID[s.ID] = n
 	}
 	out := map[string][]string{}
-	for _, t := range tasks {
+	for _, t := range tasks.Items {
 		out[byID[t.ServiceID]] = append(out[byID[t.ServiceID]], t.ID)
 	}
 	for _, ids := range out {

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/backend"
@@ -227,11 +227,11 @@ func (m *haMember) waitRole(t *testing.T, role, leader string, within time.Durat
 func waitLeaseHolder(t *testing.T, controllerID, holder string, within time.Duration) time.Time {
 	t.Helper()
 	swarmtest.Eventually(t, within, func() (bool, string) {
-		c, _, err := swarmtest.Client(t).ConfigInspectWithRaw(context.Background(), "flotilla-lease."+controllerID)
+		c, err := swarmtest.Client(t).ConfigInspect(context.Background(), "flotilla-lease."+controllerID, client.ConfigInspectOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		return c.Spec.Labels[backend.LabelLeaseHolder] == holder, fmt.Sprintf("lease labels %v", c.Spec.Labels)
+		return c.Config.Spec.Labels[backend.LabelLeaseHolder] == holder, fmt.Sprintf("lease labels %v", c.Config.Spec.Labels)
 	})
 	return time.Now()
 }
@@ -276,7 +276,7 @@ func haSetup(t *testing.T, prefix string) (stack string, repo *gittest.Repo, a, 
 	stack = swarmtest.Name(t, prefix)
 	swarmtest.Cleanup(t, stack)
 	t.Cleanup(func() {
-		_ = swarmtest.Client(t).ConfigRemove(context.Background(), "flotilla-lease."+stack)
+		_, _ = swarmtest.Client(t).ConfigRemove(context.Background(), "flotilla-lease."+stack, client.ConfigRemoveOptions{})
 	})
 	repo = gittest.New(t)
 	repo.Commit("v1", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(haStackV, "v1")})
@@ -296,7 +296,7 @@ func haSetup(t *testing.T, prefix string) (stack string, repo *gittest.Repo, a, 
 // epoch label of each record.
 func revisions(t *testing.T, stack string) ([]int, map[int]string) {
 	t.Helper()
-	be, err := backend.New(context.Background(), backend.Options{Client: swarmtest.Client(t), Logger: slog.New(slog.DiscardHandler)})
+	be, err := backend.New(context.Background(), backend.Options{Host: swarmtest.Client(t).DaemonHost(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,11 +309,11 @@ func revisions(t *testing.T, stack string) ([]int, map[int]string) {
 		revs = append(revs, r.Revision)
 	}
 	epochs := map[int]string{}
-	list, err := swarmtest.Client(t).ConfigList(context.Background(), swarm.ConfigListOptions{})
+	list, err := swarmtest.Client(t).ConfigList(context.Background(), client.ConfigListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range list {
+	for _, c := range list.Items {
 		if c.Spec.Labels[backend.LabelRelease] == stack && c.Spec.Labels[backend.LabelRecord] != "" {
 			var n int
 			fmt.Sscan(c.Spec.Labels[backend.LabelRevision], &n)

@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
@@ -107,7 +108,7 @@ func TestPreSyncHooksRunWaveByWaveAndAFailedWaveZeroKeepsWaveOneUncreated(t *tes
 	_, c := apiController(t, orderedApps(t, stack, repo.Dir, "      wait: {timeout: 90s}\n"), "e2e-"+stack)
 	docker := swarmtest.Client(t)
 	exists := func(service string) bool {
-		_, _, err := docker.ServiceInspectWithRaw(context.Background(), stack+"_"+service, swarm.ServiceInspectOptions{})
+		_, err := docker.ServiceInspect(context.Background(), stack+"_"+service, client.ServiceInspectOptions{})
 		return err == nil
 	}
 
@@ -154,14 +155,14 @@ func TestPreSyncHooksRunWaveByWaveAndAFailedWaveZeroKeepsWaveOneUncreated(t *tes
 		return st.LastAppliedRevision == 1 && s.State == application.HookSucceeded, fmt.Sprintf("revision %d hooks %+v error %q", st.LastAppliedRevision, st.Hooks, st.LastError)
 	})
 	migrated := completedAt(t, stack, "migrate")
-	seedSvc, _, err := docker.ServiceInspectWithRaw(context.Background(), stack+"_seed", swarm.ServiceInspectOptions{})
+	seedSvc, err := docker.ServiceInspect(context.Background(), stack+"_seed", client.ServiceInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if seedSvc.CreatedAt.Before(migrated) {
-		t.Errorf("seed's job was created at %s, before migrate completed at %s", seedSvc.CreatedAt.Format(time.StampMilli), migrated.Format(time.StampMilli))
+	if seedSvc.Service.CreatedAt.Before(migrated) {
+		t.Errorf("seed's job was created at %s, before migrate completed at %s", seedSvc.Service.CreatedAt.Format(time.StampMilli), migrated.Format(time.StampMilli))
 	}
-	if apiSvc, _, err := docker.ServiceInspectWithRaw(context.Background(), stack+"_api", swarm.ServiceInspectOptions{}); err != nil || apiSvc.CreatedAt.Before(completedAt(t, stack, "seed")) {
+	if apiSvc, err := docker.ServiceInspect(context.Background(), stack+"_api", client.ServiceInspectOptions{}); err != nil || apiSvc.Service.CreatedAt.Before(completedAt(t, stack, "seed")) {
 		t.Errorf("api created before the wave-1 hook completed (%v)", err)
 	}
 	for _, name := range []string{"migrate", "seed"} {
@@ -225,18 +226,18 @@ func TestARestartedControllerRollsBackAtTheOriginalDeadlineNotAFullPeriodAfterIt
 		}
 		return false, fmt.Sprintf("no running v2 task among %d", len(tasks))
 	})
-	if err := docker.ContainerKill(context.Background(), task.Status.ContainerStatus.ContainerID, "KILL"); err != nil {
+	if _, err := docker.ContainerKill(context.Background(), task.Status.ContainerStatus.ContainerID, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
 		t.Fatal(err)
 	}
 	var paused swarm.Service
 	swarmtest.Eventually(t, 4*time.Minute, func() (bool, string) {
-		s, _, err := docker.ServiceInspectWithRaw(context.Background(), stack+"_api", swarm.ServiceInspectOptions{})
+		s, err := docker.ServiceInspect(context.Background(), stack+"_api", client.ServiceInspectOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		paused = s
-		return s.Spec.Labels["io.flotilla.revision"] == "2" && s.UpdateStatus != nil && s.UpdateStatus.State == swarm.UpdateStatePaused,
-			fmt.Sprintf("revision %s update %+v", s.Spec.Labels["io.flotilla.revision"], s.UpdateStatus)
+		paused = s.Service
+		return s.Service.Spec.Labels["io.flotilla.revision"] == "2" && s.Service.UpdateStatus != nil && s.Service.UpdateStatus.State == swarm.UpdateStatePaused,
+			fmt.Sprintf("revision %s update %+v", s.Service.Spec.Labels["io.flotilla.revision"], s.Service.UpdateStatus)
 	})
 	pausedAt := paused.UpdatedAt
 
@@ -284,11 +285,11 @@ func TestARestartedControllerRollsBackAtTheOriginalDeadlineNotAFullPeriodAfterIt
 
 func mustService(t *testing.T, stack, name string) swarm.Service {
 	t.Helper()
-	s, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_"+name, swarm.ServiceInspectOptions{})
+	s, err := swarmtest.Client(t).ServiceInspect(context.Background(), stack+"_"+name, client.ServiceInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s.Service
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

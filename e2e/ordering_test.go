@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
@@ -60,18 +60,18 @@ func tasksOf(t *testing.T, stack, service string) []swarm.Task {
 }
 
 func tryTasksOf(t *testing.T, stack, service string) ([]swarm.Task, error) {
-	tasks, err := swarmtest.Client(t).TaskList(context.Background(), swarm.TaskListOptions{
-		Filters: filters.NewArgs(filters.Arg("service", stack+"_"+service)),
+	tasks, err := swarmtest.Client(t).TaskList(context.Background(), client.TaskListOptions{
+		Filters: make(client.Filters).Add("service", stack+"_"+service),
 	})
 	if err != nil {
 		return nil, err
 	}
-	for i := 1; i < len(tasks); i++ {
-		for j := i; j > 0 && tasks[j].CreatedAt.After(tasks[j-1].CreatedAt); j-- {
-			tasks[j], tasks[j-1] = tasks[j-1], tasks[j]
+	for i := 1; i < len(tasks.Items); i++ {
+		for j := i; j > 0 && tasks.Items[j].CreatedAt.After(tasks.Items[j-1].CreatedAt); j-- {
+			tasks.Items[j], tasks.Items[j-1] = tasks.Items[j-1], tasks.Items[j]
 		}
 	}
-	return tasks, nil
+	return tasks.Items, nil
 }
 
 // runningSince is when the service's oldest task still running reached
@@ -268,16 +268,16 @@ func TestAControllerKilledWhileAHookRunsDoesNotRunItAgainAndFinishesTheSync(t *t
 	})
 	// However the test ends, the job is let go so its stack can be removed.
 	t.Cleanup(func() {
-		_ = swarmtest.Client(t).ContainerKill(context.Background(), job.Status.ContainerStatus.ContainerID, "TERM")
+		_, _ = swarmtest.Client(t).ContainerKill(context.Background(), job.Status.ContainerStatus.ContainerID, client.ContainerKillOptions{Signal: "TERM"})
 	})
 	c.stop(syscall.SIGKILL, 10*time.Second)
-	if _, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_api", swarm.ServiceInspectOptions{}); err == nil {
+	if _, err := swarmtest.Client(t).ServiceInspect(context.Background(), stack+"_api", client.ServiceInspectOptions{}); err == nil {
 		t.Fatal("api was written while its PreSync hook ran")
 	}
 
 	c2 := startController(t, apps, stack, nil, "--listen", "")
 	c2.waitLog("hook is still running for this revision; waiting for it", 60*time.Second)
-	if err := swarmtest.Client(t).ContainerKill(context.Background(), job.Status.ContainerStatus.ContainerID, "TERM"); err != nil {
+	if _, err := swarmtest.Client(t).ContainerKill(context.Background(), job.Status.ContainerStatus.ContainerID, client.ContainerKillOptions{Signal: "TERM"}); err != nil {
 		t.Fatal(err)
 	}
 	c2.waitLog("deployed revision", 90*time.Second)
@@ -288,7 +288,7 @@ func TestAControllerKilledWhileAHookRunsDoesNotRunItAgainAndFinishesTheSync(t *t
 	if strings.Contains(c2.logs.String(), "hook started") {
 		t.Error("the restarted controller started the hook again")
 	}
-	if _, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_api", swarm.ServiceInspectOptions{}); err != nil {
+	if _, err := swarmtest.Client(t).ServiceInspect(context.Background(), stack+"_api", client.ServiceInspectOptions{}); err != nil {
 		t.Errorf("api after the sync finished: %v", err)
 	}
 }
@@ -450,17 +450,17 @@ func TestAControllerKilledWhileAWaveWaitsResumesWithoutRewritingIt(t *testing.T)
 	c.waitLog("wave applied", 60*time.Second)
 	c.stop(syscall.SIGKILL, 10*time.Second)
 	api := swarmtest.Client(t)
-	db, _, err := api.ServiceInspectWithRaw(context.Background(), stack+"_db", swarm.ServiceInspectOptions{})
+	db, err := api.ServiceInspect(context.Background(), stack+"_db", client.ServiceInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := api.ServiceInspectWithRaw(context.Background(), stack+"_api", swarm.ServiceInspectOptions{}); err == nil {
+	if _, err := api.ServiceInspect(context.Background(), stack+"_api", client.ServiceInspectOptions{}); err == nil {
 		t.Fatal("wave 1 was written before wave 0 was Healthy")
 	}
 
 	c2 := startController(t, apps, stack, nil, "--listen", "")
 	c2.waitLog("deployed revision", 120*time.Second)
-	after, _, err := api.ServiceInspectWithRaw(context.Background(), stack+"_db", swarm.ServiceInspectOptions{})
+	after, err := api.ServiceInspect(context.Background(), stack+"_db", client.ServiceInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,21 +468,21 @@ func TestAControllerKilledWhileAWaveWaitsResumesWithoutRewritingIt(t *testing.T)
 	// endpoint) moments after the create, so a read right after the kill
 	// can see the time before that. A write of the spec by the restarted
 	// controller would change the spec or leave a PreviousSpec.
-	if after.ID != db.ID || after.PreviousSpec != nil || !reflect.DeepEqual(after.Spec, db.Spec) || after.Spec.Labels["io.flotilla.revision"] != "1" {
-		t.Errorf("db was rewritten after the restart: version %d (was %d), previous spec %v", after.Version.Index, db.Version.Index, after.PreviousSpec != nil)
+	if after.Service.ID != db.Service.ID || after.Service.PreviousSpec != nil || !reflect.DeepEqual(after.Service.Spec, db.Service.Spec) || after.Service.Spec.Labels["io.flotilla.revision"] != "1" {
+		t.Errorf("db was rewritten after the restart: version %d (was %d), previous spec %v", after.Service.Version.Index, db.Service.Version.Index, after.Service.PreviousSpec != nil)
 	}
 	if tasks := tasksOf(t, stack, "db"); len(tasks) != 1 {
 		var seen []string
 		for _, task := range tasks {
 			seen = append(seen, fmt.Sprintf("%s %s (%s%s) v%d", task.ID, task.Status.State, task.Status.Message, task.Status.Err, task.Version.Index))
 		}
-		t.Errorf("db has %d tasks, want the one that was starting when the controller was killed: %v (service version %d, was %d)", len(tasks), seen, after.Version.Index, db.Version.Index)
+		t.Errorf("db has %d tasks, want the one that was starting when the controller was killed: %v (service version %d, was %d)", len(tasks), seen, after.Service.Version.Index, db.Service.Version.Index)
 	}
-	apiSvc, _, err := api.ServiceInspectWithRaw(context.Background(), stack+"_api", swarm.ServiceInspectOptions{})
+	apiSvc, err := api.ServiceInspect(context.Background(), stack+"_api", client.ServiceInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if healthy := runningSince(t, stack, "db"); apiSvc.CreatedAt.Before(healthy) {
-		t.Errorf("api created at %s, before db ran (%s)", apiSvc.CreatedAt, healthy)
+	if healthy := runningSince(t, stack, "db"); apiSvc.Service.CreatedAt.Before(healthy) {
+		t.Errorf("api created at %s, before db ran (%s)", apiSvc.Service.CreatedAt, healthy)
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
@@ -18,15 +18,12 @@ import (
 // recordConfigs returns the stack's release record configs by revision label.
 func (h *harness) recordConfigs() map[string]swarm.Config {
 	h.t.Helper()
-	list, err := swarmtest.Client(h.t).ConfigList(context.Background(), swarm.ConfigListOptions{Filters: filters.NewArgs(
-		filters.Arg("label", backend.LabelRecord+"=release"),
-		filters.Arg("label", backend.LabelRelease+"="+h.app.Stack),
-	)})
+	list, err := swarmtest.Client(h.t).ConfigList(context.Background(), client.ConfigListOptions{Filters: make(client.Filters).Add("label", backend.LabelRecord+"=release").Add("label", backend.LabelRelease+"="+h.app.Stack)})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	out := map[string]swarm.Config{}
-	for _, c := range list {
+	for _, c := range list.Items {
 		out[c.Spec.Labels[backend.LabelRevision]] = c
 	}
 	return out
@@ -64,7 +61,7 @@ func TestAReleaseRecordDeletedByHandIsNoticedOnTheNextPass(t *testing.T) {
 	if !ok {
 		t.Fatal("no config holds revision 2")
 	}
-	if err := swarmtest.Client(t).ConfigRemove(context.Background(), rec.ID); err != nil {
+	if _, err := swarmtest.Client(t).ConfigRemove(context.Background(), rec.ID, client.ConfigRemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The same controller, whose memory still holds revision 2: it plans
@@ -121,14 +118,14 @@ func TestARecordNumberTakenMeanwhileIsAConflictNotAnOverwrite(t *testing.T) {
 	// listing sees, so only the daemon's refusal of the name stops this
 	// controller.
 	c := swarmtest.Client(t)
-	taken, err := c.ConfigCreate(context.Background(), swarm.ConfigSpec{
+	taken, err := c.ConfigCreate(context.Background(), client.ConfigCreateOptions{Spec: swarm.ConfigSpec{
 		Annotations: swarm.Annotations{Name: "flotilla-release." + h.app.Stack + ".2"},
 		Data:        []byte("theirs"),
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.ConfigRemove(context.Background(), taken.ID) })
+	t.Cleanup(func() { _, _ = c.ConfigRemove(context.Background(), taken.ID, client.ConfigRemoveOptions{}) })
 
 	v2 := files(stackFile)
 	v2["deploy/.env"] = "GREETING=again\n"
@@ -140,9 +137,9 @@ func TestARecordNumberTakenMeanwhileIsAConflictNotAnOverwrite(t *testing.T) {
 	if res.Status.Sync == application.Synced {
 		t.Fatal("a pass that could not record its revision reports Synced")
 	}
-	cfg, _, err := c.ConfigInspectWithRaw(context.Background(), taken.ID)
-	if err != nil || string(cfg.Spec.Data) != "theirs" {
-		t.Fatalf("the other writer's config: %q, %v", cfg.Spec.Data, err)
+	cfg, err := c.ConfigInspect(context.Background(), taken.ID, client.ConfigInspectOptions{})
+	if err != nil || string(cfg.Config.Spec.Data) != "theirs" {
+		t.Fatalf("the other writer's config: %q, %v", cfg.Config.Spec.Data, err)
 	}
 	if got := h.revisions(); !slices.Equal(got, []int{1}) {
 		t.Fatalf("records %v, want [1]", got)

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/backend"
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
@@ -141,27 +141,27 @@ func readSelf(t *testing.T, stack string) selfState {
 	ctx := context.Background()
 	c := swarmtest.Client(t)
 	var st selfState
-	svc, _, err := c.ServiceInspectWithRaw(ctx, stack+"_controller", swarm.ServiceInspectOptions{})
+	svc, err := c.ServiceInspect(ctx, stack+"_controller", client.ServiceInspectOptions{})
 	if err != nil {
 		return st
 	}
-	st.image = svc.Spec.TaskTemplate.ContainerSpec.Image
-	tasks, err := c.TaskList(ctx, swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", svc.ID), filters.Arg("desired-state", "running"))})
+	st.image = svc.Service.Spec.TaskTemplate.ContainerSpec.Image
+	tasks, err := c.TaskList(ctx, client.TaskListOptions{Filters: make(client.Filters).Add("service", svc.Service.ID).Add("desired-state", "running")})
 	if err == nil {
 		running := 0
-		for _, task := range tasks {
+		for _, task := range tasks.Items {
 			if task.Status.State == swarm.TaskStateRunning && task.Spec.ContainerSpec.Image == st.image {
 				running++
 			}
 		}
-		st.settled = running == 2 && len(tasks) == 2 && (svc.UpdateStatus == nil || svc.UpdateStatus.State == swarm.UpdateStateCompleted)
+		st.settled = running == 2 && len(tasks.Items) == 2 && (svc.Service.UpdateStatus == nil || svc.Service.UpdateStatus.State == swarm.UpdateStateCompleted)
 	}
-	if cfg, _, err := c.ConfigInspectWithRaw(ctx, "flotilla-lease."+stack); err == nil {
-		st.holder, st.epoch = cfg.Spec.Labels[backend.LabelLeaseHolder], cfg.Spec.Labels[backend.LabelLeaseEpoch]
+	if cfg, err := c.ConfigInspect(ctx, "flotilla-lease."+stack, client.ConfigInspectOptions{}); err == nil {
+		st.holder, st.epoch = cfg.Config.Spec.Labels[backend.LabelLeaseHolder], cfg.Config.Spec.Labels[backend.LabelLeaseEpoch]
 		// The holder is a task's name: <service>.<slot>.<task id>.
 		if i := strings.LastIndex(st.holder, "."); i > 0 {
-			if task, _, err := c.TaskInspectWithRaw(ctx, st.holder[i+1:]); err == nil && task.Status.State == swarm.TaskStateRunning {
-				st.holderIm = task.Spec.ContainerSpec.Image
+			if task, err := c.TaskInspect(ctx, st.holder[i+1:], client.TaskInspectOptions{}); err == nil && task.Task.Status.State == swarm.TaskStateRunning {
+				st.holderIm = task.Task.Spec.ContainerSpec.Image
 			}
 		}
 	}

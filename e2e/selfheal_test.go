@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 	"github.com/flotilla-gitops/flotilla/reconcile"
@@ -87,12 +88,12 @@ func TestSelfHealCorrectsEachFieldFamilyAndNothingElse(t *testing.T) {
 		if !slices.Equal(res.Healed.Updated, []string{"worker"}) || len(res.Healed.Created) != 0 {
 			t.Fatalf("%s: heal wrote %+v, want the worker only", fam.field, res.Healed)
 		}
-		s, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), h.app.Stack+"_worker", swarm.ServiceInspectOptions{})
+		s, err := swarmtest.Client(t).ServiceInspect(context.Background(), h.app.Stack+"_worker", client.ServiceInspectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fam.field == "image" && s.Spec.TaskTemplate.ContainerSpec.Image != swarmtest.Image {
-			t.Fatalf("image not healed: %s", s.Spec.TaskTemplate.ContainerSpec.Image)
+		if fam.field == "image" && s.Service.Spec.TaskTemplate.ContainerSpec.Image != swarmtest.Image {
+			t.Fatalf("image not healed: %s", s.Service.Spec.TaskTemplate.ContainerSpec.Image)
 		}
 		h.waitRunning(3)
 		before := versions(h.services())

@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/swarm"
-	apiversions "github.com/docker/docker/api/types/versions"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
+	apiversions "github.com/moby/moby/client/pkg/versions"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
@@ -34,11 +33,11 @@ func TestAServiceAnotherWriterKeepsUpdatingIsComparedAnyway(t *testing.T) {
 		defer wg.Done()
 		c := swarmtest.Client(t)
 		for n := 1; ctx.Err() == nil; n++ {
-			s, _, err := c.ServiceInspectWithRaw(ctx, h.app.Stack+"_worker", swarm.ServiceInspectOptions{})
+			s, err := c.ServiceInspect(ctx, h.app.Stack+"_worker", client.ServiceInspectOptions{})
 			if err == nil {
-				cs := s.Spec.TaskTemplate.ContainerSpec
+				cs := s.Service.Spec.TaskTemplate.ContainerSpec
 				cs.Env = append(slices.DeleteFunc(cs.Env, func(e string) bool { return strings.HasPrefix(e, "WRITER=") }), "WRITER="+strconv.Itoa(n))
-				_, _ = c.ServiceUpdate(ctx, s.ID, s.Version, s.Spec, swarm.ServiceUpdateOptions{})
+				_, _ = c.ServiceUpdate(ctx, s.Service.ID, client.ServiceUpdateOptions{Version: s.Service.Version, Spec: s.Service.Spec})
 			}
 			select {
 			case <-ctx.Done():
@@ -93,13 +92,8 @@ const startIntervalStack = `services:
 func belowStartInterval(t *testing.T, opts backend.Options) *backend.Backend {
 	t.Helper()
 	if v := swarmtest.Client(t).ClientVersion(); !apiversions.LessThan(v, "1.44") {
-		c, err := client.NewClientWithOpts(client.FromEnv, client.WithVersion("1.43"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
 		t.Logf("the suite speaks API %s with this daemon; this test speaks 1.43", v)
-		opts.Client = c
+		opts.APIVersion = "1.43"
 	}
 	b, err := backend.New(context.Background(), opts)
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/backend"
@@ -232,7 +232,7 @@ func TestSIGTERMDuringAWaitingSyncEndsThePassAndExitsZero(t *testing.T) {
 			c := startController(t, apps, stack, nil, flags...)
 			// The service exists once apply is done; the pass then waits.
 			swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
-				_, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_web", swarm.ServiceInspectOptions{})
+				_, err := swarmtest.Client(t).ServiceInspect(context.Background(), stack+"_web", client.ServiceInspectOptions{})
 				return err == nil, fmt.Sprint(err)
 			})
 
@@ -402,7 +402,7 @@ func TestSIGTERMDuringAWriteLetsTheWriteFinishThenExitsZero(t *testing.T) {
 	if c.code != 0 {
 		t.Fatalf("exit status %d, want 0", c.code)
 	}
-	if _, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_web", swarm.ServiceInspectOptions{}); err != nil {
+	if _, err := swarmtest.Client(t).ServiceInspect(context.Background(), stack+"_web", client.ServiceInspectOptions{}); err != nil {
 		t.Fatalf("the write in flight at SIGTERM did not finish: %v", err)
 	}
 	be, err := backend.New(context.Background(), backend.Options{Logger: quiet})
@@ -507,7 +507,7 @@ func TestSIGTERMSendsTheLastPassesNotificationsBeforeExiting(t *testing.T) {
 	apps := waitingAppsNotifying(t, stack, repo.Dir, sink.URL)
 	c := startController(t, apps, stack, nil, "--listen", "")
 	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
-		_, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_web", swarm.ServiceInspectOptions{})
+		_, err := swarmtest.Client(t).ServiceInspect(context.Background(), stack+"_web", client.ServiceInspectOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
 	if code, _ := c.stop(syscall.SIGTERM, stopDeadline); code != 0 {
@@ -561,7 +561,7 @@ func TestSIGTERMWithANotificationSinkThatNeverAnswersStillExitsZeroInTime(t *tes
 	apps := waitingAppsNotifying(t, stack, repo.Dir, sink.URL)
 	c := startController(t, apps, stack, nil, "--listen", "", "--shutdown-timeout", "4s")
 	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
-		_, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_web", swarm.ServiceInspectOptions{})
+		_, err := swarmtest.Client(t).ServiceInspect(context.Background(), stack+"_web", client.ServiceInspectOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
 	code, took := c.stop(syscall.SIGTERM, 8*time.Second)

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
@@ -116,7 +116,7 @@ func TestSopsEncryptedFilesDeployTheirPlaintextAndRecordNone(t *testing.T) {
 	}
 	wantSecret := refs[0].SecretName
 	c := swarmtest.Client(t)
-	if _, _, err := c.SecretInspectWithRaw(context.Background(), refs[0].SecretID); err != nil {
+	if _, err := c.SecretInspect(context.Background(), refs[0].SecretID, client.SecretInspectOptions{}); err != nil {
 		t.Fatalf("secret %s: %v", wantSecret, err)
 	}
 	env := app.Spec.TaskTemplate.ContainerSpec.Env
@@ -349,11 +349,11 @@ applications:
 	}
 	c := cli{t: t, bin: bin, server: server, env: []string{"FLOTILLA_SERVER=" + server, "FLOTILLA_TOKEN=" + adminToken}}
 	appEnv := func() ([]string, swarm.Service) {
-		s, _, err := swarmtest.Client(t).ServiceInspectWithRaw(context.Background(), stack+"_app", swarm.ServiceInspectOptions{})
+		s, err := swarmtest.Client(t).ServiceInspect(context.Background(), stack+"_app", client.ServiceInspectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s.Spec.TaskTemplate.ContainerSpec.Env, s
+		return s.Service.Spec.TaskTemplate.ContainerSpec.Env, s.Service
 	}
 	// mounted returns the config data and the secret name the service mounts.
 	mounted := func(s swarm.Service) (string, string) {
@@ -361,11 +361,11 @@ applications:
 		if len(cs.Configs) != 1 || len(cs.Secrets) != 1 {
 			t.Fatalf("service mounts %d configs, %d secrets", len(cs.Configs), len(cs.Secrets))
 		}
-		cfg, _, err := swarmtest.Client(t).ConfigInspectWithRaw(context.Background(), cs.Configs[0].ConfigID)
+		cfg, err := swarmtest.Client(t).ConfigInspect(context.Background(), cs.Configs[0].ConfigID, client.ConfigInspectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return string(cfg.Spec.Data), cs.Secrets[0].SecretName
+		return string(cfg.Config.Spec.Data), cs.Secrets[0].SecretName
 	}
 	wantEnv := func(env []string, v leakValues) {
 		t.Helper()
@@ -434,23 +434,22 @@ applications:
 
 	// Every release record on the swarm, as stored and decompressed.
 	cl := swarmtest.Client(t)
-	recs, err := cl.ConfigList(context.Background(), swarm.ConfigListOptions{Filters: filters.NewArgs(
-		filters.Arg("label", backend.LabelRelease+"="+stack))})
+	recs, err := cl.ConfigList(context.Background(), client.ConfigListOptions{Filters: make(client.Filters).Add("label", backend.LabelRelease+"="+stack)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	nrec := 0
-	for _, r := range recs {
+	for _, r := range recs.Items {
 		if !strings.HasPrefix(r.Spec.Name, "flotilla-release") {
 			continue
 		}
 		nrec++
-		full, _, err := cl.ConfigInspectWithRaw(context.Background(), r.ID)
+		full, err := cl.ConfigInspect(context.Background(), r.ID, client.ConfigInspectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		out.add("record "+r.Spec.Name, string(full.Spec.Data))
-		zr, err := gzip.NewReader(bytes.NewReader(full.Spec.Data))
+		out.add("record "+r.Spec.Name, string(full.Config.Spec.Data))
+		zr, err := gzip.NewReader(bytes.NewReader(full.Config.Spec.Data))
 		if err != nil {
 			t.Fatalf("record %s: %v", r.Spec.Name, err)
 		}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
@@ -95,17 +95,17 @@ func TestSweepRemovesExactlyWhatTheRepositoryStoppedDeclaring(t *testing.T) {
 	}
 
 	// Someone creates a config inside the application's namespace by hand.
-	handMade, err := c.ConfigCreate(ctx, swarm.ConfigSpec{
+	handMade, err := c.ConfigCreate(ctx, client.ConfigCreateOptions{Spec: swarm.ConfigSpec{
 		Annotations: swarm.Annotations{Name: h.app.Stack + "_by_hand", Labels: map[string]string{"com.docker.stack.namespace": h.app.Stack}},
 		Data:        []byte("mine"),
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// And a neighbouring stack lives next to it, deployed by someone else.
 	neighbour := swarmtest.Name(t, "nb")
 	swarmtest.Cleanup(t, neighbour)
-	if _, err := c.NetworkCreate(ctx, neighbour+"_net", network.CreateOptions{Driver: "overlay", Labels: map[string]string{"com.docker.stack.namespace": neighbour}}); err != nil {
+	if _, err := c.NetworkCreate(ctx, neighbour+"_net", client.NetworkCreateOptions{Driver: "overlay", Labels: map[string]string{"com.docker.stack.namespace": neighbour}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -135,10 +135,10 @@ func TestSweepRemovesExactlyWhatTheRepositoryStoppedDeclaring(t *testing.T) {
 	if !slices.ContainsFunc(st.Unmanaged, func(s string) bool { return strings.Contains(s, h.app.Stack+"_by_hand") }) {
 		t.Fatalf("hand-made config not reported as unmanaged: %v", st.Unmanaged)
 	}
-	if _, _, err := c.ConfigInspectWithRaw(ctx, handMade.ID); err != nil {
+	if _, err := c.ConfigInspect(ctx, handMade.ID, client.ConfigInspectOptions{}); err != nil {
 		t.Fatalf("hand-made config touched: %v", err)
 	}
-	if _, err := c.NetworkInspect(ctx, neighbour+"_net", network.InspectOptions{}); err != nil {
+	if _, err := c.NetworkInspect(ctx, neighbour+"_net", client.NetworkInspectOptions{}); err != nil {
 		t.Fatalf("neighbour's network touched: %v", err)
 	}
 	svcs := h.services()
@@ -227,10 +227,10 @@ func TestRemovedApplicationsStackIsPrunedOnlyWithPrune(t *testing.T) {
 		t.Fatal(res.Err)
 	}
 	// Someone's own config in the namespace is not the application's.
-	if _, err := swarmtest.Client(t).ConfigCreate(ctx, swarm.ConfigSpec{
+	if _, err := swarmtest.Client(t).ConfigCreate(ctx, client.ConfigCreateOptions{Spec: swarm.ConfigSpec{
 		Annotations: swarm.Annotations{Name: h.app.Stack + "_mine", Labels: map[string]string{"com.docker.stack.namespace": h.app.Stack}},
 		Data:        []byte("x"),
-	}); err != nil {
+	}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -337,8 +337,10 @@ func TestVolumesStayUnlessPruneVolumes(t *testing.T) {
 	}
 	h.waitRunning(2) // the volume exists once db's task has started
 	vol := h.app.Stack + "_data"
-	t.Cleanup(func() { _ = swarmtest.Client(t).VolumeRemove(context.Background(), vol, true) })
-	if _, err := swarmtest.Client(t).VolumeInspect(ctx, vol); err != nil {
+	t.Cleanup(func() {
+		_, _ = swarmtest.Client(t).VolumeRemove(context.Background(), vol, client.VolumeRemoveOptions{Force: true})
+	})
+	if _, err := swarmtest.Client(t).VolumeInspect(ctx, vol, client.VolumeInspectOptions{}); err != nil {
 		t.Fatalf("volume %s not created: %v", vol, err)
 	}
 
@@ -347,7 +349,7 @@ func TestVolumesStayUnlessPruneVolumes(t *testing.T) {
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	if _, err := swarmtest.Client(t).VolumeInspect(ctx, vol); err != nil {
+	if _, err := swarmtest.Client(t).VolumeInspect(ctx, vol, client.VolumeInspectOptions{}); err != nil {
 		t.Fatalf("volume removed without pruneVolumes: %v", err)
 	}
 	if !slices.ContainsFunc(res.Status.Sweep.Messages, func(m string) bool {
@@ -362,7 +364,7 @@ func TestVolumesStayUnlessPruneVolumes(t *testing.T) {
 	ctl = h.controller(false)
 	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
 		res := h.reconcile(ctl)
-		_, err := swarmtest.Client(t).VolumeInspect(ctx, vol)
+		_, err := swarmtest.Client(t).VolumeInspect(ctx, vol, client.VolumeInspectOptions{})
 		msgs := ""
 		if res.Status.Sweep != nil {
 			msgs = strings.Join(res.Status.Sweep.Messages, "; ")
@@ -420,13 +422,13 @@ func TestARevisionWhoseConfigWasDeletedStillProvesItsOtherClaims(t *testing.T) {
 	// Someone removes a and its config by hand: revision 1 now mounts a
 	// config that no longer exists anywhere.
 	svcs := h.services()
-	if err := c.ServiceRemove(ctx, svcs["a"].ID); err != nil {
+	if _, err := c.ServiceRemove(ctx, svcs["a"].ID, client.ServiceRemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	confs, _ := h.backend.LiveConfigs(ctx, h.app.Stack)
 	for name, id := range confs {
 		if strings.Contains(name, "_x-") {
-			if err := c.ConfigRemove(ctx, id); err != nil {
+			if _, err := c.ConfigRemove(ctx, id, client.ConfigRemoveOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/capability"
@@ -473,7 +473,7 @@ func (c *Controller) outOfBand(p *pass) func(service string) {
 // is named in names.
 func attachedWithin(live map[string]swarm.Service, names map[string]string) bool {
 	for _, s := range live {
-		for _, n := range slices.Concat(s.Spec.TaskTemplate.Networks, s.Spec.Networks) { //nolint:staticcheck // the deprecated field is compared too
+		for _, n := range s.Spec.TaskTemplate.Networks {
 			if _, ok := names[n.Target]; !ok {
 				return false
 			}

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
 
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/compose"
@@ -88,7 +88,7 @@ func (m *steadyMark) mark(live map[string]swarm.Service, nets map[string]string)
 			return false
 		}
 		m.live[name] = mk
-		for _, n := range slices.Concat(s.Spec.TaskTemplate.Networks, s.Spec.Networks) { //nolint:staticcheck // the deprecated field is compared too
+		for _, n := range s.Spec.TaskTemplate.Networks {
 			m.nets[n.Target] = nets[n.Target]
 		}
 	}

@@ -14,7 +14,8 @@ import (
 	"strings"
 
 	"github.com/distribution/reference"
-	"github.com/docker/docker/api/types/registry"
+	"github.com/moby/moby/api/pkg/authconfig"
+	"github.com/moby/moby/api/types/registry"
 )
 
 // maxConfigFile bounds a credentials file: a config.json with many
@@ -138,7 +139,7 @@ func FromDockerConfig(data []byte) (*Credentials, error) {
 		if domain == hubDomain {
 			ac.ServerAddress = hubServerAddress
 		}
-		enc, err := registry.EncodeAuthConfig(ac)
+		enc, err := authconfig.Encode(ac)
 		if err != nil {
 			return nil, fmt.Errorf("auths entry for %s: encode: %w", domain, err)
 		}

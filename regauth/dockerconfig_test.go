@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/registry"
+	"github.com/moby/moby/api/pkg/authconfig"
+	"github.com/moby/moby/api/types/registry"
 )
 
 func basic(user, pass string) string {
@@ -27,7 +28,7 @@ func decode(t *testing.T, enc string) registry.AuthConfig {
 	if strings.ContainsAny(enc, "+/") {
 		t.Errorf("%q is not base64url", enc)
 	}
-	ac, err := registry.DecodeAuthConfig(enc)
+	ac, err := authconfig.Decode(enc)
 	if err != nil {
 		t.Fatalf("decode %q: %v", enc, err)
 	}
@@ -185,7 +186,7 @@ func FuzzFromDockerConfig(f *testing.F) {
 		for _, r := range c.Registries() {
 			enc, err := c.RegistryAuth(context.Background(), r+"/x/y")
 			if err == nil && enc != "" {
-				if _, err := registry.DecodeAuthConfig(enc); err != nil {
+				if _, err := authconfig.Decode(enc); err != nil {
 					t.Fatalf("undecodable credential for %s: %v", r, err)
 				}
 			}

@@ -16,13 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/docker/docker/api/types/swarm"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
@@ -115,12 +114,10 @@ func (r *Registry) connect(ctx context.Context, i int, d application.Swarm) (*en
 	if len(fo.endpoints) == 0 {
 		return nil, fmt.Errorf("swarm %s: no hosts", d.Name)
 	}
-	api, err := newClient(d.Name, fo)
-	if err != nil {
-		return nil, fmt.Errorf("swarm %s: docker client: %w", d.Name, err)
-	}
 	bo := r.opts.Backend
-	bo.Client = api
+	// The host only fills the request URL, which fo rewrites for the
+	// manager it sends to.
+	bo.Host, bo.Transport = "tcp://flotilla-swarm-"+d.Name+":2375", fo
 	bo.OnRequest = r.opts.Metrics.DockerRequests(d.Name)
 	if bo.Logger != nil {
 		bo.Logger = bo.Logger.With("swarm", d.Name)
@@ -130,17 +127,6 @@ func (r *Registry) connect(ctx context.Context, i int, d application.Swarm) (*en
 		return nil, fmt.Errorf("swarm %s: %w", d.Name, err)
 	}
 	return &entry{name: d.Name, hosts: slices.Clone(d.Hosts), backend: b, fo: fo}, nil
-}
-
-// newClient is a Docker client that sends every request through fo. The
-// host it is given only fills the request URL, which fo rewrites for the
-// manager it sends to.
-func newClient(name string, fo *failover) (*client.Client, error) {
-	return client.NewClientWithOpts(
-		client.WithHost("tcp://flotilla-swarm-"+name+":2375"),
-		client.WithHTTPClient(&http.Client{Transport: fo}),
-		client.WithAPIVersionNegotiation(),
-	)
 }
 
 // Names returns the swarms' names, sorted.
@@ -210,7 +196,7 @@ func (r *Registry) check(ctx context.Context, e *entry) Status {
 	for _, h := range e.hosts {
 		st.Hosts = append(st.Hosts, redact(h))
 	}
-	info, err := e.backend.Client().Info(ctx)
+	info, err := e.backend.Client().Info(ctx, client.InfoOptions{})
 	st.Host = e.host()
 	switch {
 	case err != nil:
@@ -221,15 +207,15 @@ func (r *Registry) check(ctx context.Context, e *entry) Status {
 		if errors.As(err, &ue) {
 			st.Error = ue.Error()
 		}
-	case info.Swarm.LocalNodeState != swarm.LocalNodeStateActive:
-		st.Error = fmt.Sprintf("the engine at %s is not part of a swarm (state %q)", st.Host, info.Swarm.LocalNodeState)
-	case !info.Swarm.ControlAvailable:
+	case info.Info.Swarm.LocalNodeState != swarm.LocalNodeStateActive:
+		st.Error = fmt.Sprintf("the engine at %s is not part of a swarm (state %q)", st.Host, info.Info.Swarm.LocalNodeState)
+	case !info.Info.Swarm.ControlAvailable:
 		st.Error = fmt.Sprintf("the engine at %s is not a swarm manager", st.Host)
 	default:
 		st.Reachable = true
 	}
 	if err == nil {
-		st.Nodes, st.Managers, st.EngineVersion = info.Swarm.Nodes, info.Swarm.Managers, info.ServerVersion
+		st.Nodes, st.Managers, st.EngineVersion = info.Info.Swarm.Nodes, info.Info.Swarm.Managers, info.Info.ServerVersion
 	}
 	r.opts.Metrics.SetSwarmReachable(e.name, st.Reachable)
 	return st

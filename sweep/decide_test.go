@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/compose"
 )
@@ -23,7 +23,7 @@ func decl(keys ...string) *compose.Stack {
 	s := &compose.Stack{
 		Namespace: "s",
 		Services:  map[string]swarm.ServiceSpec{},
-		Networks:  map[string]network.CreateOptions{},
+		Networks:  map[string]client.NetworkCreateOptions{},
 		Configs:   map[string]swarm.ConfigSpec{},
 		Secrets:   map[string]swarm.SecretSpec{},
 	}
@@ -36,7 +36,7 @@ func decl(keys ...string) *compose.Stack {
 		case kind == "network" && external:
 			s.ExternalNetworks = append(s.ExternalNetworks, name)
 		case kind == "network":
-			s.Networks[name] = network.CreateOptions{}
+			s.Networks[name] = client.NetworkCreateOptions{}
 		case kind == "config" && external:
 			s.ExternalConfigs = append(s.ExternalConfigs, name)
 		case kind == "config":

@@ -3,8 +3,8 @@ package sweep
 import (
 	"slices"
 
-	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/swarm"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/swarm"
 )
 
 // RefsOf builds Live.ServiceRefs from live services keyed by scoped name:

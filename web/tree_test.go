@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"fmt"
+	"github.com/moby/moby/client"
 	"strings"
 	"testing"
 	"time"
@@ -84,7 +85,7 @@ volumes:
   data: {}
 `})
 	l.sync()
-	host, err := swarmtest.Client(t).Info(context.Background())
+	host, err := swarmtest.Client(t).Info(context.Background(), client.InfoOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,8 +118,8 @@ volumes:
 	}
 	waitJS(t, ctx, "a restart count", crash+`.textContent.includes('restarts: ')`)
 	text := evalString(t, ctx, crash+`.textContent`)
-	if !strings.Contains(text, "on "+host.Name) {
-		t.Errorf("the crash task is not shown on node %q: %s", host.Name, text)
+	if !strings.Contains(text, "on "+host.Info.Name) {
+		t.Errorf("the crash task is not shown on node %q: %s", host.Info.Name, text)
 	}
 	if got := evalString(t, ctx, `[...`+store+`.querySelectorAll('.tree-use')].map(l => l.textContent).join(',')`); !strings.Contains(got, "volume "+l.app+"_data") {
 		t.Errorf("store uses %q, want volume %s_data", got, l.app)

@@ -1,10 +1,9 @@
 package main
 
 import (
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
+	"github.com/moby/moby/client"
 )
 
-func networkListOptions(label string) network.ListOptions {
-	return network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", label))}
+func networkListOptions(label string) client.NetworkListOptions {
+	return client.NetworkListOptions{Filters: make(client.Filters).Add("label", label)}
 }

@@ -15,9 +15,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/swarm"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 )
 
 // webhookResult is commit-to-applied through a webhook, per commit.
@@ -63,7 +62,7 @@ func (b *bench) webhookRun(ctx context.Context, k int) (*webhookResult, error) {
 		return nil, err
 	}
 	defer c.stop()
-	api, err := client.NewClientWithOpts(client.WithHost("unix://"+b.o.daemon), client.WithAPIVersionNegotiation())
+	api, err := client.New(client.WithHost("unix://" + b.o.daemon))
 	if err != nil {
 		return nil, err
 	}
@@ -102,11 +101,11 @@ func (b *bench) webhookRun(ctx context.Context, k int) (*webhookResult, error) {
 		}
 		var visible time.Time
 		if err := waitFor(ctx, 30*time.Second, func() (bool, error) {
-			s, _, err := api.ServiceInspectWithRaw(ctx, service, swarm.ServiceInspectOptions{})
+			s, err := api.ServiceInspect(ctx, service, client.ServiceInspectOptions{})
 			if err != nil {
 				return false, err
 			}
-			ok := slices.Contains(s.Spec.TaskTemplate.ContainerSpec.Env, "MARKER="+marker)
+			ok := slices.Contains(s.Service.Spec.TaskTemplate.ContainerSpec.Env, "MARKER="+marker)
 			if ok {
 				visible = time.Now()
 			}
@@ -160,11 +159,11 @@ func postWebhook(addr, repo, id string) error {
 // runsMarker reports whether a task of service whose spec carries
 // MARKER=marker is running.
 func runsMarker(ctx context.Context, api *client.Client, service, marker string) (bool, error) {
-	tasks, err := api.TaskList(ctx, swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", service), filters.Arg("desired-state", "running"))})
+	tasks, err := api.TaskList(ctx, client.TaskListOptions{Filters: make(client.Filters).Add("service", service).Add("desired-state", "running")})
 	if err != nil {
 		return false, err
 	}
-	for _, t := range tasks {
+	for _, t := range tasks.Items {
 		if t.Status.State == swarm.TaskStateRunning && t.Spec.ContainerSpec != nil && slices.Contains(t.Spec.ContainerSpec.Env, "MARKER="+marker) {
 			return true, nil
 		}

@@ -10,9 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/swarm"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 )
 
 const image = "flotilla-test/app:1"
@@ -204,7 +202,7 @@ func (b *bench) cleanup() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	c, err := client.NewClientWithOpts(client.WithHost("unix://"+b.o.daemon), client.WithAPIVersionNegotiation())
+	c, err := client.New(client.WithHost("unix://" + b.o.daemon))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cleanup:", err)
 		return
@@ -214,19 +212,19 @@ func (b *bench) cleanup() {
 	for _, s := range b.stacks {
 		mine[s] = true
 	}
-	services, err := c.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(filters.Arg("label", "com.docker.stack.namespace"))})
+	services, err := c.ServiceList(ctx, client.ServiceListOptions{Filters: make(client.Filters).Add("label", "com.docker.stack.namespace")})
 	if err == nil {
 		// Eight removals at a time: a thousand one after the other take
 		// minutes on a busy daemon.
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, 8)
-		for _, s := range services {
+		for _, s := range services.Items {
 			if mine[s.Spec.Labels["com.docker.stack.namespace"]] {
 				wg.Add(1)
 				sem <- struct{}{}
 				go func() {
 					defer func() { <-sem; wg.Done() }()
-					_ = c.ServiceRemove(ctx, s.ID)
+					_, _ = c.ServiceRemove(ctx, s.ID, client.ServiceRemoveOptions{})
 				}()
 			}
 		}
@@ -240,9 +238,9 @@ func (b *bench) cleanup() {
 			break
 		}
 		left := 0
-		for _, n := range nets {
+		for _, n := range nets.Items {
 			if mine[n.Labels["com.docker.stack.namespace"]] {
-				if err := c.NetworkRemove(ctx, n.ID); err != nil {
+				if _, err := c.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil {
 					left++
 				}
 			}
@@ -252,11 +250,11 @@ func (b *bench) cleanup() {
 		}
 		time.Sleep(time.Second)
 	}
-	configs, err := c.ConfigList(ctx, swarm.ConfigListOptions{Filters: filters.NewArgs(filters.Arg("label", "io.flotilla.release"))})
+	configs, err := c.ConfigList(ctx, client.ConfigListOptions{Filters: make(client.Filters).Add("label", "io.flotilla.release")})
 	if err == nil {
-		for _, cf := range configs {
+		for _, cf := range configs.Items {
 			if mine[cf.Spec.Labels["io.flotilla.release"]] || mine[cf.Spec.Labels["com.docker.stack.namespace"]] {
-				_ = c.ConfigRemove(ctx, cf.ID)
+				_, _ = c.ConfigRemove(ctx, cf.ID, client.ConfigRemoveOptions{})
 			}
 		}
 	}

@@ -250,7 +250,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	var ls *lease.Lease
 	var gate backend.WriteGate
 	if o.ha {
-		store, err := backend.NewLeaseStore(nil, o.controllerID, o.dockerTimeout)
+		store, err := backend.NewLeaseStore(backend.Options{RequestTimeout: o.dockerTimeout}, o.controllerID)
 		if err != nil {
 			return fmt.Errorf("connect to the swarm: %w", err)
 		}

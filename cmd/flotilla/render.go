@@ -14,7 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
@@ -185,18 +185,16 @@ func renderAPIVersion(ctx context.Context, declared string) (version, note strin
 	}
 	fallback := "no Docker daemon answered, so fields were checked against engine API " + compose.MinAPIVersion +
 		", the oldest Flotilla deploys to; --api-version checks another"
-	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	c, err := client.New(client.FromEnv)
 	if err != nil {
 		return compose.MinAPIVersion, fallback
 	}
 	defer c.Close()
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	ping, err := c.Ping(pctx)
-	if err != nil {
+	if _, err := c.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		return compose.MinAPIVersion, fallback
 	}
-	c.NegotiateAPIVersionPing(ping)
 	return c.ClientVersion(), "fields were checked against engine API " + c.ClientVersion() + " of the daemon at " + c.DaemonHost()
 }
 

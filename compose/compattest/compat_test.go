@@ -18,11 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
@@ -48,21 +45,21 @@ func createExternals(t *testing.T) externals {
 	api := swarmtest.Client(t)
 	base := swarmtest.Name(t, "cext")
 	e := externals{network: base + "-net", config: base + "-conf", secret: base + "-secret"}
-	n, err := api.NetworkCreate(ctx, e.network, network.CreateOptions{Driver: "overlay", Attachable: true})
+	n, err := api.NetworkCreate(ctx, e.network, client.NetworkCreateOptions{Driver: "overlay", Attachable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeNetwork(t, api, n.ID) })
-	c, err := api.ConfigCreate(ctx, swarm.ConfigSpec{Annotations: swarm.Annotations{Name: e.config}, Data: []byte("shared\n")})
+	c, err := api.ConfigCreate(ctx, client.ConfigCreateOptions{Spec: swarm.ConfigSpec{Annotations: swarm.Annotations{Name: e.config}, Data: []byte("shared\n")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = api.ConfigRemove(context.Background(), c.ID) })
-	s, err := api.SecretCreate(ctx, swarm.SecretSpec{Annotations: swarm.Annotations{Name: e.secret}, Data: []byte("shared\n")})
+	t.Cleanup(func() { _, _ = api.ConfigRemove(context.Background(), c.ID, client.ConfigRemoveOptions{}) })
+	s, err := api.SecretCreate(ctx, client.SecretCreateOptions{Spec: swarm.SecretSpec{Annotations: swarm.Annotations{Name: e.secret}, Data: []byte("shared\n")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = api.SecretRemove(context.Background(), s.ID) })
+	t.Cleanup(func() { _, _ = api.SecretRemove(context.Background(), s.ID, client.SecretRemoveOptions{}) })
 	return e
 }
 
@@ -71,7 +68,7 @@ func removeNetwork(t *testing.T, api *client.Client, id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
-		if err := api.NetworkRemove(ctx, id); err == nil || strings.Contains(err.Error(), "not found") {
+		if _, err := api.NetworkRemove(ctx, id, client.NetworkRemoveOptions{}); err == nil || strings.Contains(err.Error(), "not found") {
 			return
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -86,14 +83,14 @@ func removeJobContainers(t *testing.T, stacks ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, stack := range stacks {
-		list, err := api.ContainerList(ctx, container.ListOptions{All: true,
-			Filters: filters.NewArgs(filters.Arg("label", "com.docker.stack.namespace="+stack), filters.Arg("status", "exited"))})
+		list, err := api.ContainerList(ctx, client.ContainerListOptions{All: true,
+			Filters: make(client.Filters).Add("label", "com.docker.stack.namespace="+stack).Add("status", "exited")})
 		if err != nil {
 			t.Logf("list containers of %s: %v", stack, err)
 			continue
 		}
-		for _, c := range list {
-			_ = api.ContainerRemove(ctx, c.ID, container.RemoveOptions{})
+		for _, c := range list.Items {
+			_, _ = api.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{})
 		}
 	}
 }
@@ -153,7 +150,7 @@ func flotillaDeploy(t *testing.T, ctx context.Context, root, stack string, e ext
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
-	b, err := backend.New(ctx, backend.Options{Client: swarmtest.Client(t)})
+	b, err := backend.New(ctx, backend.Options{Host: swarmtest.Client(t).DaemonHost()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,23 +290,23 @@ func TestCorpusDeploysLikeDockerStackDeploy(t *testing.T) {
 func snapshot(t *testing.T, ctx context.Context, stack, self string) map[string]any {
 	t.Helper()
 	api := swarmtest.Client(t)
-	ns := filters.NewArgs(filters.Arg("label", "com.docker.stack.namespace="+stack))
+	ns := make(client.Filters).Add("label", "com.docker.stack.namespace="+stack)
 	out := map[string]any{}
 
-	allNets, err := api.NetworkList(ctx, network.ListOptions{})
+	allNets, err := api.NetworkList(ctx, client.NetworkListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	netName := map[string]string{}
-	for _, n := range allNets {
+	for _, n := range allNets.Items {
 		netName[n.ID] = n.Name
 	}
 
-	services, err := api.ServiceList(ctx, swarm.ServiceListOptions{Filters: ns})
+	services, err := api.ServiceList(ctx, client.ServiceListOptions{Filters: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range services {
+	for _, s := range services.Items {
 		spec := s.Spec
 		for i, a := range spec.TaskTemplate.Networks {
 			if n, ok := netName[a.Target]; ok {
@@ -318,29 +315,29 @@ func snapshot(t *testing.T, ctx context.Context, stack, self string) map[string]
 		}
 		out["service "+spec.Name] = spec
 	}
-	nets, err := api.NetworkList(ctx, network.ListOptions{Filters: ns})
+	nets, err := api.NetworkList(ctx, client.NetworkListOptions{Filters: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range nets {
+	for _, n := range nets.Items {
 		out["network "+n.Name] = map[string]any{
 			"Driver": n.Driver, "Scope": n.Scope, "Internal": n.Internal, "Attachable": n.Attachable,
 			"Ingress": n.Ingress, "EnableIPv6": n.EnableIPv6, "Options": n.Options, "Labels": n.Labels,
 			"IPAMDriver": n.IPAM.Driver, "IPAMOptions": n.IPAM.Options,
 		}
 	}
-	configs, err := api.ConfigList(ctx, swarm.ConfigListOptions{Filters: ns})
+	configs, err := api.ConfigList(ctx, client.ConfigListOptions{Filters: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range configs {
+	for _, c := range configs.Items {
 		out["config "+c.Spec.Name] = c.Spec
 	}
-	secrets, err := api.SecretList(ctx, swarm.SecretListOptions{Filters: ns})
+	secrets, err := api.SecretList(ctx, client.SecretListOptions{Filters: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range secrets {
+	for _, s := range secrets.Items {
 		out["secret "+s.Spec.Name] = s.Spec
 	}
 	return normalise(t, out, stack, self)

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
@@ -62,7 +62,7 @@ func newApp(t *testing.T, c *swarmnodes.Cluster) *app {
 			t.Errorf("cleanup of stack %s: %v", stack, err)
 		}
 	})
-	be, err := backend.New(context.Background(), backend.Options{Client: cl, Logger: quiet})
+	be, err := backend.New(context.Background(), backend.Options{Host: cl.DaemonHost(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/events"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/swarm"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/internal/swarmnodes"
@@ -114,15 +112,15 @@ func fastHeartbeat(t *testing.T, c *swarmnodes.Cluster) {
 	t.Helper()
 	cl := c.Client(t, c.Manager())
 	ctx := context.Background()
-	sw, err := cl.SwarmInspect(ctx)
+	sw, err := cl.SwarmInspect(ctx, client.SwarmInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sw.Spec.Dispatcher.HeartbeatPeriod == time.Second {
+	if sw.Swarm.Spec.Dispatcher.HeartbeatPeriod == time.Second {
 		return
 	}
-	sw.Spec.Dispatcher.HeartbeatPeriod = time.Second
-	if err := cl.SwarmUpdate(ctx, sw.Version, sw.Spec, swarm.UpdateFlags{}); err != nil {
+	sw.Swarm.Spec.Dispatcher.HeartbeatPeriod = time.Second
+	if _, err := cl.SwarmUpdate(ctx, client.SwarmUpdateOptions{Version: sw.Swarm.Version, Spec: sw.Swarm.Spec}); err != nil {
 		t.Fatalf("swarm update of the heartbeat: %v", err)
 	}
 }
@@ -150,12 +148,12 @@ func service(st application.Status, name string) application.ServiceStatus {
 
 func nodeIDsByName(t *testing.T, cl *client.Client) map[string]string {
 	t.Helper()
-	nodes, err := cl.NodeList(context.Background(), swarm.NodeListOptions{})
+	nodes, err := cl.NodeList(context.Background(), client.NodeListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
-	for _, n := range nodes {
+	for _, n := range nodes.Items {
 		out[n.Description.Hostname] = n.ID
 	}
 	return out
@@ -165,13 +163,12 @@ func nodeIDsByName(t *testing.T, cl *client.Client) map[string]string {
 // node id.
 func tasksOn(t *testing.T, cl *client.Client, service string) map[string]int {
 	t.Helper()
-	tasks, err := cl.TaskList(context.Background(), swarm.TaskListOptions{Filters: filters.NewArgs(
-		filters.Arg("service", service), filters.Arg("desired-state", "running"))})
+	tasks, err := cl.TaskList(context.Background(), client.TaskListOptions{Filters: make(client.Filters).Add("service", service).Add("desired-state", "running")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]int{}
-	for _, task := range tasks {
+	for _, task := range tasks.Items {
 		if task.Status.State == swarm.TaskStateRunning {
 			out[task.NodeID]++
 		}
@@ -186,7 +183,8 @@ func tasksOn(t *testing.T, cl *client.Client, service string) map[string]int {
 func watchServiceWrites(t *testing.T, cl *client.Client, stack string) func() []string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	msgs, errs := cl.Events(ctx, events.ListOptions{Filters: filters.NewArgs(filters.Arg("type", "service"))})
+	ev := cl.Events(ctx, client.EventsListOptions{Filters: make(client.Filters).Add("type", "service")})
+	msgs, errs := ev.Messages, ev.Err
 	var (
 		mu   sync.Mutex
 		seen []string

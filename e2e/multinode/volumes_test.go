@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/volume"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/internal/swarmnodes"
@@ -114,7 +113,7 @@ func TestTheSweepKeepsNodeLocalVolumesOfSeveralNodesAndSaysHowToRemoveThemOnEach
 		cl := c.Client(t, n)
 		for _, v := range []string{data, cache} {
 			swarmtest.Eventually(t, 30*time.Second, func() (bool, string) {
-				err := cl.VolumeRemove(context.Background(), v, false)
+				_, err := cl.VolumeRemove(context.Background(), v, client.VolumeRemoveOptions{})
 				return err == nil || strings.Contains(err.Error(), "no such volume"), fmt.Sprintf("docker volume rm %s on %s: %v", v, n.Name, err)
 			})
 		}
@@ -127,13 +126,13 @@ func TestTheSweepKeepsNodeLocalVolumesOfSeveralNodesAndSaysHowToRemoveThemOnEach
 // volumesOn lists the stack's volumes on one node, sorted.
 func volumesOn(t *testing.T, c *swarmnodes.Cluster, n swarmnodes.Node, stack string) []string {
 	t.Helper()
-	resp, err := c.Client(t, n).VolumeList(context.Background(), volume.ListOptions{
-		Filters: filters.NewArgs(filters.Arg("label", "com.docker.stack.namespace="+stack))})
+	resp, err := c.Client(t, n).VolumeList(context.Background(), client.VolumeListOptions{
+		Filters: make(client.Filters).Add("label", "com.docker.stack.namespace="+stack)})
 	if err != nil {
 		t.Fatalf("volumes on %s: %v", n.Name, err)
 	}
 	var out []string
-	for _, v := range resp.Volumes {
+	for _, v := range resp.Items {
 		out = append(out, v.Name)
 	}
 	slices.Sort(out)
@@ -145,13 +144,13 @@ func volumesOn(t *testing.T, c *swarmnodes.Cluster, n swarmnodes.Node, stack str
 func removeVolumes(t *testing.T, c *swarmnodes.Cluster, stack string) {
 	for _, n := range c.Nodes {
 		cl := c.Client(t, n)
-		resp, err := cl.VolumeList(context.Background(), volume.ListOptions{
-			Filters: filters.NewArgs(filters.Arg("label", "com.docker.stack.namespace="+stack))})
+		resp, err := cl.VolumeList(context.Background(), client.VolumeListOptions{
+			Filters: make(client.Filters).Add("label", "com.docker.stack.namespace="+stack)})
 		if err != nil {
 			continue
 		}
-		for _, v := range resp.Volumes {
-			_ = cl.VolumeRemove(context.Background(), v.Name, true)
+		for _, v := range resp.Items {
+			_, _ = cl.VolumeRemove(context.Background(), v.Name, client.VolumeRemoveOptions{Force: true})
 		}
 	}
 }

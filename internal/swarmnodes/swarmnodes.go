@@ -38,7 +38,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 )
@@ -306,7 +306,7 @@ func (c *Cluster) Client(t testing.TB, n Node) *client.Client {
 	if cl, ok := c.clients[n.Host]; ok {
 		return cl
 	}
-	cl, err := client.NewClientWithOpts(client.WithHost(n.Host), client.WithAPIVersionNegotiation())
+	cl, err := client.New(client.WithHost(n.Host))
 	if err != nil {
 		t.Fatalf("docker client of node %s: %v", n.Name, err)
 	}

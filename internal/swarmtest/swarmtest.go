@@ -30,10 +30,8 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/charts"
 )
@@ -69,7 +67,7 @@ var (
 
 func sharedClient() (*client.Client, error) {
 	once.Do(func() {
-		shared, sharedErr = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		shared, sharedErr = client.New(client.FromEnv)
 	})
 	return shared, sharedErr
 }
@@ -143,15 +141,15 @@ func ready() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	info, err := c.Info(ctx)
+	info, err := c.Info(ctx, client.InfoOptions{})
 	if err != nil {
 		return fmt.Errorf("docker daemon at %s does not answer: %w", c.DaemonHost(), err)
 	}
-	if info.Swarm.LocalNodeState != swarm.LocalNodeStateActive || !info.Swarm.ControlAvailable {
+	if info.Info.Swarm.LocalNodeState != swarm.LocalNodeStateActive || !info.Info.Swarm.ControlAvailable {
 		return fmt.Errorf("node is not a swarm manager (state %q, manager %v)",
-			info.Swarm.LocalNodeState, info.Swarm.ControlAvailable)
+			info.Info.Swarm.LocalNodeState, info.Info.Swarm.ControlAvailable)
 	}
-	engine = fmt.Sprintf("%s, API %s spoken, at %s", info.ServerVersion, c.ClientVersion(), c.DaemonHost())
+	engine = fmt.Sprintf("%s, API %s spoken, at %s", info.Info.ServerVersion, c.ClientVersion(), c.DaemonHost())
 	return nil
 }
 
@@ -257,54 +255,51 @@ func Cleanup(t testing.TB, stack string) {
 // RemoveAll deletes every object of stack, release records included, and
 // waits for its tasks to go so its networks can be removed.
 func RemoveAll(ctx context.Context, c *client.Client, stack string) error {
-	ns := filters.NewArgs(filters.Arg("label", namespaceLabel+"="+stack))
+	ns := make(client.Filters).Add("label", namespaceLabel+"="+stack)
 	var errs []error
 
-	services, err := c.ServiceList(ctx, swarm.ServiceListOptions{Filters: ns})
+	services, err := c.ServiceList(ctx, client.ServiceListOptions{Filters: ns})
 	if err != nil {
 		return fmt.Errorf("list services: %w", err)
 	}
-	for _, s := range services {
-		if err := c.ServiceRemove(ctx, s.ID); err != nil && !notFound(err) {
+	for _, s := range services.Items {
+		if _, err := c.ServiceRemove(ctx, s.ID, client.ServiceRemoveOptions{}); err != nil && !notFound(err) {
 			errs = append(errs, fmt.Errorf("remove service %s: %w", s.Spec.Name, err))
 		}
 	}
-	if len(services) > 0 {
-		errs = append(errs, waitNoTasks(ctx, c, services))
+	if len(services.Items) > 0 {
+		errs = append(errs, waitNoTasks(ctx, c, services.Items))
 	}
 
-	networks, err := c.NetworkList(ctx, network.ListOptions{Filters: ns})
+	networks, err := c.NetworkList(ctx, client.NetworkListOptions{Filters: ns})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list networks: %w", err))
 	}
-	for _, n := range networks {
+	for _, n := range networks.Items {
 		if err := removeNetwork(ctx, c, n.ID); err != nil {
 			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
 		}
 	}
 
-	secrets, err := c.SecretList(ctx, swarm.SecretListOptions{Filters: ns})
+	secrets, err := c.SecretList(ctx, client.SecretListOptions{Filters: ns})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list secrets: %w", err))
 	}
-	for _, s := range secrets {
-		if err := c.SecretRemove(ctx, s.ID); err != nil && !notFound(err) {
+	for _, s := range secrets.Items {
+		if _, err := c.SecretRemove(ctx, s.ID, client.SecretRemoveOptions{}); err != nil && !notFound(err) {
 			errs = append(errs, fmt.Errorf("remove secret %s: %w", s.Spec.Name, err))
 		}
 	}
 
-	records := filters.NewArgs(
-		filters.Arg("label", recordLabel),
-		filters.Arg("label", releaseLabel+"="+stack),
-	)
-	for _, f := range []filters.Args{ns, records} {
-		configs, err := c.ConfigList(ctx, swarm.ConfigListOptions{Filters: f})
+	records := make(client.Filters).Add("label", recordLabel).Add("label", releaseLabel+"="+stack)
+	for _, f := range []client.Filters{ns, records} {
+		configs, err := c.ConfigList(ctx, client.ConfigListOptions{Filters: f})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("list configs: %w", err))
 			continue
 		}
-		for _, cfg := range configs {
-			if err := c.ConfigRemove(ctx, cfg.ID); err != nil && !notFound(err) {
+		for _, cfg := range configs.Items {
+			if _, err := c.ConfigRemove(ctx, cfg.ID, client.ConfigRemoveOptions{}); err != nil && !notFound(err) {
 				errs = append(errs, fmt.Errorf("remove config %s: %w", cfg.Spec.Name, err))
 			}
 		}
@@ -325,11 +320,11 @@ func waitNoTasks(ctx context.Context, c *client.Client, services []swarm.Service
 	const within = 90 * time.Second
 	deadline := time.Now().Add(within)
 	for {
-		tasks, err := c.TaskList(ctx, swarm.TaskListOptions{})
+		tasks, err := c.TaskList(ctx, client.TaskListOptions{})
 		// A task in a terminal state holds no container and no network
 		// attachment; Swarm keeps finished job tasks around after their
 		// service is gone, so waiting for those would never end.
-		if err == nil && !slices.ContainsFunc(tasks, func(t swarm.Task) bool { return removed[t.ServiceID] && !terminal(t.Status.State) }) {
+		if err == nil && !slices.ContainsFunc(tasks.Items, func(t swarm.Task) bool { return removed[t.ServiceID] && !terminal(t.Status.State) }) {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -357,7 +352,7 @@ func terminal(s swarm.TaskState) bool {
 func removeNetwork(ctx context.Context, c *client.Client, id string) error {
 	var err error
 	for range 40 {
-		err = c.NetworkRemove(ctx, id)
+		_, err = c.NetworkRemove(ctx, id, client.NetworkRemoveOptions{})
 		// A network the node still lists after Swarm forgot it (a job's
 		// container outlived its service) answers a 500 "not found": it
 		// is gone from the swarm, and nothing can remove the node's copy.
