@@ -59,7 +59,7 @@ go vet -tags kms ./...
 # script ends, the failed tests are listed by name and engine at the end, so
 # a flake is named in CI's output (nothing is ever retried).
 logs=$(mktemp -d "${TMPDIR:-/tmp}/flotilla-test.XXXXXX")
-main_engine=$(docker version --format '{{.Server.Version}}/{{.Server.APIVersion}}' 2>/dev/null || echo unknown)
+main_engine=$(docker version --format '{{.Server.Version}}, API {{.Server.APIVersion}}' 2>/dev/null || echo unknown)
 failed_tests() {
   local log failed=0
   for log in "$logs"/*.log; do
@@ -90,7 +90,8 @@ engine_rc=0
 (
   eval "$(printf '%s\n' "$engine_env" | sed 's/^/export /')"
   echo "engine: $FLOTILLA_ENGINE_VERSION (server version/API) at $DOCKER_HOST"
-  log="$logs/engine $FLOTILLA_ENGINE_VERSION, swarm suites.log"
+  # A log's name is a file name: no slash from "version/API".
+  log="$logs/engine ${FLOTILLA_ENGINE_VERSION//\//, API }, swarm suites.log"
   # set -e does not hold left of ||: chain, so no failure is masked.
   go test -count=1 -timeout 15m -run 'TestCorpus' ./compose/compattest/ 2>&1 | tee "$log" &&
     go test -count=1 -timeout 15m -run 'TestUntouchedCorpusStacksReportNoDrift|TestLiveChangeReportsExactlyThatField' ./drift/ 2>&1 | tee -a "$log" &&
