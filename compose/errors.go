@@ -149,12 +149,7 @@ func nulField(v any, at string) string {
 			return at
 		}
 	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
+		for _, k := range sortedKeys(v) {
 			if strings.ContainsRune(k, 0) {
 				return joinField(at, strconv.Quote(k))
 			}

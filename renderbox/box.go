@@ -262,15 +262,15 @@ func (b *Box) failure(ctx context.Context, timedOut bool, chart string, took tim
 	var ee *exec.ExitError
 	if errors.As(waitErr, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			switch ws.Signal() {
-			case syscall.SIGXCPU:
-				return fmt.Errorf("%w: %s: render CPU time limit of %s exceeded; its render process was killed", ErrLimit, what, l.Deadline)
-			case syscall.SIGKILL:
-				// The hard CPU limit kills outright; the child's own CPU
-				// time tells it from the memory limit's kill.
-				if cpu := ee.UserTime() + ee.SystemTime(); cpu >= l.Deadline {
-					return fmt.Errorf("%w: %s: render CPU time limit of %s exceeded (%s used); its render process was killed (a template loop that does not end?)", ErrLimit, what, l.Deadline, cpu.Round(time.Millisecond))
-				}
+			// The soft CPU limit signals SIGXCPU, the hard one kills
+			// outright; the child's own CPU time tells the hard one from
+			// the memory limit's kill.
+			cpu := ee.UserTime() + ee.SystemTime()
+			sig := ws.Signal()
+			if sig == syscall.SIGXCPU || sig == syscall.SIGKILL && cpu >= l.Deadline {
+				return fmt.Errorf("%w: %s: render CPU time limit of %s exceeded (%s used); its render process was killed (a template loop that does not end?)", ErrLimit, what, l.Deadline, cpu.Round(time.Millisecond))
+			}
+			if sig == syscall.SIGKILL {
 				return fmt.Errorf("%w: %s: the render process was killed after %s (memory limit %d MiB or CPU time limit %s)", ErrLimit, what, took.Round(time.Millisecond), l.Memory>>20, l.Deadline)
 			}
 		}
