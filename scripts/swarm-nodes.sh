@@ -27,6 +27,12 @@
 # names coexist. Images flotilla-test/app:1 and :2 (scripts/build-test-image.sh)
 # are copied into every node with docker save | docker load.
 #
+# With FLOTILLA_NODES_ENGINE_DIR set to the directory scripts/engine.sh
+# prints (FLOTILLA_ENGINE_DIR), the nodes run that current Docker Engine, with
+# its own runc, instead of the dockerd on PATH: scripts/test.sh runs the
+# multi-node tests on both engines that way. The images are then copied from
+# the daemon DOCKER_HOST names.
+#
 # The recipe (nsenter --net rather than ip netns exec, the FORWARD rule,
 # --iptables=false --bridge=none) is the one verified in the design notes.
 set -euo pipefail
@@ -129,9 +135,18 @@ start_daemon() {
   # The subshell detaches it from this script's jobs (a plain wait must not
   # wait for daemons), and the lock descriptors are closed so a daemon never
   # holds a cluster's lock after this script ends.
-  (setsid nohup nsenter --net="/var/run/netns/$ns" unshare --uts -- sh -c '
+  # The current engine (see the header) comes with its own runc: Debian's
+  # cannot start its containers, and without seccomp support it refuses a
+  # seccomp profile.
+  local daemon=(dockerd) path=$PATH
+  if [[ -n "${FLOTILLA_NODES_ENGINE_DIR:-}" ]]; then
+    daemon=("$FLOTILLA_NODES_ENGINE_DIR/dockerd" --add-runtime "newrunc=$FLOTILLA_NODES_ENGINE_DIR/runc"
+      --default-runtime newrunc --seccomp-profile unconfined)
+    path="$FLOTILLA_NODES_ENGINE_DIR:$PATH"
+  fi
+  (PATH=$path setsid nohup nsenter --net="/var/run/netns/$ns" unshare --uts -- sh -c '
     hostname "$1"; shift; exec "$@"' sh "$n-$i" \
-    dockerd --config-file "$d/daemon.json" \
+    "${daemon[@]}" --config-file "$d/daemon.json" \
     --data-root "$data_base/$n/$i" --exec-root "$d/exec" \
     -H "unix://$d/docker.sock" --pidfile "$d/dockerd.pid" \
     --iptables=false --bridge=none \
@@ -220,7 +235,12 @@ cmd_up() {
   [[ "$workers" =~ ^[0-9]$ ]] && (( workers < count )) || die "--workers must be below N"
   command -v ip >/dev/null && command -v iptables >/dev/null && command -v nsenter >/dev/null ||
     die "needs ip (iproute2), iptables and nsenter/unshare (util-linux)"
-  command -v dockerd >/dev/null || die "needs dockerd (scripts/swarm-up.sh installs it)"
+  if [[ -n "${FLOTILLA_NODES_ENGINE_DIR:-}" ]]; then
+    [[ -x "$FLOTILLA_NODES_ENGINE_DIR/dockerd" && -x "$FLOTILLA_NODES_ENGINE_DIR/runc" ]] ||
+      die "FLOTILLA_NODES_ENGINE_DIR=$FLOTILLA_NODES_ENGINE_DIR holds no dockerd and runc (scripts/engine.sh builds them)"
+  else
+    command -v dockerd >/dev/null || die "needs dockerd (scripts/swarm-up.sh installs it)"
+  fi
 
   mkdir -p "$run_base"
   exec 8>"$run_base/.lock"

@@ -78,24 +78,27 @@ step "go test -race on Docker $main_engine (every package; fuzz targets run thei
 go test -race -count=1 -timeout 30m ./... 2>&1 | tee "$logs/engine $main_engine, go test -race.log"
 
 # The swarm suites again on a current Docker Engine (moby v2, API 1.56),
-# beside Debian's 20.10 (API 1.41): the compatibility and drift corpora and
-# the e2e suite (crash, shutdown and fault tests included). The engine is
-# built once from Go modules and cached (scripts/engine.sh) and runs as a
-# single-node swarm in its own network namespace (scripts/engine-up.sh); the
-# docker CLI and the tests' client both follow DOCKER_HOST.
-step "compat, drift and e2e suites on a current Docker Engine (built once, cached)"
-bash scripts/engine.sh
+# beside Debian's 20.10 (API 1.41): the compatibility and drift corpora, the
+# e2e suite (crash, shutdown and fault tests included), the multi-node tests
+# and the backend's own. The engine is built once from Go modules and cached
+# (scripts/engine.sh) and runs as a single-node swarm in its own network
+# namespace (scripts/engine-up.sh); the docker CLI and the tests' client both
+# follow DOCKER_HOST, and the extra nodes of the multi-node and many-swarm
+# tests run the same engine (FLOTILLA_NODES_ENGINE_DIR, scripts/swarm-nodes.sh).
+step "compat, drift, e2e, multi-node and backend suites on a current Docker Engine (built once, cached)"
+engine_dir=$(bash scripts/engine.sh)
 engine_env=$(bash scripts/engine-up.sh)
 engine_rc=0
 (
-  eval "$(printf '%s\n' "$engine_env" | sed 's/^/export /')"
+  eval "$(printf '%s\n' "$engine_env" "$engine_dir" | sed 's/^/export /')"
+  export FLOTILLA_NODES_ENGINE_DIR=$FLOTILLA_ENGINE_DIR
   echo "engine: $FLOTILLA_ENGINE_VERSION (server version/API) at $DOCKER_HOST"
   # A log's name is a file name: no slash from "version/API".
   log="$logs/engine ${FLOTILLA_ENGINE_VERSION//\//, API }, swarm suites.log"
   # set -e does not hold left of ||: chain, so no failure is masked.
   go test -count=1 -timeout 15m -run 'TestCorpus' ./compose/compattest/ 2>&1 | tee "$log" &&
     go test -count=1 -timeout 15m -run 'TestUntouchedCorpusStacksReportNoDrift|TestLiveChangeReportsExactlyThatField' ./drift/ 2>&1 | tee -a "$log" &&
-    go test -count=1 -timeout 40m ./e2e/ 2>&1 | tee -a "$log"
+    go test -count=1 -timeout 40m ./e2e/ ./e2e/multinode/ ./backend/ 2>&1 | tee -a "$log"
 ) || engine_rc=$?
 bash scripts/engine-up.sh down
 [ "$engine_rc" -eq 0 ] || exit "$engine_rc"

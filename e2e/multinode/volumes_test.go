@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
@@ -114,7 +115,8 @@ func TestTheSweepKeepsNodeLocalVolumesOfSeveralNodesAndSaysHowToRemoveThemOnEach
 		for _, v := range []string{data, cache} {
 			swarmtest.Eventually(t, 30*time.Second, func() (bool, string) {
 				_, err := cl.VolumeRemove(context.Background(), v, client.VolumeRemoveOptions{})
-				return err == nil || strings.Contains(err.Error(), "no such volume"), fmt.Sprintf("docker volume rm %s on %s: %v", v, n.Name, err)
+				// 20.10 says "no such volume", a current engine "not found".
+				return err == nil || cerrdefs.IsNotFound(err), fmt.Sprintf("docker volume rm %s on %s: %v", v, n.Name, err)
 			})
 		}
 		if got := volumesOn(t, c, n, a.app.Stack); len(got) != 0 {

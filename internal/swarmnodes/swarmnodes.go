@@ -110,6 +110,8 @@ func Main(m *testing.M, spec Spec) int {
 		return m.Run()
 	}
 	current, unavailable = c, nil
+	// Two engines run the suite; a failure must say which one it met.
+	fmt.Fprintf(os.Stderr, "swarmnodes: cluster %s of %d nodes, engine %s\n", c.Name, len(c.Nodes), c.engine())
 	code := m.Run()
 	if err := c.down(); err != nil {
 		fmt.Fprintf(os.Stderr, "swarmnodes: taking cluster %s down: %v\n", c.Name, err)
@@ -312,6 +314,22 @@ func (c *Cluster) Client(t testing.TB, n Node) *client.Client {
 	}
 	c.clients[n.Host] = cl
 	return cl
+}
+
+// engine names the manager's daemon version and API, for the log.
+func (c *Cluster) engine() string {
+	cl, err := client.New(client.WithHost(c.Manager().Host))
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v, err := cl.ServerVersion(ctx, client.ServerVersionOptions{})
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	return v.Version + ", API " + v.APIVersion
 }
 
 // Pid is the process id of node n's dockerd, or 0 when it is not running.
