@@ -185,6 +185,9 @@ func StateFromLabels(labels map[string]string) (State, error) {
 			continue
 		}
 		v := labels[full]
+		if len(v) > maxLabelValue {
+			return State{}, bad(k, v, "too long")
+		}
 		switch k {
 		case labelRevision:
 			s.Revision = v
