@@ -411,7 +411,7 @@ func (d decider) start(prev State, a Action, reason string) Decision {
 }
 
 func (d decider) promote(st State, reason string) Decision {
-	if st.Phase == Previewing && !st.StepStarted.IsZero() {
+	if st.Phase == Previewing && !st.StepStarted.IsZero() && d.in.ColourReady {
 		st.Weight = 100 // the preview is ready: switch with the promote
 	}
 	st.Phase, st.Paused = Promoting, false
