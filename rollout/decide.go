@@ -72,7 +72,10 @@ const ReadyPoll = 5 * time.Second
 type Input struct {
 	// Now is the caller's clock; Decide reads no other.
 	Now time.Time
-	// Revision identifies the desired spec of the service.
+	// Revision identifies the desired spec of the service. It should cover
+	// the rollout Spec too: a commit that only changes the steps then
+	// starts the rollout again instead of meeting a recorded step the new
+	// spec does not have (which Decide refuses, all traffic on stable).
 	Revision string
 	// StableRevision identifies the spec the stable service runs; empty
 	// when unknown. When it equals Revision there is nothing to roll out.

@@ -198,3 +198,35 @@ func TestColourName(t *testing.T) {
 		t.Errorf("colour names %s, %s", ColourName("web", Canary), ColourName("web", BlueGreen))
 	}
 }
+
+func FuzzParse(f *testing.F) {
+	f.Add(canaryYAML)
+	f.Add(`{strategy: blueGreen, preview: {pause: 5m}, rollbackWindow: 10m, router: {provider: traefik, rule: r, port: 80}, analysis: {webhook: {url: "http://h"}}}`)
+	f.Add(`{strategy: canary, steps: [{weight: 1}, {weight: 100, pause: 0}], analysis: {prometheus: {address: "http://p", query: q, max: -1e300}}}`)
+	f.Add(`{strategy: canary, steps: [{weight: .nan}], analysis: {maxErrorRatio: .inf}}`)
+	f.Fuzz(func(t *testing.T, text string) {
+		var v any
+		if yaml.Unmarshal([]byte(text), &v) != nil {
+			return
+		}
+		s, err := Parse(v)
+		if err != nil {
+			return
+		}
+		out, err := yaml.Marshal(s.Value())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back any
+		if err := yaml.Unmarshal(out, &back); err != nil {
+			t.Fatal(err)
+		}
+		again, err := Parse(back)
+		if err != nil {
+			t.Fatalf("canonical form of %q does not parse: %v\n%s", text, err, out)
+		}
+		if !reflect.DeepEqual(again, s) {
+			t.Fatalf("round trip of %q: %+v, want %+v", text, again, s)
+		}
+	})
+}

@@ -172,11 +172,18 @@ func (e *FieldError) Error() string {
 
 func (e *FieldError) Unwrap() error { return e.Err }
 
-// ErrInvalid is wrapped by every refusal of a rollout spec.
+// ErrInvalid matches every refusal of a rollout spec (errors.Is).
 var ErrInvalid = errors.New("invalid rollout")
 
+// invalid is one refusal: its text is only what is wrong, since the
+// caller (compose) already says where, and it still matches ErrInvalid.
+type invalid struct{ msg string }
+
+func (e invalid) Error() string        { return e.msg }
+func (e invalid) Is(target error) bool { return target == ErrInvalid }
+
 func refuse(field, format string, args ...any) *FieldError {
-	return &FieldError{Field: field, Err: fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)}
+	return &FieldError{Field: field, Err: invalid{fmt.Sprintf(format, args...)}}
 }
 
 // setDefaults fills what the file may leave out.
