@@ -162,19 +162,32 @@ func (p *project) readOrdering(cfg *composetypes.Config) (Ordering, error) {
 		}
 		ord[svc.Name] = o
 	}
+	return ord, nil
+}
+
+// checkColours refuses a rollout whose extra colour (web-canary,
+// web-preview) could not be created: the stack declares a service of that
+// name, or the name with the stack's prefix is one Swarm refuses.
+func (p *project) checkColours(stack string, cfg *composetypes.Config, ord Ordering) error {
+	declared := map[string]bool{}
+	for _, svc := range cfg.Services {
+		declared[svc.Name] = true
+	}
 	for _, svc := range cfg.Services {
 		o := ord[svc.Name]
 		if o.Rollout == nil {
 			continue
 		}
+		field := "services." + svc.Name + "." + Extension + ".rollout"
 		colour := rollout.ColourName(svc.Name, o.Rollout.Strategy)
-		for _, other := range cfg.Services {
-			if other.Name == colour {
-				return nil, p.fault("services."+svc.Name+"."+Extension+".rollout", fmt.Errorf("%w: the stack declares a service %s, the name the rollout of %s gives its extra colour", errOrdering, colour, svc.Name))
-			}
+		if declared[colour] {
+			return p.fault(field, fmt.Errorf("%w: the stack declares a service %s, the name the rollout of %s gives its extra colour", errOrdering, colour, svc.Name))
+		}
+		if err := CheckName("service", stack+"_"+colour); err != nil {
+			return p.fault(field, fmt.Errorf("%w: the rollout's extra colour: %w", errOrdering, err))
 		}
 	}
-	return ord, nil
+	return nil
 }
 
 // parseOrder checks one x-flotilla value; sub names the key at fault.

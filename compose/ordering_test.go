@@ -367,6 +367,7 @@ func TestRenderRefusesABadRolloutNamingTheField(t *testing.T) {
 		{"job", "deploy: {replicas: 4}", "deploy: {mode: replicated-job}", "services.web.x-flotilla.rollout", "replicated"},
 		{"hook", "x-flotilla: {hook: PreSync}", "x-flotilla: {hook: PreSync, rollout: {strategy: canary, steps: [{weight: 10}]}}", "services.migrate.x-flotilla.rollout", "hook"},
 		{"colour name taken", "  api:\n", "  web-canary:\n", "services.web.x-flotilla.rollout", "web-canary"},
+		{"colour name too long", "  web:\n", "  web" + strings.Repeat("b", 54) + ":\n", "services.web" + strings.Repeat("b", 54) + ".x-flotilla.rollout", "-canary"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -388,5 +389,15 @@ func TestRenderRefusesABadRolloutNamingTheField(t *testing.T) {
 				t.Errorf("error %q does not say %q", err, tc.says)
 			}
 		})
+	}
+}
+
+func TestARolloutRefusalNamesTheLineOfTheListItem(t *testing.T) {
+	d := Dir{Root: t.TempDir(), Path: "app", Files: []string{"compose.yaml"}}
+	write(t, d, "compose.yaml", strings.Replace(rolloutCompose, "{weight: 50, pause: 5m}", "{weight: 5, pause: 5m}", 1))
+	_, err := Render("shop", d)
+	var fe *fault.Error
+	if !errors.As(err, &fe) || fe.Line != 11 {
+		t.Errorf("Render = %v, want a fault at line 11, the second step's", err)
 	}
 }

@@ -159,8 +159,10 @@ func (d decider) decide(st State) Decision {
 	nothingToDo := d.in.StableRevision != "" && d.in.StableRevision == d.in.Revision
 	if st.Revision != d.in.Revision {
 		switch {
+		case nothingToDo && st.Phase.active():
+			return d.finalize(st, "the stable service already runs this revision: rollout of "+st.Revision+" ended, all traffic on stable")
 		case nothingToDo:
-			return d.finalize(st, "the stable service already runs this revision: nothing to roll out")
+			return d.hold(st, "the stable service already runs this revision: nothing to roll out")
 		case st.Phase.active():
 			return d.start(st, ActionRestart, "a new revision superseded the unfinished rollout of "+st.Revision+": traffic back on stable, starting again from the first step")
 		}
@@ -185,7 +187,7 @@ func (d decider) decide(st State) Decision {
 		return d.wait(st, ActionHold, "waiting for the stable service to run the new revision"+ignored(cmd))
 	}
 	if nothingToDo {
-		return d.finalize(st, "the stable service already runs this revision: nothing to roll out")
+		return d.finalize(st, "the stable service already runs this revision: rollout of "+st.Revision+" ended, all traffic on stable")
 	}
 
 	switch cmd {
@@ -423,10 +425,11 @@ func (d decider) promote(st State, reason string) Decision {
 }
 
 func (d decider) finalize(st State, reason string) Decision {
-	st = State{Revision: d.in.Revision, Phase: Completed, Step: st.Step}
-	if st.Step >= len(d.spec.Steps) {
-		st.Step = 0
+	step := 0
+	if st.Revision == d.in.Revision {
+		step = st.Step
 	}
+	st = State{Revision: d.in.Revision, Phase: Completed, Step: step}
 	return d.decision(st, ActionFinalize, time.Time{}, reason)
 }
 
