@@ -187,6 +187,8 @@ func lineOf(src []byte, field string) int {
 	}
 	node := doc.Content[0]
 	line := node.Line
+	// A list index may be written steps[1] as well as steps.1.
+	field = strings.NewReplacer("[", ".", "]", "").Replace(field)
 	for _, part := range strings.Split(field, ".") {
 		node = child(node, part)
 		if node == nil {

@@ -37,6 +37,8 @@ func FuzzRender(f *testing.F) {
 		"version: '3.5'\nservices:\n  web:\n    image: nginx\n    x-flotilla: {wave: 2}\n",
 		"services:\n  m:\n    image: x\n    deploy: {mode: replicated-job}\n    x-flotilla: {hook: PreSync, deletePolicy: HookFailed}\n",
 		"services:\n  web:\n    image: nginx\n    x-flotilla: {wave: [1], hook: 3}\n",
+		"services:\n  web:\n    image: nginx\n    x-flotilla:\n      rollout: {strategy: canary, steps: [{weight: 10, pause: 2m}, {weight: 60}], analysis: {prometheus: {address: 'http://p:9090', query: 'up', max: 0.5}}}\n",
+		"services:\n  web:\n    image: nginx\n    x-flotilla: {rollout: {strategy: blueGreen, rollbackWindow: 1m, router: {provider: traefik, rule: 'Host(`a`)', port: 80}}}\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -10,10 +10,13 @@ import (
 
 	composetypes "github.com/docker/cli/cli/compose/types"
 	"github.com/moby/moby/client/pkg/versions"
+
+	"github.com/flotilla-gitops/flotilla/rollout"
 )
 
 // Extension is the per-service compose key that says where a service sits
-// in a sync: its wave, or the hook phase of a job. It is the one x- field a
+// in a sync (its wave, or the hook phase of a job) and how a new version of
+// it meets traffic (its rollout). It is the one x- field a
 // manifest keeps (every other is dropped, see stripExtras); convert never
 // maps an extension into a spec, so it never reaches the swarm.
 const Extension = "x-flotilla"
@@ -55,6 +58,10 @@ type Order struct {
 	Hook HookPhase
 	// DeletePolicy is set for hooks only, BeforeHookCreation by default.
 	DeletePolicy DeletePolicy
+	// Rollout is set for a service released by canary or blue/green, with
+	// its defaults applied; nil for an ordinary rolling update. A pointer
+	// keeps Order comparable; compare two with Rollout.Value if needed.
+	Rollout *rollout.Spec
 }
 
 // Ordering maps the unscoped names of a manifest's services that carry
@@ -158,11 +165,36 @@ func (p *project) readOrdering(cfg *composetypes.Config) (Ordering, error) {
 	return ord, nil
 }
 
+// checkColours refuses a rollout whose extra colour (web-canary,
+// web-preview) could not be created: the stack declares a service of that
+// name, or the name with the stack's prefix is one Swarm refuses.
+func (p *project) checkColours(stack string, cfg *composetypes.Config, ord Ordering) error {
+	declared := map[string]bool{}
+	for _, svc := range cfg.Services {
+		declared[svc.Name] = true
+	}
+	for _, svc := range cfg.Services {
+		o := ord[svc.Name]
+		if o.Rollout == nil {
+			continue
+		}
+		field := "services." + svc.Name + "." + Extension + ".rollout"
+		colour := rollout.ColourName(svc.Name, o.Rollout.Strategy)
+		if declared[colour] {
+			return p.fault(field, fmt.Errorf("%w: the stack declares a service %s, the name the rollout of %s gives its extra colour", errOrdering, colour, svc.Name))
+		}
+		if err := CheckName("service", stack+"_"+colour); err != nil {
+			return p.fault(field, fmt.Errorf("%w: the rollout's extra colour: %w", errOrdering, err))
+		}
+	}
+	return nil
+}
+
 // parseOrder checks one x-flotilla value; sub names the key at fault.
 func parseOrder(raw any, mode string) (Order, string, error) {
 	m, ok := raw.(map[string]any)
 	if !ok {
-		return Order{}, "", fmt.Errorf("%w: want a mapping with wave, hook or deletePolicy, not %T", errOrdering, raw)
+		return Order{}, "", fmt.Errorf("%w: want a mapping with wave, hook, deletePolicy or rollout, not %T", errOrdering, raw)
 	}
 	var o Order
 	for _, k := range slices.Sorted(maps.Keys(m)) {
@@ -190,8 +222,20 @@ func parseOrder(raw any, mode string) (Order, string, error) {
 			default:
 				return Order{}, k, fmt.Errorf("%w: deletePolicy must be BeforeHookCreation, HookSucceeded or HookFailed, not %v", errOrdering, v)
 			}
+		case "rollout":
+			spec, err := rollout.Parse(v)
+			if err != nil {
+				sub := k
+				var fe *rollout.FieldError
+				if errors.As(err, &fe) && fe.Field != "" {
+					sub += "." + fe.Field
+					err = fe.Err
+				}
+				return Order{}, sub, fmt.Errorf("%w: %w", errOrdering, err)
+			}
+			o.Rollout = &spec
 		default:
-			return Order{}, k, fmt.Errorf("%w: unknown key %q (known: wave, hook, deletePolicy)", errOrdering, k)
+			return Order{}, k, fmt.Errorf("%w: unknown key %q (known: wave, hook, deletePolicy, rollout)", errOrdering, k)
 		}
 	}
 	switch {
@@ -199,6 +243,10 @@ func parseOrder(raw any, mode string) (Order, string, error) {
 		return Order{}, "deletePolicy", fmt.Errorf("%w: deletePolicy applies to hooks only; this service has no hook", errOrdering)
 	case o.Hook != "" && mode != "replicated-job":
 		return Order{}, "hook", fmt.Errorf("%w: a hook must be a job: set deploy.mode to replicated-job (it is %q)", errOrdering, cmp(mode, "replicated"))
+	case o.Rollout != nil && o.Hook != "":
+		return Order{}, "rollout", fmt.Errorf("%w: a hook job runs to completion and takes no traffic; it cannot have a rollout", errOrdering)
+	case o.Rollout != nil && mode != "" && mode != "replicated":
+		return Order{}, "rollout", fmt.Errorf("%w: a rollout needs deploy.mode replicated (it is %q): a global service runs one task per node and a job takes no traffic, so neither can be split between two colours", errOrdering, mode)
 	case o.Hook != "" && o.DeletePolicy == "":
 		o.DeletePolicy = BeforeHookCreation
 	}
@@ -256,6 +304,9 @@ func keepOrdering(cfg *composetypes.Config, ord Ordering) {
 		if o.Hook != "" {
 			v["hook"] = string(o.Hook)
 			v["deletePolicy"] = string(o.DeletePolicy)
+		}
+		if o.Rollout != nil {
+			v["rollout"] = o.Rollout.Value()
 		}
 		if len(v) > 0 {
 			cfg.Services[i].Extras = map[string]any{Extension: v}

@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flotilla-gitops/flotilla/fault"
+	"github.com/flotilla-gitops/flotilla/rollout"
 )
 
 const orderedCompose = `services:
@@ -286,5 +288,116 @@ func TestABadHookWaveIsRefusedWithFileLineAndField(t *testing.T) {
 				t.Errorf("error %q does not say what a wave must be", err)
 			}
 		})
+	}
+}
+
+const rolloutCompose = `services:
+  web:
+    image: flotilla-test/app:1
+    deploy: {replicas: 4}
+    x-flotilla:
+      wave: 1
+      rollout:
+        strategy: canary
+        steps:
+          - {weight: 10, pause: 2m}
+          - {weight: 50, pause: 5m}
+        router: {provider: traefik, rule: "Host(` + "`shop.example`" + `)", entryPoints: [web], port: 8080}
+        analysis: {maxErrorRatio: 0.05, maxLatency: 500ms}
+  api:
+    image: flotilla-test/app:1
+  migrate:
+    image: flotilla-test/app:1
+    deploy: {mode: replicated-job}
+    x-flotilla: {hook: PreSync}
+`
+
+func TestRenderKeepsARolloutInOneSpellingAndOutOfTheSwarmSpecs(t *testing.T) {
+	r := renderOrdered(t, rolloutCompose)
+	ord, err := ReadOrdering(r.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := ord.Of("web")
+	if o.Wave != 1 || o.Rollout == nil {
+		t.Fatalf("order of web = %+v, want wave 1 with a rollout", o)
+	}
+	ro := o.Rollout
+	if ro.Strategy != rollout.Canary || len(ro.Steps) != 2 || ro.Steps[1] != (rollout.Step{Weight: 50, Pause: 5 * time.Minute}) ||
+		ro.Router.Port != 8080 || ro.Analysis == nil || ro.Analysis.Interval != rollout.DefaultInterval {
+		t.Errorf("rollout of web = %+v", ro)
+	}
+	if ord.Of("api").Rollout != nil {
+		t.Error("api got a rollout")
+	}
+	// The same spec spelled otherwise (defaults written out, durations in
+	// other units, keys in another order) gives the same manifest.
+	other := strings.NewReplacer(
+		"{weight: 10, pause: 2m}", "{pause: 120s, weight: 10}",
+		"analysis: {maxErrorRatio: 0.05, maxLatency: 500ms}", "analysis: {interval: 30s, minRequests: 20, failureLimit: 1, maxLatency: 0.5s, maxErrorRatio: 0.050}",
+	).Replace(rolloutCompose)
+	if other == rolloutCompose {
+		t.Fatal("the replacements changed nothing")
+	}
+	if again := renderOrdered(t, other); again.Manifest != r.Manifest {
+		t.Errorf("two spellings of one rollout gave different manifests:\n%s\n---\n%s", r.Manifest, again.Manifest)
+	}
+	st := mustConvert(t, r, "shop")
+	for k := range st.Services["shop_web"].Labels {
+		if strings.Contains(k, "rollout") {
+			t.Errorf("web carries label %s from its rollout", k)
+		}
+	}
+	if _, ok := st.Services["shop_web-canary"]; ok {
+		t.Error("rendering created the canary colour; the rollout does that")
+	}
+}
+
+func TestRenderRefusesABadRolloutNamingTheField(t *testing.T) {
+	cases := []struct {
+		name, from, to, field, says string
+	}{
+		{"weight out of range", "{weight: 50, pause: 5m}", "{weight: 500, pause: 5m}", "services.web.x-flotilla.rollout.steps[1].weight", "1 to 100"},
+		{"weights not increasing", "{weight: 50, pause: 5m}", "{weight: 5, pause: 5m}", "services.web.x-flotilla.rollout.steps[1].weight", "increase"},
+		{"bad pause", "{weight: 10, pause: 2m}", "{weight: 10, pause: two minutes}", "services.web.x-flotilla.rollout.steps[0].pause", "duration"},
+		{"unknown key", "strategy: canary", "strategy: canary\n        speed: fast", "services.web.x-flotilla.rollout.speed", "unknown key"},
+		{"unknown strategy", "strategy: canary", "strategy: rainbow", "services.web.x-flotilla.rollout.strategy", "canary or blueGreen"},
+		{"router port", "port: 8080", "port: http", "services.web.x-flotilla.rollout.router.port", "port"},
+		{"global service", "deploy: {replicas: 4}", "deploy: {mode: global}", "services.web.x-flotilla.rollout", "replicated"},
+		{"job", "deploy: {replicas: 4}", "deploy: {mode: replicated-job}", "services.web.x-flotilla.rollout", "replicated"},
+		{"hook", "x-flotilla: {hook: PreSync}", "x-flotilla: {hook: PreSync, rollout: {strategy: canary, steps: [{weight: 10}]}}", "services.migrate.x-flotilla.rollout", "hook"},
+		{"colour name taken", "  api:\n", "  web-canary:\n", "services.web.x-flotilla.rollout", "web-canary"},
+		{"colour name too long", "  web:\n", "  web" + strings.Repeat("b", 54) + ":\n", "services.web" + strings.Repeat("b", 54) + ".x-flotilla.rollout", "-canary"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			text := strings.Replace(rolloutCompose, tc.from, tc.to, 1)
+			if text == rolloutCompose {
+				t.Fatal("the replacement changed nothing")
+			}
+			d := Dir{Root: t.TempDir(), Path: "app", Files: []string{"compose.yaml"}}
+			write(t, d, "compose.yaml", text)
+			_, err := Render("shop", d)
+			var fe *fault.Error
+			if !errors.As(err, &fe) {
+				t.Fatalf("Render = %v, want a fault", err)
+			}
+			if fe.Field != tc.field || fe.File != "app/compose.yaml" || fe.Line == 0 {
+				t.Errorf("fault names %s:%d field %s, want %s in app/compose.yaml (%v)", fe.File, fe.Line, fe.Field, tc.field, err)
+			}
+			if !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("error %q does not say %q", err, tc.says)
+			}
+		})
+	}
+}
+
+func TestARolloutRefusalNamesTheLineOfTheListItem(t *testing.T) {
+	d := Dir{Root: t.TempDir(), Path: "app", Files: []string{"compose.yaml"}}
+	write(t, d, "compose.yaml", strings.Replace(rolloutCompose, "{weight: 50, pause: 5m}", "{weight: 5, pause: 5m}", 1))
+	_, err := Render("shop", d)
+	var fe *fault.Error
+	if !errors.As(err, &fe) || fe.Line != 11 {
+		t.Errorf("Render = %v, want a fault at line 11, the second step's", err)
 	}
 }

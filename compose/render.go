@@ -624,6 +624,9 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 	if err != nil {
 		return nil, err
 	}
+	if err := p.checkColours(stack, cfg, ord); err != nil {
+		return nil, err
+	}
 	stripExtras(cfg)
 	cfg.Version = manifestVersion(cfg.Version)
 	keepOrdering(cfg, ord)
