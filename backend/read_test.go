@@ -194,7 +194,8 @@ func TestReadStacks_reportsFailingTasks(t *testing.T) {
 	updateBehindBack(t, services(t, b, stack)["cache"].ID, func(s *swarm.ServiceSpec) {
 		s.TaskTemplate.ContainerSpec.Args = []string{"exit", "3"}
 	})
-	swarmtest.Eventually(t, 30*time.Second, func() (bool, string) {
+	// The task must start and exit first: minutes on a loaded machine.
+	swarmtest.Eventually(t, 3*time.Minute, func() (bool, string) {
 		states, err := b.ReadStackServices(ctx, stack)
 		if err != nil {
 			return false, err.Error()
