@@ -22,6 +22,9 @@ import (
 const (
 	metricRequests = "traefik_service_requests_total"
 	metricDuration = "traefik_service_request_duration_seconds"
+	// From Traefik's process collector: tells a restart apart from a
+	// counter that went back.
+	metricStarted = "process_start_time_seconds"
 )
 
 // maxMetricsBytes bounds one scrape: Traefik's endpoint grows with the number
@@ -34,6 +37,7 @@ const maxMetricsBytes = 64 << 20
 type Snapshot struct {
 	requests  map[string]requestSeries
 	durations map[string]durationSeries
+	started   float64 // process start, Unix seconds; 0 when not exposed
 }
 
 type requestSeries struct {
@@ -79,6 +83,9 @@ func ParseMetrics(r io.Reader) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("parse metrics: %w", err)
 	}
 	s := Snapshot{requests: map[string]requestSeries{}, durations: map[string]durationSeries{}}
+	if mf := families[metricStarted]; mf != nil && len(mf.GetMetric()) == 1 && mf.GetMetric()[0].GetGauge() != nil {
+		s.started = mf.GetMetric()[0].GetGauge().GetValue()
+	}
 	if mf := families[metricRequests]; mf != nil {
 		for _, m := range mf.GetMetric() {
 			if m.GetCounter() == nil {
@@ -166,10 +173,14 @@ type Window struct {
 	// the percentile lies beyond the largest finite bucket. Both are 0 without
 	// requests.
 	P95Low, P95High time.Duration
-	// Reset counts the series whose counter went back or vanished between
-	// the snapshots (Traefik restarted, or dropped and re-created the
-	// service). Such a series is counted from zero, never negatively, so the
-	// window may undercount; a non-zero Reset says so.
+	// Restarted says Traefik's process start time differs between the
+	// snapshots: the window holds what the new process counted since it
+	// started, which may be less than what happened.
+	Restarted bool
+	// Reset counts the series whose counter went back or vanished within one
+	// Traefik process (it drops a service's series when the service leaves
+	// its configuration). Such a series is counted from zero, never
+	// negatively, so the window may undercount; a non-zero Reset says so.
 	Reset int
 }
 
@@ -177,6 +188,10 @@ type Window struct {
 // before and after, two snapshots of the same Traefik in that order.
 func Compare(before, after Snapshot, service string) Window {
 	var w Window
+	if before.started != 0 && after.started != 0 && before.started != after.started {
+		w.Restarted = true
+		before = Snapshot{}
+	}
 	var requests, errors float64
 	for sig, a := range after.requests {
 		if a.service != service {
