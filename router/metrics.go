@@ -17,7 +17,7 @@ import (
 
 // The two families Traefik v3.7 emits per load-balancer service, labelled
 // code, method, protocol and service ("<name>@<provider>"), as observed on
-// the real binary (testdata/traefik-v3.7.13-metrics.txt). A weighted service
+// the real binary (testdata/traefik-v3.7.13-*.txt). A weighted service
 // has no series of its own: its traffic is counted on its children.
 const (
 	metricRequests = "traefik_service_requests_total"
