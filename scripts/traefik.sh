@@ -15,8 +15,9 @@
 # the build writes a placeholder page there, so the dashboard serves that
 # page; the API (/api/rawdata) is unaffected.
 #
-# The first build took about 14 min on two busy cores (see
-# /work/notes/router.md); a warm Go build cache makes it a minute or two.
+# The first build took 36 min (2136 s, downloads included) on two cores busy
+# with the test suite and a stress load; a warm Go build cache should make it
+# a few minutes (not measured). The binary is about 174 MB.
 # Safe to run concurrently (flock).
 set -euo pipefail
 
