@@ -86,7 +86,7 @@ func (r *rig) apply(routes ...router.Route) {
 	r.gen++
 	probeHost := fmt.Sprintf("probe-%d.test", r.gen)
 	routes = append(routes, router.Route{
-		Name: "probe", Rule: "Host(`" + probeHost + "`)",
+		Name: "probe", Rule: "Host(`" + probeHost + "`)", EntryPoints: []string{"web"},
 		Backends: []router.Backend{{Name: "probe", Weight: 1, URLs: []string{r.probe.URL}}},
 	})
 	if err := r.config.Set(routes); err != nil {
