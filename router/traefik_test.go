@@ -79,8 +79,9 @@ func appRoute(weights map[*backend]int) router.Route {
 // apply serves routes and returns once Traefik routes by them. Each
 // configuration carries a probe route of its own (a new Host), and Traefik
 // swaps all its routers at once, so the probe answering proves the whole
-// configuration is live. Traefik's API is not used for this: it shows a new
-// configuration just before the routers are switched to it.
+// configuration is live. Traefik's API is not used for this: it is served
+// by another entry point, whose routers Traefik switches separately, so it
+// can show a configuration a moment before the web entry point routes by it.
 func (r *rig) apply(routes ...router.Route) {
 	r.t.Helper()
 	r.gen++
