@@ -52,8 +52,11 @@ type durationSeries struct {
 }
 
 // Scrape reads Traefik's metrics endpoint (e.g. http://traefik:8082/metrics)
-// in the Prometheus text format.
+// in the Prometheus text format, with client (http.DefaultClient when nil).
 func Scrape(ctx context.Context, client *http.Client, url string) (Snapshot, error) {
+	if client == nil {
+		client = http.DefaultClient
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("router: scrape %s: %w", url, err)
