@@ -188,7 +188,7 @@ func runInstall(ctx context.Context, out io.Writer, o installOptions) error {
 	}
 	// Secrets of an earlier install that the service no longer uses.
 	keep := []string{appsSecret[0], tokenSecret[0]}
-	if err := removeLabelled(ctx, out, c, p.stack, func(s swarm.Secret) bool { return !slices.Contains(keep, s.Spec.Name) }); err != nil {
+	if err := removeLabelled(ctx, out, c, p.stack, false, func(s swarm.Secret) bool { return !slices.Contains(keep, s.Spec.Name) }); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "%s is running %s on %d task(s)", p.stack, p.image, p.replicas)
@@ -327,10 +327,11 @@ func waitReady(ctx context.Context, url string) error {
 	}
 }
 
-// removeLabelled removes the stack's installed secrets that drop selects,
-// leaving those a task still uses (the swarm refuses; the next install or
-// the uninstall removes them).
-func removeLabelled(ctx context.Context, out io.Writer, c *client.Client, stack string, drop func(swarm.Secret) bool) error {
+// removeLabelled removes the stack's installed secrets that drop selects.
+// Without wait, one a task still uses is left (the swarm refuses; the next
+// install or the uninstall removes it); with wait, the refusal is retried
+// until the context ends.
+func removeLabelled(ctx context.Context, out io.Writer, c *client.Client, stack string, wait bool, drop func(swarm.Secret) bool) error {
 	list, err := c.SecretList(ctx, client.SecretListOptions{Filters: make(client.Filters).Add("label", labelInstall+"="+stack)})
 	if err != nil {
 		return fmt.Errorf("list secrets of %s: %w", stack, err)
@@ -339,7 +340,15 @@ func removeLabelled(ctx context.Context, out io.Writer, c *client.Client, stack 
 		if s.Spec.Labels[labelInstall] != stack || !drop(s) {
 			continue
 		}
-		if _, err := c.SecretRemove(ctx, s.ID, client.SecretRemoveOptions{}); err != nil {
+		remove := func() error {
+			_, err := c.SecretRemove(ctx, s.ID, client.SecretRemoveOptions{})
+			return err
+		}
+		if wait {
+			if err := retryInUse(ctx, remove); err != nil {
+				return fmt.Errorf("remove secret %s: %w", s.Spec.Name, err)
+			}
+		} else if err := remove(); err != nil {
 			if cerrdefs.IsNotFound(err) {
 				continue
 			}
@@ -390,7 +399,7 @@ func runUninstall(ctx context.Context, out io.Writer, stack string) error {
 		}
 		fmt.Fprintf(out, "removed network %s\n", n.Name)
 	}
-	if err := removeLabelled(ctx, out, c, stack, func(swarm.Secret) bool { return true }); err != nil {
+	if err := removeLabelled(ctx, out, c, stack, true, func(swarm.Secret) bool { return true }); err != nil {
 		return err
 	}
 	// The lease the controller kept under its id (install sets it to the
@@ -408,10 +417,16 @@ func runUninstall(ctx context.Context, out io.Writer, stack string) error {
 	return nil
 }
 
+// waitNoTasks waits until no task of the removed service holds a container.
+// The daemon refuses a task filter naming a removed service, so every task
+// is listed; a finished task holds nothing and may linger, so it is not
+// waited for.
 func waitNoTasks(ctx context.Context, c *client.Client, serviceID string) error {
 	for {
-		tasks, err := c.TaskList(ctx, client.TaskListOptions{Filters: make(client.Filters).Add("service", serviceID)})
-		if err == nil && len(tasks.Items) == 0 {
+		tasks, err := c.TaskList(ctx, client.TaskListOptions{})
+		if err == nil && !slices.ContainsFunc(tasks.Items, func(t swarm.Task) bool {
+			return t.ServiceID == serviceID && !taskFinished(t.Status.State)
+		}) {
 			return nil
 		}
 		select {
@@ -420,6 +435,15 @@ func waitNoTasks(ctx context.Context, c *client.Client, serviceID string) error 
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+func taskFinished(s swarm.TaskState) bool {
+	switch s {
+	case swarm.TaskStateComplete, swarm.TaskStateFailed, swarm.TaskStateShutdown,
+		swarm.TaskStateRejected, swarm.TaskStateOrphaned, swarm.TaskStateRemove:
+		return true
+	}
+	return false
 }
 
 // retryInUse retries a removal the daemon refuses while a stopped task's
