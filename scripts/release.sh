@@ -56,8 +56,8 @@ for arch in amd64 arm64; do
   (cd "$root" && CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -buildvcs=false \
     -ldflags="-s -w -X main.version=$version" -o "$dist/$bin" ./cmd/flotilla)
   log "SBOM of $bin"
-  # -noserial: no random serial number, so the SBOM is reproducible too.
-  "$cdx" bin -json -noserial -version "$version" -output "$dist/$bin.cdx.json" "$dist/$bin"
+  # No random serial number and no timestamp: the SBOM is reproducible too.
+  "$cdx" bin -json -noserial -notimestamp -version "$version" -output "$dist/$bin.cdx.json" "$dist/$bin"
 done
 
 (cd "$dist" && sha256sum flotilla-"$version"-linux-* >SHA256SUMS)

@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 
+	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
 )
 
@@ -45,7 +46,8 @@ func newInstallCmd() *cobra.Command {
 		Long: `Install runs the controller as the stack STACK on the swarm of the Docker
 daemon in DOCKER_HOST (default: the local socket), from a manager:
 
-  - the applications file and the admin token become swarm secrets, named
+  - the applications file is checked as "flotilla validate --offline" does;
+  - it and the admin token become swarm secrets, named
     STACK-applications-<digest> and STACK-admin-token-<digest> after their
     content, labelled io.flotilla.install=STACK;
   - the service STACK_controller runs "flotilla controller --ha" with
@@ -123,6 +125,14 @@ func runInstall(ctx context.Context, out io.Writer, o installOptions) error {
 	apps, err := os.ReadFile(o.appsFile)
 	if err != nil {
 		return fmt.Errorf("--applications: %w", err)
+	}
+	// The same checks as `flotilla validate --offline`, before anything
+	// reaches the swarm: a file the controller would refuse is not installed.
+	if _, err := application.Load(o.appsFile); err != nil {
+		for _, e := range flatten(err) {
+			fmt.Fprintln(out, formatProblem(e))
+		}
+		return exitError{exitFailed}
 	}
 	token, err := os.ReadFile(o.tokenFile)
 	if err != nil {

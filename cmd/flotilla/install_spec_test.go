@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +81,29 @@ func TestInstallSpecIsTheExampleStacksServiceAndHostPortsStopFirst(t *testing.T)
 	p.publish = 0
 	if s = p.spec("net1", [2]string{}, [2]string{}); s.EndpointSpec != nil || s.UpdateConfig.Order != swarm.UpdateOrderStartFirst || p.readyURL() != "" {
 		t.Errorf("no port: endpoint %+v order %s readyURL %q", s.EndpointSpec, s.UpdateConfig.Order, p.readyURL())
+	}
+}
+
+func TestInstallRefusesAnInvalidApplicationsFileBeforeTouchingTheSwarm(t *testing.T) {
+	dir := t.TempDir()
+	apps, tok := dir+"/apps.yaml", dir+"/token"
+	if err := os.WriteFile(apps, []byte("apiVersion: flotilla/v1\napplications:\n  - name: Bad Name\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tok, []byte("t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// No daemon at this address: an attempt to reach one would fail with
+	// another error than the file's problems.
+	t.Setenv("DOCKER_HOST", "unix://"+dir+"/no.sock")
+	var out bytes.Buffer
+	o := installOptions{plan: testPlan(), appsFile: apps, tokenFile: tok}
+	err := runInstall(context.Background(), &out, o)
+	var ee exitError
+	if !errors.As(err, &ee) || ee.code != exitFailed {
+		t.Fatalf("runInstall = %v, want exit %d", err, exitFailed)
+	}
+	if !strings.Contains(out.String(), "name") {
+		t.Fatalf("output %q does not name the problem", out.String())
 	}
 }
