@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -59,13 +58,15 @@ func TestReleaseImageInstallsUpgradesAndUninstalls(t *testing.T) {
 	// the namespace sweep for whatever uninstall could not reach.
 	swarmtest.Cleanup(t, stack)
 	t.Cleanup(func() {
-		_ = exec.Command(bin, "uninstall", "--stack", stack, "--timeout", "2m").Run()
+		_ = swarmtest.Command(bin, "uninstall", "--stack", stack, "--timeout", "2m").Run()
 		_, _ = c.ConfigRemove(context.Background(), "flotilla-lease."+stack, client.ConfigRemoveOptions{})
 	})
 
 	install := func(image string) {
 		t.Helper()
-		cmd := exec.Command(bin, "install", "--stack", stack, "--image", image,
+		// Where the daemon's host network is: install waits on /readyz at
+		// the port published in host mode.
+		cmd := swarmtest.Command(bin, "install", "--stack", stack, "--image", image,
 			"--applications", apps, "--admin-token-file", tokenFile,
 			"--replicas", "1", "--publish", strconv.Itoa(port), "--publish-mode", "host",
 			"--docker-socket", swarmtest.Socket(), "--lease-duration", "3s", "--timeout", "5m")
@@ -110,7 +111,7 @@ func TestReleaseImageInstallsUpgradesAndUninstalls(t *testing.T) {
 		t.Fatalf("secrets after an upgrade with unchanged files %v, want %v", got, secretsA)
 	}
 
-	out, err := exec.Command(bin, "uninstall", "--stack", stack, "--timeout", "3m").CombinedOutput()
+	out, err := swarmtest.Command(bin, "uninstall", "--stack", stack, "--timeout", "3m").CombinedOutput()
 	t.Logf("flotilla uninstall:\n%s", out)
 	if err != nil {
 		t.Fatalf("uninstall: %v", err)
@@ -139,10 +140,11 @@ func TestReleaseImageInstallsUpgradesAndUninstalls(t *testing.T) {
 	}
 }
 
-// freePort is a TCP port free on this machine when asked.
+// freePort is a TCP port free where the daemon's host network is, when
+// asked.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", ":0")
+	l, err := swarmtest.ListenTCP()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +161,7 @@ func get(t *testing.T, url, token string) (int, string) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	resp, err := swarmtest.HTTPClient(10 * time.Second).Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}

@@ -1,10 +1,14 @@
 package swarmtest
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"runtime"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,12 +24,47 @@ const engineNetNS = "FLOTILLA_ENGINE_NETNS"
 // stays in the namespace it was made in, so the listener is served from
 // any goroutine afterwards.
 func ListenTCP() (net.Listener, error) {
+	return inEngineNetNS(func() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") })
+}
+
+// Command is exec.Command run where the daemon's host network is: in the
+// engine's namespace (through nsenter) for an engine started by
+// engine-up.sh, as is for the main daemon. A CLI that reaches a port
+// published in host mode needs it.
+func Command(name string, args ...string) *exec.Cmd {
 	ns := os.Getenv(engineNetNS)
 	if ns == "" {
-		return net.Listen("tcp", "127.0.0.1:0")
+		return exec.Command(name, args...)
+	}
+	return exec.Command("nsenter", append([]string{"--net=" + ns, "--", name}, args...)...)
+}
+
+// HTTPClient is an HTTP client whose connections are made where the
+// daemon's host network is (see ListenTCP), for ports published in host
+// mode.
+func HTTPClient(timeout time.Duration) *http.Client {
+	if os.Getenv(engineNetNS) == "" {
+		return &http.Client{Timeout: timeout}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return inEngineNetNS(func() (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		})
+	}
+	return &http.Client{Timeout: timeout, Transport: tr}
+}
+
+// inEngineNetNS runs open in the engine's network namespace when there is
+// one; a socket stays in the namespace it was made in.
+func inEngineNetNS[T any](open func() (T, error)) (T, error) {
+	ns := os.Getenv(engineNetNS)
+	if ns == "" {
+		return open()
 	}
 	type result struct {
-		l   net.Listener
+		v   T
 		err error
 	}
 	done := make(chan result, 1)
@@ -43,9 +82,9 @@ func ListenTCP() (net.Listener, error) {
 			done <- result{err: fmt.Errorf("entering %s: %w", ns, err)}
 			return
 		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		done <- result{l, err}
+		v, err := open()
+		done <- result{v, err}
 	}()
 	r := <-done
-	return r.l, r.err
+	return r.v, r.err
 }
