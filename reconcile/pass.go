@@ -72,6 +72,13 @@ type pass struct {
 	// deployed every service, leaving apply only the record to write.
 	syncBegun, syncFailRan, waved bool
 
+	// rolloutNext is the soonest a rollout of this pass wants deciding
+	// again (see rollouts.go); zero when none does.
+	rolloutNext time.Time
+	// rolloutSteps are the rollout decisions that changed something,
+	// reported once the pass recorded them.
+	rolloutSteps []rolloutStep
+
 	// rollbackOf is the record a rollback pass redeploys.
 	rollbackOf *charts.Release
 
@@ -238,6 +245,7 @@ var steps = []step{
 	{"fetch", (*Controller).fetch},
 	{"render", (*Controller).render},
 	{"plan", (*Controller).plan},
+	{"rollout", (*Controller).rollouts},
 	{"observe", (*Controller).observe},
 	{"drift", (*Controller).detectDrift},
 	{"gate", (*Controller).gate},
@@ -641,6 +649,7 @@ func (c *Controller) confirm(ctx context.Context, p *pass) error {
 			p.status.Pinned = pinMessage(p.recorded)
 		}
 		c.emit(p, events.SyncSucceeded, "", fmt.Sprintf("revision %d deployed (%s)", p.recorded.Revision, p.recorded.Trigger), nil)
+		c.reportRolloutSteps(p)
 	}
 	r := <-health
 	snap := &snapshot{stacks: map[string][]charts.ServiceState{}, err: r.err}

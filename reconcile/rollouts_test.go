@@ -1,0 +1,285 @@
+package reconcile
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/charts/chartstest"
+	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/rollout"
+)
+
+// canaryCompose is a stack whose web service is released by a canary of
+// two steps; worker has no rollout.
+func canaryCompose(tag string) string {
+	return `version: "3.8"
+services:
+  web:
+    image: example/web:` + tag + `
+    deploy:
+      replicas: 4
+    x-flotilla:
+      rollout:
+        strategy: canary
+        steps:
+          - {weight: 25, pause: 1m}
+          - {weight: 50, pause: 1m}
+  worker:
+    image: example/worker:1
+`
+}
+
+// testClock is a clock the test moves.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func canaryOnMinimal(t *testing.T) (*chartstest.MinimalBackend, *fakeFetcher, *Controller, *testClock) {
+	t.Helper()
+	b, f, c, clk, _ := canaryWithEvents(t)
+	return b, f, c, clk
+}
+
+func canaryWithEvents(t *testing.T) (*chartstest.MinimalBackend, *fakeFetcher, *Controller, *testClock, *eventLog) {
+	t.Helper()
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("1")})
+	clk := &testClock{now: time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)}
+	log := &eventLog{}
+	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet, Clock: clk.Now, Events: log}, []application.Application{testApp("shop", true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, f, c, clk, log
+}
+
+// rolloutEvents are the actions of the rollout.step events published.
+func rolloutEvents(l *eventLog) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, e := range l.evs {
+		if e.Type == events.RolloutStep {
+			out = append(out, e.Service+":"+e.Data["action"].(string))
+		}
+	}
+	return out
+}
+
+// liveService returns the stack's service as the backend reports it.
+func liveService(t *testing.T, b charts.Backend, name string) (charts.ServiceState, bool) {
+	t.Helper()
+	for _, s := range b.StackServices(context.Background(), "shop") {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return charts.ServiceState{}, false
+}
+
+// rolloutState checks the pass and returns the canary's recorded state,
+// the images of web and web-canary and the canary's replica count.
+func rolloutState(t *testing.T, b charts.Backend) (rollout.State, string, string, uint64) {
+	t.Helper()
+	web, ok := liveService(t, b, "web")
+	if !ok {
+		t.Fatal("no web service")
+	}
+	canary, ok := liveService(t, b, "web-canary")
+	if !ok {
+		return rollout.State{}, web.Image, "", 0
+	}
+	st, err := rollout.StateFromLabels(canary.Labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, web.Image, canary.Image, canary.Desired
+}
+
+func reconcileOK(t *testing.T, c *Controller) Result {
+	t.Helper()
+	res := mustReconcile(t, c, "shop")
+	if res.Err != nil {
+		t.Fatalf("pass failed: %v", res.Err)
+	}
+	return res
+}
+
+func TestACanaryIsDrivenStepByStepThroughTheManifest(t *testing.T) {
+	b, f, c, clk := canaryOnMinimal(t)
+
+	// A first deploy has nothing to protect: no canary.
+	reconcileOK(t, c)
+	if _, ok := liveService(t, b, "web-canary"); ok {
+		t.Fatal("a first deploy created a canary")
+	}
+
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("2")})
+	res := reconcileOK(t, c)
+	st, web, canary, n := rolloutState(t, b)
+	if st.Phase != rollout.Progressing || st.Step != 0 || st.Weight != 0 {
+		t.Fatalf("after the commit: state %+v, want Progressing step 0 weight 0", st)
+	}
+	if web != "example/web:1" || canary != "example/web:2" || n != 1 {
+		t.Fatalf("after the commit: web %s, canary %s at %d replicas; want web:1, web:2 at 1", web, canary, n)
+	}
+	if want := clk.Now().Add(rollout.ReadyPoll); !res.NextCheck.Equal(want) {
+		t.Fatalf("NextCheck %v, want %v (the readiness poll)", res.NextCheck, want)
+	}
+	if len(res.Status.Rollouts) != 1 || res.Status.Rollouts[0].Phase != "Progressing" {
+		t.Fatalf("status rollouts %+v", res.Status.Rollouts)
+	}
+
+	// The canary runs: step 0's weight flows and its pause starts.
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+	st, _, _, _ = rolloutState(t, b)
+	if st.Weight != 25 || st.StepStarted.IsZero() {
+		t.Fatalf("once ready: state %+v, want weight 25 and the pause started", st)
+	}
+
+	// Within the pause nothing is written.
+	clk.add(10 * time.Second)
+	if res := reconcileOK(t, c); res.Action != charts.Unchanged || res.Revision != 0 {
+		t.Fatalf("within the pause: action %s revision %d, want nothing written", res.Action, res.Revision)
+	}
+
+	// The pause is over: step 1 scales the canary, then its weight flows.
+	clk.add(time.Minute)
+	reconcileOK(t, c)
+	st, _, _, n = rolloutState(t, b)
+	if st.Step != 1 || st.Weight != 25 || n != 2 {
+		t.Fatalf("after step 0: state %+v at %d replicas, want step 1 still at weight 25 with 2 replicas", st, n)
+	}
+	reconcileOK(t, c)
+	st, web, _, _ = rolloutState(t, b)
+	if st.Step != 1 || st.Weight != 50 || web != "example/web:1" {
+		t.Fatalf("step 1: state %+v web %s, want weight 50 and web still on 1", st, web)
+	}
+
+	// The last pause is over: the stable service gets the new definition.
+	clk.add(time.Minute + time.Second)
+	reconcileOK(t, c)
+	st, web, _, _ = rolloutState(t, b)
+	if st.Phase != rollout.Promoting || web != "example/web:2" {
+		t.Fatalf("after the last step: state %+v web %s, want Promoting with web:2", st, web)
+	}
+	reconcileOK(t, c)
+	st, web, _, n = rolloutState(t, b)
+	if st.Phase != rollout.Completed || n != 0 || web != "example/web:2" {
+		t.Fatalf("after promote: state %+v, canary at %d, web %s; want Completed, 0, web:2", st, n, web)
+	}
+	res = reconcileOK(t, c)
+	if res.Action != charts.Unchanged || !res.NextCheck.IsZero() {
+		t.Fatalf("after the rollout: action %s NextCheck %v, want unchanged and no timed look", res.Action, res.NextCheck)
+	}
+	if w, _ := liveService(t, b, "worker"); w.Image != "example/worker:1" {
+		t.Fatalf("worker %s", w.Image)
+	}
+}
+
+func TestAnOperatorAbortKeepsTheStableServiceAndScalesTheCanaryToZero(t *testing.T) {
+	b, f, c, clk, log := canaryWithEvents(t)
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("2")})
+	reconcileOK(t, c)
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+
+	if err := c.RolloutCommand("shop", "web", rollout.CommandAbort); err != nil {
+		t.Fatal(err)
+	}
+	res := reconcileOK(t, c)
+	st, web, canary, n := rolloutState(t, b)
+	if st.Phase != rollout.Aborted || st.Weight != 0 || n != 0 || web != "example/web:1" || canary != "example/web:2" {
+		t.Fatalf("after abort: state %+v web %s canary %s at %d", st, web, canary, n)
+	}
+	if r := res.Status.Rollouts; len(r) != 1 || r[0].Phase != "Aborted" || !strings.Contains(r[0].Reason, "operator") {
+		t.Fatalf("status rollouts %+v", r)
+	}
+	if res.Status.Health != application.Degraded || !strings.Contains(res.Status.HealthMessage, "aborted at step 0") {
+		t.Fatalf("health after abort: %s %q, want Degraded naming the step", res.Status.Health, res.Status.HealthMessage)
+	}
+	if got, want := strings.Join(rolloutEvents(log), " "), "web:start web:advance web:abort"; got != want {
+		t.Fatalf("rollout events %q, want %q", got, want)
+	}
+	// The abort holds: later passes leave it.
+	clk.add(time.Hour)
+	if res := reconcileOK(t, c); res.Action != charts.Unchanged {
+		t.Fatalf("after abort, a later pass: %s", res.Action)
+	}
+
+	// A retry starts again from step 0.
+	if err := c.RolloutCommand("shop", "web", rollout.CommandRetry); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOK(t, c)
+	if st, _, _, n := rolloutState(t, b); st.Phase != rollout.Progressing || st.Step != 0 || n != 1 {
+		t.Fatalf("after retry: %+v at %d", st, n)
+	}
+	if err := c.RolloutCommand("shop", "web", "bogus"); err == nil {
+		t.Fatal("an unknown command was taken")
+	}
+}
+
+func TestARestartedControllerResumesTheCanaryAtItsRecordedStep(t *testing.T) {
+	b, f, c, clk := canaryOnMinimal(t)
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("2")})
+	reconcileOK(t, c)
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+	before, _, _, _ := rolloutState(t, b)
+
+	c2, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet, Clock: clk.Now}, []application.Application{testApp("shop", true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.add(10 * time.Second)
+	res := mustReconcile(t, c2, "shop")
+	if res.Err != nil || res.Action != charts.Unchanged {
+		t.Fatalf("a new controller within the pause: %s %v, want nothing written", res.Action, res.Err)
+	}
+	after, web, _, _ := rolloutState(t, b)
+	if after != before || web != "example/web:1" {
+		t.Fatalf("restart moved the rollout: %+v → %+v (web %s)", before, after, web)
+	}
+	if want := before.StepStarted.Add(time.Minute); !res.NextCheck.Equal(want) {
+		t.Fatalf("NextCheck %v, want the end of the recorded pause %v", res.NextCheck, want)
+	}
+}
+
+func TestANewRevisionMidRolloutStartsAgainWithTrafficBackOnStable(t *testing.T) {
+	b, f, c, clk := canaryOnMinimal(t)
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("2")})
+	reconcileOK(t, c)
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("3")})
+	reconcileOK(t, c)
+	st, web, canary, n := rolloutState(t, b)
+	if st.Weight != 0 || st.Step != 0 || web != "example/web:1" || canary != "example/web:3" || n != 1 {
+		t.Fatalf("superseded: %+v web %s canary %s at %d", st, web, canary, n)
+	}
+}
