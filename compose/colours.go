@@ -55,6 +55,11 @@ func WithColours(manifest string, colours []Colour) (string, error) {
 		extra := cloneService(cfg.Services[i])
 		extra.Name = c.Name
 		extra.Extras = nil
+		// Published ports belong to the stable service (two services
+		// cannot publish one port); the colour is reached through the
+		// router, or, without one, through the service's own name.
+		extra.Ports = nil
+		extra.Networks = aliased(extra.Networks, c.Service)
 		n := uint64(max(c.Replicas, 0))
 		extra.Deploy.Replicas = &n
 		labels := maps.Clone(extra.Deploy.Labels)
@@ -170,6 +175,26 @@ func setKey[V any](m map[string]V, k string, v V) map[string]V {
 	}
 	m[k] = v
 	return m
+}
+
+// aliased gives the colour the declared service's name on each of its
+// networks (the stack's default one when it names none), so a client that
+// asks for the service by name can reach either colour.
+func aliased(nets map[string]*composetypes.ServiceNetworkConfig, alias string) map[string]*composetypes.ServiceNetworkConfig {
+	out := make(map[string]*composetypes.ServiceNetworkConfig, max(len(nets), 1))
+	if len(nets) == 0 {
+		out["default"] = &composetypes.ServiceNetworkConfig{Aliases: []string{alias}}
+		return out
+	}
+	for name, n := range nets {
+		var c composetypes.ServiceNetworkConfig
+		if n != nil {
+			c = *n
+		}
+		c.Aliases = append(slices.Clone(c.Aliases), alias)
+		out[name] = &c
+	}
+	return out
 }
 
 // cloneService copies what WithColours changes of a service (its deploy

@@ -1,6 +1,7 @@
 package compose
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -16,6 +17,7 @@ services:
       replicas: 3
       labels: {team: shop}
     configs: [{source: conf, target: /etc/app.conf}]
+    ports: ["8080:80"]
     x-flotilla:
       wave: 1
       rollout:
@@ -58,6 +60,15 @@ func TestWithColours_addsTheColourAndKeepsTheStableDefinition(t *testing.T) {
 	}
 	if canary.Labels["io.flotilla.rollout.phase"] != "Progressing" || canary.Labels["team"] != "shop" {
 		t.Fatalf("canary labels %v", canary.Labels)
+	}
+	if canary.EndpointSpec != nil && len(canary.EndpointSpec.Ports) > 0 {
+		t.Fatalf("the colour publishes %v: two services cannot publish one port", canary.EndpointSpec.Ports)
+	}
+	if web.EndpointSpec == nil || len(web.EndpointSpec.Ports) != 1 {
+		t.Fatal("the stable service lost its published port")
+	}
+	if nets := canary.TaskTemplate.Networks; len(nets) != 1 || !slices.Contains(nets[0].Aliases, "web") {
+		t.Fatalf("the colour is not reachable as web: %+v", nets)
 	}
 	if _, ok := canary.TaskTemplate.ContainerSpec.Labels["io.flotilla.rollout.phase"]; ok {
 		t.Fatal("rollout state on the task template")

@@ -199,6 +199,8 @@ type appState struct {
 	// rolloutCmds are operators' commands waiting for the next pass, by
 	// service (see RolloutCommand).
 	rolloutCmds map[string]rollout.Command
+	// routes are the traffic splits of the newest successful pass.
+	routes []RolloutRoute
 
 	// rolledBack holds the services seen rolled back while the manifest
 	// was rolledBackManifest; they are not healed until it changes.
@@ -691,6 +693,9 @@ func (c *Controller) passIn(ctx context.Context, app application.Application, re
 		syncAfterFailure(p, err)
 	}
 	c.noteWrote(p)
+	if err == nil && !gated {
+		c.keepRoutes(p)
+	}
 	c.finish(p, err)
 	c.wakeDependents(p)
 	c.reportChanges(p, prev)

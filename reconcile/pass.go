@@ -78,6 +78,11 @@ type pass struct {
 	// rolloutSteps are the rollout decisions that changed something,
 	// reported once the pass recorded them.
 	rolloutSteps []rolloutStep
+	// routes are the traffic splits the pass decided (see RolloutRoutes).
+	routes []RolloutRoute
+	// degradedByRollout is set when the status is Degraded only because
+	// a rollout was aborted or could not be decided.
+	degradedByRollout bool
 
 	// rollbackOf is the record a rollback pass redeploys.
 	rollbackOf *charts.Release

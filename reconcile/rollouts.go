@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/application"
@@ -185,12 +186,58 @@ func (c *Controller) rolloutOf(p *pass, svc string, spec rollout.Spec, live map[
 		rs.Error = d.Err.Error()
 		rs.Weight = 0
 	}
+	weights := d.Weights
+	if d.Err != nil {
+		weights = rollout.Weights{Stable: 100}
+	}
+	p.routes = append(p.routes, RolloutRoute{App: p.app.Name, Stack: p.app.Stack, Service: svc,
+		Stable: p.app.Stack + "_" + svc, Colour: p.app.Stack + "_" + name, Router: spec.Router, Weights: weights})
 	if d.Err == nil && d.Action != rollout.ActionHold {
 		p.rolloutSteps = append(p.rolloutSteps, rolloutStep{service: svc, d: d})
 	}
 	p.log.Debug("rollout decided", "service", svc, "revision", revision, "action", string(d.Action),
 		"phase", string(d.State.Phase), "step", d.State.Step, "weight", d.Weights.Canary, "replicas", colour.Replicas, "reason", d.Reason)
 	return colour, rs, d.NextCheck, true, nil
+}
+
+// RolloutRoute is what a router needs to split one service's traffic
+// between its two colours.
+type RolloutRoute struct {
+	App, Stack, Service string
+	// Stable and Colour are the scoped swarm service names.
+	Stable, Colour string
+	Router         rollout.Router
+	Weights        rollout.Weights
+}
+
+// RolloutRoutes returns the traffic split of every service under a
+// rollout, by application then service, as the newest successful pass of
+// each application left it: a pass that failed or was gated wrote nothing,
+// so the split it decided is not served. It is the seam the router's
+// configuration is built from.
+func (c *Controller) RolloutRoutes() []RolloutRoute {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []RolloutRoute
+	for _, a := range c.apps {
+		out = append(out, a.routes...)
+	}
+	slices.SortFunc(out, func(a, b RolloutRoute) int {
+		if c := strings.Compare(a.App, b.App); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Service, b.Service)
+	})
+	return out
+}
+
+// keepRoutes stores the routes of a pass that succeeded.
+func (c *Controller) keepRoutes(p *pass) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a, ok := c.apps[p.app.Name]; ok {
+		a.routes = p.routes
+	}
 }
 
 // rolloutStep is a decision that changed something, reported once the
@@ -220,7 +267,12 @@ func (c *Controller) reportRolloutSteps(p *pass) {
 // rolloutHealth makes an application with an aborted rollout, or one that
 // could not be decided, Degraded: a person has to look (promote, retry,
 // or a new commit).
+//
+// An automatic rollback does not act on it (see autoRollback): the record
+// before an abort is a step of the same rollout, with traffic on the
+// colour the abort just took it from.
 func rolloutHealth(p *pass) {
+	p.degradedByRollout = false
 	for _, r := range p.status.Rollouts {
 		var msg string
 		switch {
@@ -236,6 +288,7 @@ func rolloutHealth(p *pass) {
 		}
 		if p.status.Health != application.Degraded {
 			p.status.Health, p.status.HealthMessage = application.Degraded, msg
+			p.degradedByRollout = true
 		} else {
 			p.status.HealthMessage += "; " + msg
 		}

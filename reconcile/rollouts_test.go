@@ -156,6 +156,11 @@ func TestACanaryIsDrivenStepByStepThroughTheManifest(t *testing.T) {
 	if st.Weight != 25 || st.StepStarted.IsZero() {
 		t.Fatalf("once ready: state %+v, want weight 25 and the pause started", st)
 	}
+	routes := c.RolloutRoutes()
+	if len(routes) != 1 || routes[0].Stable != "shop_web" || routes[0].Colour != "shop_web-canary" ||
+		routes[0].Weights != (rollout.Weights{Stable: 75, Canary: 25}) || routes[0].Router.Provider != rollout.NoRouter {
+		t.Fatalf("routes %+v", routes)
+	}
 
 	// Within the pause nothing is written.
 	clk.add(10 * time.Second)
@@ -281,5 +286,43 @@ func TestANewRevisionMidRolloutStartsAgainWithTrafficBackOnStable(t *testing.T) 
 	st, web, canary, n := rolloutState(t, b)
 	if st.Weight != 0 || st.Step != 0 || web != "example/web:1" || canary != "example/web:3" || n != 1 {
 		t.Fatalf("superseded: %+v web %s canary %s at %d", st, web, canary, n)
+	}
+}
+
+func TestAnAbortedRolloutIsNotRolledBackAutomatically(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("1")})
+	clk := &testClock{now: time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)}
+	app := testApp("shop", true)
+	app.SyncPolicy.Rollback = &application.Rollback{OnDegraded: application.Duration{Duration: time.Second}}
+	log := &eventLog{}
+	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet, Clock: clk.Now, Events: log}, []application.Application{app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("2")})
+	reconcileOK(t, c)
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+	if err := c.RolloutCommand("shop", "web", rollout.CommandAbort); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		clk.add(time.Minute)
+		if res := reconcileOK(t, c); res.Status.Health != application.Degraded {
+			t.Fatalf("after the abort: health %s, want Degraded", res.Status.Health)
+		}
+	}
+	log.mu.Lock()
+	for _, e := range log.evs {
+		if e.Type == events.RolledBack {
+			t.Fatalf("an aborted rollout was rolled back: %s", e.Message)
+		}
+	}
+	log.mu.Unlock()
+	if st, web, _, n := rolloutState(t, b); st.Phase != rollout.Aborted || n != 0 || web != "example/web:1" {
+		t.Fatalf("after the abort: %+v canary at %d web %s", st, n, web)
 	}
 }
