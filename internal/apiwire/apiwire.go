@@ -14,6 +14,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/reconcile"
+	"github.com/flotilla-gitops/flotilla/rollout"
 	"github.com/flotilla-gitops/flotilla/swarms"
 )
 
@@ -28,15 +29,16 @@ type Controller struct {
 func New(ctl *reconcile.Controller) Controller { return Controller{ctl: ctl} }
 
 var (
-	_ api.Controller     = Controller{}
-	_ api.HistoryReader  = Controller{}
-	_ api.Differ         = Controller{}
-	_ api.RevisionDiffer = Controller{}
-	_ api.Rollbacker     = Controller{}
-	_ api.WebhookTargets = Controller{}
-	_ api.SwarmLister    = Controller{}
-	_ api.LogReader      = Controller{}
-	_ api.LogMasker      = Controller{}
+	_ api.Controller       = Controller{}
+	_ api.HistoryReader    = Controller{}
+	_ api.Differ           = Controller{}
+	_ api.RevisionDiffer   = Controller{}
+	_ api.Rollbacker       = Controller{}
+	_ api.RolloutCommander = Controller{}
+	_ api.WebhookTargets   = Controller{}
+	_ api.SwarmLister      = Controller{}
+	_ api.LogReader        = Controller{}
+	_ api.LogMasker        = Controller{}
 )
 
 // LogMask blanks the secret values of the application's deployed revision
@@ -89,6 +91,12 @@ func (a Controller) Refresh(name string) error { return apiErr(a.ctl.Refresh(nam
 
 func (a Controller) RequestSync(name string, o api.SyncOptions) (<-chan api.SyncResult, error) {
 	return forward(a.ctl.RequestSyncWith(name, reconcile.SyncRequest{By: o.By, Prune: o.Prune, DryRun: o.DryRun, Revision: o.Revision}))
+}
+
+// RolloutCommand hands an operator's command to a service's rollout
+// (reconcile.Controller.RolloutCommand).
+func (a Controller) RolloutCommand(name, service, command string) error {
+	return apiErr(a.ctl.RolloutCommand(name, service, rollout.Command(command)))
 }
 
 func (a Controller) Rollback(_ context.Context, name string, revision int, by string) (<-chan api.SyncResult, error) {
