@@ -25,6 +25,9 @@ type Colour struct {
 	StableFrom string
 	// Replicas is the extra colour's replica count.
 	Replicas int
+	// Alias, when set, is a name the extra colour also answers to on each
+	// of its networks: the service's own, for a canary with no router.
+	Alias string
 	// Labels are added to the extra colour's service labels (deploy
 	// labels): per-deploy metadata stays off the task template, so writing
 	// it never restarts a task.
@@ -57,9 +60,11 @@ func WithColours(manifest string, colours []Colour) (string, error) {
 		extra.Extras = nil
 		// Published ports belong to the stable service (two services
 		// cannot publish one port); the colour is reached through the
-		// router, or, without one, through the service's own name.
+		// router, or, without one, through Alias.
 		extra.Ports = nil
-		extra.Networks = aliased(extra.Networks, c.Service)
+		if c.Alias != "" {
+			extra.Networks = aliased(extra.Networks, c.Alias)
+		}
 		n := uint64(max(c.Replicas, 0))
 		extra.Deploy.Replicas = &n
 		labels := maps.Clone(extra.Deploy.Labels)

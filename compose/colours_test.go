@@ -34,7 +34,7 @@ configs:
 func TestWithColours_addsTheColourAndKeepsTheStableDefinition(t *testing.T) {
 	v1 := renderColoured(t, "example/web:1", "one\n")
 	v2 := renderColoured(t, "example/web:2", "two\n")
-	c := Colour{Service: "web", Name: "web-canary", StableFrom: v1.Manifest, Replicas: 1,
+	c := Colour{Service: "web", Name: "web-canary", StableFrom: v1.Manifest, Replicas: 1, Alias: "web",
 		Labels: map[string]string{"io.flotilla.rollout.phase": "Progressing"}}
 	m, err := WithColours(v2.Manifest, []Colour{c})
 	if err != nil {
@@ -100,7 +100,21 @@ func TestWithColours_addsTheColourAndKeepsTheStableDefinition(t *testing.T) {
 	if d, _, _ := ServiceDigest(m, "web"); d != d1 {
 		t.Fatal("the kept stable definition's digest is not the one it had")
 	}
-	if !strings.Contains(m, "web-canary") {
+	// Without Alias (a preview, or a canary behind a router) the colour
+	// answers only to its own name.
+	c.Alias, c.Name = "", "web-preview"
+	m, err = WithColours(v2.Manifest, []Colour{c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = Convert(t.Context(), m, "shop", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nets := st.Services["shop_web-preview"].TaskTemplate.Networks; len(nets) != 1 || len(nets[0].Aliases) != 1 || nets[0].Aliases[0] != "web-preview" {
+		t.Fatalf("the preview's aliases: %+v", nets)
+	}
+	if !strings.Contains(m, "web-preview") {
 		t.Fatal("no colour in the manifest")
 	}
 }

@@ -164,6 +164,11 @@ func (c *Controller) rolloutOf(p *pass, svc string, spec rollout.Spec, live map[
 		return compose.Colour{}, application.RolloutStatus{}, time.Time{}, false, nil
 	}
 	colour := compose.Colour{Service: svc, Name: name, Replicas: d.Replicas, Labels: d.State.Labels()}
+	if spec.Strategy == rollout.Canary && spec.Router.Provider == rollout.NoRouter {
+		// No router: the canary's share comes from answering to the
+		// service's name beside it.
+		colour.Alias = svc
+	}
 	switch {
 	case d.Err != nil:
 		// All traffic on stable: the extra colour at zero, its record

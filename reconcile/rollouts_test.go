@@ -326,3 +326,99 @@ func TestAnAbortedRolloutIsNotRolledBackAutomatically(t *testing.T) {
 		t.Fatalf("after the abort: %+v canary at %d web %s", st, n, web)
 	}
 }
+
+func blueGreenCompose(tag string) string {
+	return `version: "3.8"
+services:
+  web:
+    image: example/web:` + tag + `
+    deploy:
+      replicas: 3
+    x-flotilla:
+      rollout:
+        strategy: blueGreen
+        preview: {pause: 1m}
+        router: {provider: traefik, rule: "Host(` + "`shop.example`" + `)", port: 8080}
+`
+}
+
+func TestABlueGreenReleasePreviewsSwitchesAndPromotes(t *testing.T) {
+	b, f, c, clk := canaryOnMinimal(t)
+	f.commit(t, map[string]string{"docker-compose.yml": blueGreenCompose("1")})
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": blueGreenCompose("2")})
+	reconcileOK(t, c)
+
+	preview := func() (rollout.State, string, string, uint64) {
+		t.Helper()
+		web, _ := liveService(t, b, "web")
+		p, ok := liveService(t, b, "web-preview")
+		if !ok {
+			t.Fatal("no preview")
+		}
+		st, err := rollout.StateFromLabels(p.Labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, web.Image, p.Image, p.Desired
+	}
+	st, web, img, n := preview()
+	if st.Phase != rollout.Previewing || st.Weight != 0 || web != "example/web:1" || img != "example/web:2" || n != 3 {
+		t.Fatalf("after the commit: %+v web %s preview %s x%d; want a full-size preview with no traffic", st, web, img, n)
+	}
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+	if st, _, _, _ = preview(); st.StepStarted.IsZero() || st.Weight != 0 {
+		t.Fatalf("preview ready: %+v, want its pause started with no traffic", st)
+	}
+	clk.add(time.Minute + time.Second)
+	reconcileOK(t, c)
+	if st, web, _, _ = preview(); st.Phase != rollout.Switched || st.Weight != 100 || web != "example/web:1" {
+		t.Fatalf("after the preview pause: %+v web %s, want all traffic switched, web untouched", st, web)
+	}
+	if r := c.RolloutRoutes(); len(r) != 1 || r[0].Weights != (rollout.Weights{Canary: 100}) || r[0].Colour != "shop_web-preview" {
+		t.Fatalf("routes after the switch: %+v", r)
+	}
+	reconcileOK(t, c)
+	if st, web, _, _ = preview(); st.Phase != rollout.Promoting || web != "example/web:2" {
+		t.Fatalf("after a window of 0: %+v web %s, want Promoting with web:2", st, web)
+	}
+	reconcileOK(t, c)
+	if st, web, _, n = preview(); st.Phase != rollout.Completed || n != 0 || web != "example/web:2" {
+		t.Fatalf("after promote: %+v web %s preview x%d", st, web, n)
+	}
+	if r := c.RolloutRoutes(); len(r) != 1 || r[0].Weights != (rollout.Weights{Stable: 100}) {
+		t.Fatalf("routes after the release: %+v", r)
+	}
+}
+
+// TestTheLoopRunsARolloutAtItsNextCheckNotAtTheInterval runs the loop on the
+// real clock with an interval of an hour: only the rollout's own next
+// checks (readiness polls, one-second pauses) can carry it to the end.
+func TestTheLoopRunsARolloutAtItsNextCheckNotAtTheInterval(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	quick := strings.ReplaceAll(canaryCompose("1"), "pause: 1m", "pause: 1s")
+	f.commit(t, map[string]string{"docker-compose.yml": quick})
+	app := testApp("shop", true)
+	app.SyncPolicy.Interval.Duration = time.Hour
+	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet, Tick: 100 * time.Millisecond}, []application.Application{app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": strings.ReplaceAll(quick, "web:1", "web:2")})
+	reconcileOK(t, c)
+	runLoop(t, c)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		st, web, _, _ := rolloutState(t, b)
+		if st.Phase == rollout.Completed && web == "example/web:2" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop left the rollout at %+v (web %s)", st, web)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
