@@ -8,6 +8,7 @@ import (
 
 	"github.com/moby/moby/api/types/swarm"
 
+	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 	"github.com/flotilla-gitops/flotilla/rollout"
 )
@@ -127,6 +128,14 @@ func TestCanaryRolloutOnTheSwarm(t *testing.T) {
 		}
 	}
 	t.Logf("steps seen: %v", seen)
+
+	// Once complete, a pass writes nothing and finds no drift: the
+	// colour's recorded labels and its zero scale are what git declares.
+	h.waitRunning(2)
+	res0 := h.reconcile(ctl)
+	if res0.Err != nil || res0.Action != charts.Unchanged || len(res0.Status.Drift) != 0 || res0.Status.Sync != "Synced" {
+		t.Fatalf("steady pass after the rollout: action %s sync %s drift %+v err %v", res0.Action, res0.Status.Sync, res0.Status.Drift, res0.Err)
+	}
 
 	// v3, aborted by an operator: web stays on v2, the canary at zero.
 	h.repo.Commit("v3", rolloutFiles("1"))
