@@ -197,3 +197,47 @@ func TestCanaryRolloutResumesAfterAControllerRestart(t *testing.T) {
 		return v.state.Phase == rollout.Completed && v.web == "2", v.String()
 	})
 }
+
+func TestAnUnreadableRolloutRecordHoldsOnStableUntilRetry(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, true)
+	h.repo.Commit("v1", rolloutFiles("1"))
+	ctl := h.controller(false)
+	if res := h.reconcile(ctl); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	h.waitRunning(1)
+	h.repo.Commit("v2", rolloutFiles("2"))
+	if res := h.reconcile(ctl); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+
+	// Someone edits the record on the swarm into something unreadable.
+	changeService(t, h, "web-canary", func(s *swarm.ServiceSpec) { s.Labels[rollout.LabelPrefix+"step"] = "many" })
+	res := h.reconcile(ctl)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	svcs := h.services()
+	canary := svcs["web-canary"]
+	if n := *canary.Spec.Mode.Replicated.Replicas; n != 0 || imageTag(svcs["web"]) != "1" {
+		t.Fatalf("unreadable record: canary x%d, web %s; want all on stable", n, imageTag(svcs["web"]))
+	}
+	if r := res.Status.Rollouts; len(r) != 1 || !strings.Contains(r[0].Error, "step") || res.Status.Health != "Degraded" {
+		t.Fatalf("status: health %s rollouts %+v", res.Status.Health, r)
+	}
+	if got := canary.Spec.Labels[rollout.LabelPrefix+"step"]; got != "many" {
+		t.Fatalf("the unreadable record was rewritten to %q", got)
+	}
+
+	// An operator's retry starts it again from nothing.
+	if err := ctl.RolloutCommand(h.app.Name, "web", rollout.CommandRetry); err != nil {
+		t.Fatal(err)
+	}
+	if res := h.reconcile(ctl); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if v := h.colours(); v.state.Phase != rollout.Progressing || v.state.Step != 0 || v.canaryScale != 1 {
+		t.Fatalf("after retry: %s", v)
+	}
+}

@@ -153,10 +153,16 @@ func (c *Controller) rolloutOf(p *pass, svc string, spec rollout.Spec, live map[
 		in.ColourReady = settled(extra) && extra.Desired > 0 && extra.Labels[rollout.LabelPrefix+"revision"] == revision
 	}
 	var d rollout.Decision
-	if stErr != nil {
+	switch {
+	case stErr != nil && in.Command == rollout.CommandRetry:
+		// An operator's retry is the way out of a record that cannot be
+		// read: the rollout starts again from nothing.
+		in.Command, in.ColourReady = rollout.NoCommand, false
+		d = rollout.Decide(spec, rollout.State{}, in)
+	case stErr != nil:
 		d = rollout.Decision{State: st, Weights: rollout.Weights{Stable: 100}, Action: rollout.ActionHold, Err: stErr,
-			Reason: "rollout held with all traffic on stable: " + stErr.Error()}
-	} else {
+			Reason: "rollout held with all traffic on stable: " + stErr.Error() + "; `flotilla app rollout retry` starts it again"}
+	default:
 		d = rollout.Decide(spec, st, in)
 	}
 	if d.Err == nil && d.State.Phase == "" && !hasExtra {
