@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -240,4 +241,31 @@ func TestAnUnreadableRolloutRecordHoldsOnStableUntilRetry(t *testing.T) {
 	if v := h.colours(); v.state.Phase != rollout.Progressing || v.state.Step != 0 || v.canaryScale != 1 {
 		t.Fatalf("after retry: %s", v)
 	}
+}
+
+// TestTheControllerLoopCarriesACanaryOnTheSwarm leaves the rollout to the
+// loop, with an interval of an hour: only the rollout's own next checks can
+// take it through its steps in time.
+func TestTheControllerLoopCarriesACanaryOnTheSwarm(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, true)
+	h.app.SyncPolicy.Interval.Duration = time.Hour
+	h.repo.Commit("v1", rolloutFiles("1"))
+	ctl := h.controller(false)
+	if res := h.reconcile(ctl); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	h.waitRunning(1)
+	h.repo.Commit("v2", rolloutFiles("2"))
+	if res := h.reconcile(ctl); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- ctl.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	swarmtest.Eventually(t, 4*time.Minute, func() (bool, string) {
+		v := h.colours()
+		return v.state.Phase == rollout.Completed && v.web == "2" && v.canaryScale == 0, v.String()
+	})
 }
