@@ -10,6 +10,7 @@ package metrics
 import (
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"time"
 
@@ -79,6 +80,7 @@ type Metrics struct {
 	swarmReachable   *prometheus.GaugeVec
 	rolloutWeight    *prometheus.GaugeVec
 	rolloutSteps     *prometheus.CounterVec
+	buildInfo        *prometheus.GaugeVec
 }
 
 // New returns Metrics registered on a fresh registry, together with the Go
@@ -149,11 +151,15 @@ func New() *Metrics {
 			Name: "flotilla_rollout_steps_total",
 			Help: "Rollout decisions that changed something, by application, service and action (start, advance, promote, finalize, abort, restart).",
 		}, []string{"app", "service", "action"}),
+		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flotilla_build_info",
+			Help: "Always 1; its labels name the running build: version (as released) and goversion (the Go toolchain).",
+		}, []string{"version", "goversion"}),
 	}
 	m.reg.MustRegister(m.rolloutWeight, m.rolloutSteps)
 	m.reg.MustRegister(
 		m.syncStatus, m.healthStatus, m.reconcileSeconds, m.stepSeconds, m.gitFetchSeconds, m.gitFetchErrors,
-		m.dockerRequests, m.swarmWrites, m.driftFields, m.webhooks, m.chartFetches, m.chartBytes, m.swarmReachable,
+		m.dockerRequests, m.swarmWrites, m.driftFields, m.webhooks, m.chartFetches, m.chartBytes, m.swarmReachable, m.buildInfo,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -169,6 +175,17 @@ func (m *Metrics) Handler() http.Handler {
 		return http.NotFoundHandler()
 	}
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// SetBuildInfo publishes the running build's version, so a dashboard or an
+// upgrade check can tell which release answers, and when a rolling update
+// has reached every replica. Calling it again replaces the series.
+func (m *Metrics) SetBuildInfo(version string) {
+	if m == nil {
+		return
+	}
+	m.buildInfo.Reset()
+	m.buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 }
 
 var (

@@ -3,6 +3,7 @@ package metrics
 import (
 	"errors"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -243,4 +244,23 @@ func TestMetrics_chartFetchesCountRequestsAndIndexBytes(t *testing.T) {
 	}
 	var nilm *Metrics
 	nilm.ObserveChartFetch("https://h/p", "index", "fetched", 1)
+}
+
+func TestBuildInfoNamesTheVersionAndGoToolchainAndIsReplacedNotAdded(t *testing.T) {
+	m := New()
+	m.SetBuildInfo("1.0.0")
+	m.SetBuildInfo("1.1.0")
+	fams := scrape(t, m)
+	f, ok := fams["flotilla_build_info"]
+	if !ok {
+		t.Fatal("no flotilla_build_info family")
+	}
+	if len(f.Metric) != 1 {
+		t.Fatalf("flotilla_build_info has %d series, want 1 (the last version set)", len(f.Metric))
+	}
+	if v := value(t, fams, "flotilla_build_info", map[string]string{"version": "1.1.0", "goversion": runtime.Version()}); v != 1 {
+		t.Fatalf("flotilla_build_info = %v, want 1", v)
+	}
+	var none *Metrics
+	none.SetBuildInfo("x") // a nil *Metrics records nothing and does not panic
 }

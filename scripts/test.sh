@@ -42,6 +42,14 @@ eval "$(bash scripts/gitea.sh | sed 's/^/export /')"
 export FLOTILLA_REQUIRE_GITEA=1
 echo "gitea: $FLOTILLA_GITEA ($("$FLOTILLA_GITEA" --version 2>/dev/null | head -1))"
 
+# The router tests run a real Traefik, built once from its Go module and
+# cached (scripts/traefik.sh, which also imports it as the image
+# flotilla-test/traefik:<version>); without it they would fail, not skip.
+step "traefik (the real router of the rollout tests; cached after the first build)"
+eval "$(bash scripts/traefik.sh | sed 's/^/export /')"
+export FLOTILLA_REQUIRE_TRAEFIK=1
+echo "traefik: $FLOTILLA_TRAEFIK ($("$FLOTILLA_TRAEFIK" version 2>/dev/null | head -1 | tr -s ' '))"
+
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then

@@ -247,6 +247,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		}
 	}
 	m := metrics.New()
+	m.SetBuildInfo(version)
 	var ls *lease.Lease
 	var gate backend.WriteGate
 	if o.ha {
