@@ -162,6 +162,7 @@ func New(opts Options) http.Handler {
 	// The swarm list counts every application, so only a global role
 	// reads it; a viewer does.
 	handle("GET /api/v1/swarms", global(access.Read), s.listSwarms)
+	handle("GET /api/v1/router/traefik", global(access.Read), s.getRouterConfig)
 	handle("GET /api/v1/audit", global(access.Administer), s.getAudit)
 	if opts.SSO != nil {
 		handle("GET /auth/login", open, s.ssoLogin)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/router"
 )
 
 func TestAPI_rolloutCommandsAreQueuedForTheNamedOrOnlyService(t *testing.T) {
@@ -45,5 +46,37 @@ func TestAPI_rolloutCommandsAreQueuedForTheNamedOrOnlyService(t *testing.T) {
 	}
 	if !strings.Contains(e.logs.String(), "rollout command requested") {
 		t.Fatal("command not logged")
+	}
+}
+
+func TestAPI_routerConfigIsServedOnceEveryRouteIsKnown(t *testing.T) {
+	e := newEnv(t, nil)
+	const path = "/api/v1/router/traefik"
+	if resp, b := e.do(t, "GET", path, readToken, ""); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("before the routes are known: status %d: %s", resp.StatusCode, b)
+	}
+	e.ctl.Routes = []router.Route{{Name: "shop-web", Rule: "Host(`shop.example`)", Backends: []router.Backend{
+		{Name: "stable", Weight: 75, URLs: []string{"http://shop_web:8080"}},
+		{Name: "canary", Weight: 25, URLs: []string{"http://shop_web-canary:8080"}},
+	}}}
+	e.ctl.RoutesComplete = true
+	resp, b := e.do(t, "GET", path, readToken, "")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("status %d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	want, err := router.DynamicConfig(e.ctl.Routes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != string(want) {
+		t.Fatalf("config\n%s\nwant\n%s", b, want)
+	}
+	if resp, _ := e.do(t, "GET", path, "", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without a token: status %d", resp.StatusCode)
+	}
+	// A route the router refuses is not served: Traefik keeps what it has.
+	e.ctl.Routes[0].Rule = ""
+	if resp, _ := e.do(t, "GET", path, readToken, ""); resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("an unrenderable route: status %d", resp.StatusCode)
 	}
 }

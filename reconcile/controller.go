@@ -199,8 +199,10 @@ type appState struct {
 	// rolloutCmds are operators' commands waiting for the next pass, by
 	// service (see RolloutCommand).
 	rolloutCmds map[string]rollout.Command
-	// routes are the traffic splits of the newest successful pass.
-	routes []RolloutRoute
+	// routes are the traffic splits as of the newest pass that worked
+	// them out, and routesKnown whether one did (see RolloutRoutes).
+	routes      []RolloutRoute
+	routesKnown bool
 
 	// rolledBack holds the services seen rolled back while the manifest
 	// was rolledBackManifest; they are not healed until it changes.
@@ -693,9 +695,7 @@ func (c *Controller) passIn(ctx context.Context, app application.Application, re
 		syncAfterFailure(p, err)
 	}
 	c.noteWrote(p)
-	if err == nil && !gated {
-		c.keepRoutes(p)
-	}
+	c.keepRoutes(p)
 	c.finish(p, err)
 	c.wakeDependents(p)
 	c.reportChanges(p, prev)

@@ -78,8 +78,11 @@ type pass struct {
 	// rolloutSteps are the rollout decisions that changed something,
 	// reported once the pass recorded them.
 	rolloutSteps []rolloutStep
-	// routes are the traffic splits the pass decided (see RolloutRoutes).
-	routes []RolloutRoute
+	// routes are the traffic splits the pass decided, liveRoutes those
+	// recorded on the swarm when it began; routesKnown is set once the
+	// rollout step worked them out (see RolloutRoutes).
+	routes, liveRoutes []RolloutRoute
+	routesKnown        bool
 	// degradedByRollout is set when the status is Degraded only because
 	// a rollout was aborted or could not be decided.
 	degradedByRollout bool

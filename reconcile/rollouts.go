@@ -32,7 +32,9 @@ import (
 // deploy goes as without the key.
 func (c *Controller) rollouts(ctx context.Context, p *pass) error {
 	p.status.Rollouts = nil
-	if p.rendered == nil || p.latest == nil || p.rollbackOf != nil || p.status.Pinned != "" {
+	if p.rendered == nil || p.rollbackOf != nil || p.status.Pinned != "" {
+		// A rollback or a pin deploys a record as it is: the routes
+		// the router serves stay as the last pass left them.
 		return nil
 	}
 	o, err := p.ordering()
@@ -45,10 +47,16 @@ func (c *Controller) rollouts(ctx context.Context, p *pass) error {
 			services = append(services, name)
 		}
 	}
-	if len(services) == 0 {
+	slices.Sort(services)
+	if p.latest == nil {
+		for _, svc := range services {
+			p.stableRoute(svc, *o.order.Of(svc).Rollout)
+		}
+	}
+	if p.latest == nil || len(services) == 0 {
+		p.routesKnown = true
 		return nil
 	}
-	slices.Sort(services)
 	live, err := c.rolloutRead(ctx, p)
 	if err != nil {
 		// Nothing is decided on a read that cannot be trusted; the
@@ -65,6 +73,7 @@ func (c *Controller) rollouts(ctx context.Context, p *pass) error {
 			return stalled("rollout", err)
 		}
 		if !ok {
+			p.stableRoute(svc, spec)
 			continue
 		}
 		p.status.Rollouts = append(p.status.Rollouts, rs)
@@ -73,6 +82,7 @@ func (c *Controller) rollouts(ctx context.Context, p *pass) error {
 			p.rolloutNext = next
 		}
 	}
+	p.routesKnown = true
 	if len(colours) == 0 {
 		return nil
 	}
@@ -197,12 +207,19 @@ func (c *Controller) rolloutOf(p *pass, svc string, spec rollout.Spec, live map[
 		rs.Error = d.Err.Error()
 		rs.Weight = 0
 	}
-	weights := d.Weights
+	route := RolloutRoute{App: p.app.Name, Stack: p.app.Stack, Service: svc,
+		Stable: p.app.Stack + "_" + svc, Colour: p.app.Stack + "_" + name, Strategy: spec.Strategy, Router: spec.Router, Weights: d.Weights}
 	if d.Err != nil {
-		weights = rollout.Weights{Stable: 100}
+		route.Weights = rollout.Weights{Stable: 100}
 	}
-	p.routes = append(p.routes, RolloutRoute{App: p.app.Name, Stack: p.app.Stack, Service: svc,
-		Stable: p.app.Stack + "_" + svc, Colour: p.app.Stack + "_" + name, Router: spec.Router, Weights: weights})
+	p.routes = append(p.routes, route)
+	// What runs now: the recorded weight, served while this decision is
+	// not deployed.
+	route.Weights = rollout.Weights{Stable: 100}
+	if hasExtra && stErr == nil {
+		route.Weights = rollout.Weights{Stable: 100 - st.Weight, Canary: st.Weight}
+	}
+	p.liveRoutes = append(p.liveRoutes, route)
 	if d.Err == nil && d.Action != rollout.ActionHold {
 		p.rolloutSteps = append(p.rolloutSteps, rolloutStep{service: svc, d: d})
 	}
@@ -217,37 +234,58 @@ type RolloutRoute struct {
 	App, Stack, Service string
 	// Stable and Colour are the scoped swarm service names.
 	Stable, Colour string
+	Strategy       rollout.Strategy
 	Router         rollout.Router
 	Weights        rollout.Weights
 }
 
+// stableRoute is the route of a service under a rollout with no extra
+// colour: all its traffic on the stable service.
+func (p *pass) stableRoute(svc string, spec rollout.Spec) {
+	r := RolloutRoute{App: p.app.Name, Stack: p.app.Stack, Service: svc, Stable: p.app.Stack + "_" + svc,
+		Strategy: spec.Strategy, Router: spec.Router, Weights: rollout.Weights{Stable: 100}}
+	p.routes = append(p.routes, r)
+	p.liveRoutes = append(p.liveRoutes, r)
+}
+
 // RolloutRoutes returns the traffic split of every service under a
-// rollout, by application then service, as the newest successful pass of
-// each application left it: a pass that failed or was gated wrote nothing,
-// so the split it decided is not served. It is the seam the router's
-// configuration is built from.
-func (c *Controller) RolloutRoutes() []RolloutRoute {
+// rollout, by application then service: what the swarm runs as of each
+// application's newest pass (the decision it deployed, or the recorded
+// split when it deployed nothing). complete is false until every
+// application has had a pass that worked its routes out: a router that
+// is handed the routes before then would drop those of the others. It is
+// what the router's configuration is built from.
+func (c *Controller) RolloutRoutes() (routes []RolloutRoute, complete bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []RolloutRoute
+	complete = true
 	for _, a := range c.apps {
-		out = append(out, a.routes...)
+		routes = append(routes, a.routes...)
+		complete = complete && a.routesKnown
 	}
-	slices.SortFunc(out, func(a, b RolloutRoute) int {
+	slices.SortFunc(routes, func(a, b RolloutRoute) int {
 		if c := strings.Compare(a.App, b.App); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Service, b.Service)
 	})
-	return out
+	return routes, complete
 }
 
-// keepRoutes stores the routes of a pass that succeeded.
+// keepRoutes stores the routes of a pass that worked them out: the
+// decided ones when it deployed, the recorded ones otherwise.
 func (c *Controller) keepRoutes(p *pass) {
+	if !p.routesKnown {
+		return
+	}
+	routes := p.liveRoutes
+	if p.deployed != nil {
+		routes = p.routes
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if a, ok := c.apps[p.app.Name]; ok {
-		a.routes = p.routes
+		a.routes, a.routesKnown = routes, true
 	}
 }
 

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -156,8 +157,8 @@ func TestACanaryIsDrivenStepByStepThroughTheManifest(t *testing.T) {
 	if st.Weight != 25 || st.StepStarted.IsZero() {
 		t.Fatalf("once ready: state %+v, want weight 25 and the pause started", st)
 	}
-	routes := c.RolloutRoutes()
-	if len(routes) != 1 || routes[0].Stable != "shop_web" || routes[0].Colour != "shop_web-canary" ||
+	routes, complete := c.RolloutRoutes()
+	if !complete || len(routes) != 1 || routes[0].Stable != "shop_web" || routes[0].Colour != "shop_web-canary" ||
 		routes[0].Weights != (rollout.Weights{Stable: 75, Canary: 25}) || routes[0].Router.Provider != rollout.NoRouter {
 		t.Fatalf("routes %+v", routes)
 	}
@@ -376,7 +377,7 @@ func TestABlueGreenReleasePreviewsSwitchesAndPromotes(t *testing.T) {
 	if st, web, _, _ = preview(); st.Phase != rollout.Switched || st.Weight != 100 || web != "example/web:1" {
 		t.Fatalf("after the preview pause: %+v web %s, want all traffic switched, web untouched", st, web)
 	}
-	if r := c.RolloutRoutes(); len(r) != 1 || r[0].Weights != (rollout.Weights{Canary: 100}) || r[0].Colour != "shop_web-preview" {
+	if r, _ := c.RolloutRoutes(); len(r) != 1 || r[0].Weights != (rollout.Weights{Canary: 100}) || r[0].Colour != "shop_web-preview" {
 		t.Fatalf("routes after the switch: %+v", r)
 	}
 	reconcileOK(t, c)
@@ -387,7 +388,7 @@ func TestABlueGreenReleasePreviewsSwitchesAndPromotes(t *testing.T) {
 	if st, web, _, n = preview(); st.Phase != rollout.Completed || n != 0 || web != "example/web:2" {
 		t.Fatalf("after promote: %+v web %s preview x%d", st, web, n)
 	}
-	if r := c.RolloutRoutes(); len(r) != 1 || r[0].Weights != (rollout.Weights{Stable: 100}) {
+	if r, _ := c.RolloutRoutes(); len(r) != 1 || r[0].Weights != (rollout.Weights{Stable: 100}) {
 		t.Fatalf("routes after the release: %+v", r)
 	}
 }
@@ -420,5 +421,45 @@ func TestTheLoopRunsARolloutAtItsNextCheckNotAtTheInterval(t *testing.T) {
 			t.Fatalf("the loop left the rollout at %+v (web %s)", st, web)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestRoutesFollowWhatRunsNotWhatAFailedPassDecided(t *testing.T) {
+	b, f, c, clk := canaryOnMinimal(t)
+	if _, complete := c.RolloutRoutes(); complete {
+		t.Fatal("routes complete before any pass")
+	}
+	reconcileOK(t, c)
+	if r, complete := c.RolloutRoutes(); !complete || len(r) != 1 || r[0].Colour != "" || r[0].Weights != (rollout.Weights{Stable: 100}) {
+		t.Fatalf("after the first deploy: %+v %v, want all on stable", r, complete)
+	}
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("2")})
+	reconcileOK(t, c)
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+	want := rollout.Weights{Stable: 75, Canary: 25}
+	if r, _ := c.RolloutRoutes(); r[0].Weights != want {
+		t.Fatalf("at step 0: %+v", r)
+	}
+
+	// An abort whose deploy fails changed nothing on the swarm: the
+	// router keeps serving what runs.
+	b.FailDeploy = errors.New("daemon unreachable")
+	if err := c.RolloutCommand("shop", "web", rollout.CommandAbort); err != nil {
+		t.Fatal(err)
+	}
+	if res := mustReconcile(t, c, "shop"); res.Err == nil {
+		t.Fatal("the pass did not fail")
+	}
+	if r, _ := c.RolloutRoutes(); r[0].Weights != want {
+		t.Fatalf("after a failed abort: %+v, want %+v", r[0].Weights, want)
+	}
+	b.FailDeploy = nil
+	if err := c.RolloutCommand("shop", "web", rollout.CommandAbort); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOK(t, c)
+	if r, _ := c.RolloutRoutes(); r[0].Weights != (rollout.Weights{Stable: 100}) {
+		t.Fatalf("after the abort: %+v", r[0].Weights)
 	}
 }

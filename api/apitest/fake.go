@@ -14,6 +14,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/router"
 )
 
 // The full fake claims every optional interface; MinimalController none.
@@ -24,6 +25,7 @@ var (
 	_ api.RevisionDiffer   = (*Controller)(nil)
 	_ api.Rollbacker       = (*Controller)(nil)
 	_ api.RolloutCommander = (*Controller)(nil)
+	_ api.RouterRoutes     = (*Controller)(nil)
 	_ api.SwarmLister      = (*Controller)(nil)
 	_ api.LogReader        = (*Controller)(nil)
 	_ api.Controller       = (*MinimalController)(nil)
@@ -41,6 +43,9 @@ type Controller struct {
 	Result func(app string, opts api.SyncOptions) api.SyncResult
 	// Hold, when set, keeps every sync from finishing until it is closed.
 	Hold chan struct{}
+	// Routes and RoutesComplete are what RouterRoutes answers.
+	Routes         []router.Route
+	RoutesComplete bool
 	// SwarmList is what Swarms answers.
 	SwarmList []api.SwarmStatus
 	// LogLines are what Logs emits, up to the query's tail; with Follow it
@@ -133,6 +138,13 @@ func (c *Controller) RolloutCommand(app, service, command string) error {
 	}
 	c.commands = append(c.commands, app+"/"+service+" "+command)
 	return nil
+}
+
+// RouterRoutes answers Routes and RoutesComplete.
+func (c *Controller) RouterRoutes() ([]router.Route, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.Routes), c.RoutesComplete
 }
 
 // Commands returns the rollout commands taken so far.

@@ -15,6 +15,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/reconcile"
 	"github.com/flotilla-gitops/flotilla/rollout"
+	"github.com/flotilla-gitops/flotilla/router"
 	"github.com/flotilla-gitops/flotilla/swarms"
 )
 
@@ -35,6 +36,7 @@ var (
 	_ api.RevisionDiffer   = Controller{}
 	_ api.Rollbacker       = Controller{}
 	_ api.RolloutCommander = Controller{}
+	_ api.RouterRoutes     = Controller{}
 	_ api.WebhookTargets   = Controller{}
 	_ api.SwarmLister      = Controller{}
 	_ api.LogReader        = Controller{}
@@ -97,6 +99,32 @@ func (a Controller) RequestSync(name string, o api.SyncOptions) (<-chan api.Sync
 // (reconcile.Controller.RolloutCommand).
 func (a Controller) RolloutCommand(name, service, command string) error {
 	return apiErr(a.ctl.RolloutCommand(name, service, rollout.Command(command)))
+}
+
+// RouterRoutes translates the controller's rollout routes through Traefik
+// into the router's: one route per service, named application-service,
+// with a stable backend and, once it exists, the extra colour's, each
+// reached by its swarm service name on the router's port.
+func (a Controller) RouterRoutes() ([]router.Route, bool) {
+	routes, complete := a.ctl.RolloutRoutes()
+	var out []router.Route
+	for _, r := range routes {
+		if r.Router.Provider != rollout.Traefik {
+			continue
+		}
+		url := func(service string) []string { return []string{fmt.Sprintf("http://%s:%d", service, r.Router.Port)} }
+		rt := router.Route{Name: r.App + "-" + r.Service, Rule: r.Router.Rule, EntryPoints: r.Router.EntryPoints,
+			Backends: []router.Backend{{Name: "stable", Weight: r.Weights.Stable, URLs: url(r.Stable)}}}
+		if r.Colour != "" {
+			name := "canary"
+			if r.Strategy == rollout.BlueGreen {
+				name = "preview"
+			}
+			rt.Backends = append(rt.Backends, router.Backend{Name: name, Weight: r.Weights.Canary, URLs: url(r.Colour)})
+		}
+		out = append(out, rt)
+	}
+	return out, complete
 }
 
 func (a Controller) Rollback(_ context.Context, name string, revision int, by string) (<-chan api.SyncResult, error) {
