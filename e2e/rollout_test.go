@@ -137,6 +137,9 @@ func TestCanaryRolloutOnTheSwarm(t *testing.T) {
 	if res0.Err != nil || res0.Action != charts.Unchanged || len(res0.Status.Drift) != 0 || res0.Status.Sync != "Synced" {
 		t.Fatalf("steady pass after the rollout: action %s sync %s drift %+v err %v", res0.Action, res0.Status.Sync, res0.Status.Drift, res0.Err)
 	}
+	if res0.Status.Health != "Healthy" {
+		t.Fatalf("health after the rollout: %s %q", res0.Status.Health, res0.Status.HealthMessage)
+	}
 
 	// v3, aborted by an operator: web stays on v2, the canary at zero.
 	h.repo.Commit("v3", rolloutFiles("1"))

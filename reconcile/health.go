@@ -47,6 +47,7 @@ func (c *Controller) judgeHealth(p *pass, snap *snapshot, want []expected) {
 	c.judgeHooks(p, states)
 	byName := indexStates(states)
 	results := c.resultsIndexed(states, byName, want)
+	idleColours(p, results)
 	names := sortedKeys(results)
 	parts := make([]health.Result, len(names))
 	for i, n := range names {

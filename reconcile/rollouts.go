@@ -15,6 +15,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/health"
 	"github.com/flotilla-gitops/flotilla/rollout"
 )
 
@@ -340,6 +341,20 @@ func rolloutHealth(p *pass) {
 			p.degradedByRollout = true
 		} else {
 			p.status.HealthMessage += "; " + msg
+		}
+	}
+}
+
+// idleColours judges an extra colour the rollout scaled to zero (between
+// rollouts, or after an abort) Healthy rather than Suspended: it is
+// meant to run nothing, and an application would otherwise stay Suspended
+// after every rollout. An abort is reported by rolloutHealth.
+func idleColours(p *pass, results map[string]health.Result) {
+	for _, r := range p.status.Rollouts {
+		res, ok := results[r.Colour]
+		if ok && r.Replicas == 0 && res.Health == application.Suspended {
+			res.Health, res.Message = application.Healthy, "idle rollout colour: scaled to 0 replicas between rollouts"
+			results[r.Colour] = res
 		}
 	}
 }

@@ -195,6 +195,9 @@ func TestACanaryIsDrivenStepByStepThroughTheManifest(t *testing.T) {
 		t.Fatalf("after promote: state %+v, canary at %d, web %s; want Completed, 0, web:2", st, n, web)
 	}
 	res = reconcileOK(t, c)
+	if res.Status.Health != application.Healthy {
+		t.Fatalf("after the rollout: health %s %q, want Healthy with the canary idle", res.Status.Health, res.Status.HealthMessage)
+	}
 	if res.Action != charts.Unchanged || !res.NextCheck.IsZero() {
 		t.Fatalf("after the rollout: action %s NextCheck %v, want unchanged and no timed look", res.Action, res.NextCheck)
 	}
