@@ -87,8 +87,13 @@ func runAppRollout(ctx context.Context, c *client.Client, o appRolloutOptions, w
 		_, err := fmt.Fprintf(w, "%s has no rollout\n", o.Name)
 		return err
 	}
+	return printRollouts(w, rs)
+}
+
+// printRollouts writes rollouts as a table, one row per service.
+func printRollouts(w io.Writer, rs []application.RolloutStatus) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "SERVICE\tSTRATEGY\tPHASE\tSTEP\tWEIGHT\tREPLICAS\tNEXT CHECK\tREASON")
+	fmt.Fprintln(tw, "ROLLOUT\tSTRATEGY\tPHASE\tSTEP\tWEIGHT\tREPLICAS\tNEXT CHECK\tREASON")
 	for _, r := range rs {
 		phase := r.Phase
 		if r.Paused {

@@ -17,10 +17,17 @@ func TestAppRolloutShowsStatusAndQueuesCommands(t *testing.T) {
 	if err := runAppRollout(t.Context(), c, appRolloutOptions{apiOptions: opts(outputTable), Command: "status", Name: "shop"}, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"SERVICE", "web", "canary", "Progressing", "50%", "held until"} {
+	for _, want := range []string{"ROLLOUT", "web", "canary", "Progressing", "50%", "held until"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("status lacks %q:\n%s", want, out.String())
 		}
+	}
+	out.Reset()
+	if err := runAppGet(t.Context(), c, appGetOptions{apiOptions: opts(outputTable), Name: "shop"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "ROLLOUT") || !strings.Contains(out.String(), "held until") {
+		t.Fatalf("app get shows no rollout:\n%s", out.String())
 	}
 	out.Reset()
 	if err := runAppRollout(t.Context(), c, appRolloutOptions{apiOptions: opts(outputTable), Command: "pause", Name: "shop"}, &out); err != nil {
