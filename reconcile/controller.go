@@ -696,6 +696,9 @@ func (c *Controller) passIn(ctx context.Context, app application.Application, re
 	}
 	c.noteWrote(p)
 	c.keepRoutes(p)
+	if (err != nil || gated) && p.deployed == nil {
+		c.returnRolloutCommands(p)
+	}
 	c.finish(p, err)
 	c.wakeDependents(p)
 	c.reportChanges(p, prev)

@@ -18,6 +18,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/rollout"
 	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
 )
@@ -83,6 +84,8 @@ type pass struct {
 	// rollout step worked them out (see RolloutRoutes).
 	routes, liveRoutes []RolloutRoute
 	routesKnown        bool
+	// takenCmds are the operators' commands this pass took, by service.
+	takenCmds map[string]rollout.Command
 	// degradedByRollout is set when the status is Degraded only because
 	// a rollout was aborted or could not be decided.
 	degradedByRollout bool

@@ -156,6 +156,12 @@ func (c *Controller) rolloutOf(p *pass, svc string, spec rollout.Spec, live map[
 		StableReady:    settled(stable),
 		Command:        c.takeRolloutCommand(p.app.Name, svc),
 	}
+	if in.Command != rollout.NoCommand {
+		if p.takenCmds == nil {
+			p.takenCmds = map[string]rollout.Command{}
+		}
+		p.takenCmds[svc] = in.Command
+	}
 	in.StableReady = in.StableReady && in.StableRevision == revision
 	var st rollout.State
 	var stErr error
@@ -423,6 +429,30 @@ func (c *Controller) RolloutCommand(app, service string, cmd rollout.Command) er
 	a.rolloutCmds[service] = cmd
 	c.mu.Unlock()
 	return c.Refresh(app)
+}
+
+// returnRolloutCommands gives back the commands a pass took and did not
+// deploy (it failed, or was a manual application's pass with no sync), so
+// the next pass decides with them, unless a newer command for the same
+// service arrived meanwhile.
+func (c *Controller) returnRolloutCommands(p *pass) {
+	if len(p.takenCmds) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.apps[p.app.Name]
+	if !ok {
+		return
+	}
+	if a.rolloutCmds == nil {
+		a.rolloutCmds = map[string]rollout.Command{}
+	}
+	for svc, cmd := range p.takenCmds {
+		if _, newer := a.rolloutCmds[svc]; !newer {
+			a.rolloutCmds[svc] = cmd
+		}
+	}
 }
 
 // takeRolloutCommand returns and forgets the command waiting for app's
