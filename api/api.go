@@ -157,10 +157,12 @@ func New(opts Options) http.Handler {
 	handle("POST /api/v1/applications/{name}/sync", app(access.Operate), s.postSync)
 	handle("POST /api/v1/applications/{name}/rollback", app(access.Operate), s.postRollback)
 	handle("POST /api/v1/applications/{name}/refresh", app(access.Operate), s.postRefresh)
+	handle("POST /api/v1/applications/{name}/rollout/{command}", app(access.Operate), s.postRollout)
 	handle("GET /api/v1/events", filtered, s.streamEvents)
 	// The swarm list counts every application, so only a global role
 	// reads it; a viewer does.
 	handle("GET /api/v1/swarms", global(access.Read), s.listSwarms)
+	handle("GET /api/v1/router/traefik", global(access.Read), s.getRouterConfig)
 	handle("GET /api/v1/audit", global(access.Administer), s.getAudit)
 	if opts.SSO != nil {
 		handle("GET /auth/login", open, s.ssoLogin)

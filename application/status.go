@@ -179,6 +179,10 @@ type Status struct {
 	// order they run, each as the swarm shows it (its job service and
 	// tasks); empty for a manifest without hooks.
 	Hooks []HookStatus `json:"hooks,omitempty"`
+	// Rollouts are the canary and blue/green rollouts of the manifest's
+	// services as the last pass decided them, by service; empty when no
+	// service declares one.
+	Rollouts []RolloutStatus `json:"rollouts,omitempty"`
 
 	// Drift lists every field of every service whose live spec differs
 	// from what the repository converts to, while the repository has not
@@ -325,3 +329,36 @@ type HookStatus struct {
 // reconciler writes it, and the API cuts the message there for callers who
 // may not read the application's logs.
 const HookLogsMarker = "; last log lines:\n"
+
+// RolloutStatus is one service's canary or blue/green rollout as the last
+// pass decided it.
+type RolloutStatus struct {
+	// Service is the declared service; Colour the extra service beside it.
+	Service  string `json:"service"`
+	Colour   string `json:"colour"`
+	Strategy string `json:"strategy"`
+	// Revision identifies the definition being rolled out.
+	Revision string `json:"revision,omitempty"`
+	// Phase is Progressing, Previewing, Switched, Promoting, Completed or
+	// Aborted; empty when nothing was ever rolled out.
+	Phase string `json:"phase,omitempty"`
+	Step  int    `json:"step"`
+	// Weight is the extra colour's share of traffic in percent, Replicas
+	// its replica count.
+	Weight   int  `json:"weight"`
+	Replicas int  `json:"replicas"`
+	Paused   bool `json:"paused,omitempty"`
+	// Verdict is the last analysis verdict counted in this step; Metric
+	// and Values name the evidence of an abort.
+	Verdict string `json:"verdict,omitempty"`
+	Metric  string `json:"metric,omitempty"`
+	Values  string `json:"values,omitempty"`
+	// Reason says what the last decision did or why it waits.
+	Reason string `json:"reason,omitempty"`
+	// NextCheck is when the pass looks again by itself; zero when only a
+	// new revision or an operator's command changes anything.
+	NextCheck time.Time `json:"nextCheck,omitzero"`
+	// Error is set when the rollout could not be decided: all traffic
+	// stays on the stable service.
+	Error string `json:"error,omitempty"`
+}

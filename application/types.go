@@ -456,7 +456,7 @@ func NotificationEvents() []events.Type {
 	return []events.Type{
 		events.SyncStarted, events.SyncSucceeded, events.SyncFailed,
 		events.DriftDetected, events.DriftCorrected, events.OutOfBandChange,
-		events.HealthChanged, events.Pruned, events.HookRan, events.RolledBack,
+		events.HealthChanged, events.Pruned, events.HookRan, events.RolledBack, events.RolloutStep,
 	}
 }
 

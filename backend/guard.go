@@ -17,6 +17,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/fault"
+	"github.com/flotilla-gitops/flotilla/rollout"
 )
 
 // The guards decide what a stack may reach outside itself. They run in
@@ -390,6 +391,19 @@ func describeCreator(labels map[string]string) string {
 	return "it belongs to no stack"
 }
 
+// isColour reports whether the unscoped service is the extra colour of a
+// rollout of another service of the stack (web-canary beside web).
+func (g *guardCheck) isColour(name string) bool {
+	for _, suffix := range []string{rollout.CanarySuffix, rollout.PreviewSuffix} {
+		if base, ok := strings.CutSuffix(name, suffix); ok && base != "" {
+			if _, declared := g.decl.Services[g.stack+"_"+base]; declared {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (g *guardCheck) reservedLabels(field string, labels map[string]string) {
 	for _, k := range sortedKeys(labels) {
 		if strings.HasPrefix(k, reservedLabelPrefix) {
@@ -401,7 +415,14 @@ func (g *guardCheck) reservedLabels(field string, labels map[string]string) {
 // service checks one service's labels, network attachments and mounts.
 func (g *guardCheck) service(name string, spec swarm.ServiceSpec) {
 	p := "services." + name
-	g.reservedLabels(p+".deploy.labels", spec.Labels)
+	labels := spec.Labels
+	if g.isColour(name) {
+		// The pass records a rollout's state on its extra colour, a
+		// name compose refuses to let a stack declare for itself.
+		labels = maps.Clone(labels)
+		maps.DeleteFunc(labels, func(k, _ string) bool { return strings.HasPrefix(k, rollout.LabelPrefix) })
+	}
+	g.reservedLabels(p+".deploy.labels", labels)
 	g.nodePolicy(p, spec)
 
 	for _, n := range spec.TaskTemplate.Networks {

@@ -622,6 +622,17 @@ func TestGuard_decisions(t *testing.T) {
 		{name: "config renamed out of the namespace, absent", extra: "    configs: [c]\n", top: "configs:\n  c:\n    file: ./data.txt\n    name: shared-ca\n"},
 		{name: "reserved service label", extra: "    deploy:\n      labels:\n        io.flotilla.owner: ctl/other\n",
 			wantField: "services.web.deploy.labels", wantWords: []string{"io.flotilla.owner"}},
+		{name: "rollout state on the extra colour of a declared service",
+			extra: "  web-canary:\n    image: x\n    deploy:\n      labels:\n        io.flotilla.rollout.phase: Progressing\n"},
+		{name: "rollout state on another service",
+			extra:     "  api:\n    image: x\n    deploy:\n      labels:\n        io.flotilla.rollout.phase: Progressing\n",
+			wantField: "services.api.deploy.labels", wantWords: []string{"io.flotilla.rollout.phase"}},
+		{name: "rollout state on the colour of an undeclared service",
+			extra:     "  api-canary:\n    image: x\n    deploy:\n      labels:\n        io.flotilla.rollout.phase: Progressing\n",
+			wantField: "services.api-canary.deploy.labels", wantWords: []string{"io.flotilla.rollout.phase"}},
+		{name: "owner label on a colour",
+			extra:     "  web-preview:\n    image: x\n    deploy:\n      labels:\n        io.flotilla.owner: ctl/other\n",
+			wantField: "services.web-preview.deploy.labels", wantWords: []string{"io.flotilla.owner"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := renderProject(t, stack, webWith(tt.extra, tt.top))

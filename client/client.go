@@ -175,6 +175,14 @@ func (c *Client) Rollback(ctx context.Context, name string, revision int, w Wait
 	return out, c.do(ctx, http.MethodPost, appPath(name, "rollback"), w.query(), api.RollbackBody{Revision: revision}, &out)
 }
 
+// RolloutCommand queues an operator's command (one of api.RolloutCommands)
+// for the rollout of the application's service; an empty service means
+// the application's only rollout. The next pass takes it.
+func (c *Client) RolloutCommand(ctx context.Context, name, command, service string) (api.OperationResponse, error) {
+	var out api.OperationResponse
+	return out, c.do(ctx, http.MethodPost, appPath(name, "rollout", command), nil, api.RolloutBody{Service: service}, &out)
+}
+
 // Refresh makes the application fetch and plan now.
 func (c *Client) Refresh(ctx context.Context, name string) (api.OperationResponse, error) {
 	var out api.OperationResponse

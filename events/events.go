@@ -50,6 +50,10 @@ const (
 	// the write named, empty for one on the controller as a whole. It
 	// holds names and options only, never a token.
 	AuditRecorded Type = "audit.recorded"
+	// RolloutStep is published, with Service set, when a canary or
+	// blue/green rollout took a step that was deployed (Data "action",
+	// "phase", "step", "weight"; an abort's "metric" and "values").
+	RolloutStep Type = "rollout.step"
 )
 
 // Markers a Broker itself puts into a subscription. They are never
@@ -70,7 +74,7 @@ const (
 func (t Type) Valid() bool {
 	switch t {
 	case SyncStarted, SyncSucceeded, SyncFailed, DriftDetected, DriftCorrected,
-		OutOfBandChange, HealthChanged, Pruned, HookRan, RolledBack, ConfigRejected, GeneratedRefused, AuditRecorded, Lagged, Gap:
+		OutOfBandChange, HealthChanged, Pruned, HookRan, RolledBack, ConfigRejected, GeneratedRefused, AuditRecorded, RolloutStep, Lagged, Gap:
 		return true
 	}
 	return false

@@ -78,6 +78,8 @@ type Metrics struct {
 	chartFetches     *prometheus.CounterVec
 	chartBytes       *prometheus.CounterVec
 	swarmReachable   *prometheus.GaugeVec
+	rolloutWeight    *prometheus.GaugeVec
+	rolloutSteps     *prometheus.CounterVec
 	buildInfo        *prometheus.GaugeVec
 }
 
@@ -141,11 +143,20 @@ func New() *Metrics {
 			Name: "flotilla_chart_fetch_bytes_total",
 			Help: "Bytes downloaded from chart repositories by repository and kind; an unchanged index (304) adds none.",
 		}, []string{"repo", "kind"}),
+		rolloutWeight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flotilla_rollout_weight_percent",
+			Help: "Share of traffic, in percent, on the extra colour (canary or preview) of each service under a rollout, at the last pass.",
+		}, []string{"app", "service"}),
+		rolloutSteps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flotilla_rollout_steps_total",
+			Help: "Rollout decisions that changed something, by application, service and action (start, advance, promote, finalize, abort, restart).",
+		}, []string{"app", "service", "action"}),
 		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flotilla_build_info",
 			Help: "Always 1; its labels name the running build: version (as released) and goversion (the Go toolchain).",
 		}, []string{"version", "goversion"}),
 	}
+	m.reg.MustRegister(m.rolloutWeight, m.rolloutSteps)
 	m.reg.MustRegister(
 		m.syncStatus, m.healthStatus, m.reconcileSeconds, m.stepSeconds, m.gitFetchSeconds, m.gitFetchErrors,
 		m.dockerRequests, m.swarmWrites, m.driftFields, m.webhooks, m.chartFetches, m.chartBytes, m.swarmReachable, m.buildInfo,
@@ -197,6 +208,17 @@ func (m *Metrics) SetStatus(s application.Status) {
 	for _, v := range healthValues {
 		m.healthStatus.WithLabelValues(s.Name, string(v)).Set(boolf(v == s.Health))
 	}
+	for _, r := range s.Rollouts {
+		m.rolloutWeight.WithLabelValues(s.Name, r.Service).Set(float64(r.Weight))
+	}
+}
+
+// ObserveRolloutStep counts one rollout decision that changed something.
+func (m *Metrics) ObserveRolloutStep(app, service, action string) {
+	if m == nil {
+		return
+	}
+	m.rolloutSteps.WithLabelValues(app, service, action).Inc()
 }
 
 // ForgetApp drops every series of an application removed from the
@@ -221,6 +243,10 @@ func (m *Metrics) ForgetApp(app string) {
 		m.reconcileSeconds.DeleteLabelValues(app, string(o))
 	}
 	m.driftFields.DeleteLabelValues(app)
+	// Service names are no closed vocabulary; only services under a
+	// rollout have these series, so the scan is short.
+	m.rolloutWeight.DeletePartialMatch(prometheus.Labels{"app": app})
+	m.rolloutSteps.DeletePartialMatch(prometheus.Labels{"app": app})
 }
 
 // ObserveReconcile records how long one pass of app took and how it ended.

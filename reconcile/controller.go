@@ -31,6 +31,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/metrics"
 	"github.com/flotilla-gitops/flotilla/regauth"
 	"github.com/flotilla-gitops/flotilla/renderbox"
+	"github.com/flotilla-gitops/flotilla/rollout"
 	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
 )
@@ -179,7 +180,10 @@ type Result struct {
 	Status   application.Status
 	// Plan is what a dry-run sync would write and remove; nil otherwise.
 	Plan *Diff
-	Err  error
+	// NextCheck is when a rollout of the pass wants deciding again; the
+	// loop runs the application then if nothing runs it sooner.
+	NextCheck time.Time
+	Err       error
 }
 
 // appState is the controller's bookkeeping for one application.
@@ -192,6 +196,13 @@ type appState struct {
 	pending  []*queued
 	sweep    sweepState
 	last     Result // of the newest pass the loop ran
+	// rolloutCmds are operators' commands waiting for the next pass, by
+	// service (see RolloutCommand).
+	rolloutCmds map[string]rollout.Command
+	// routes are the traffic splits as of the newest pass that worked
+	// them out, and routesKnown whether one did (see RolloutRoutes).
+	routes      []RolloutRoute
+	routesKnown bool
 
 	// rolledBack holds the services seen rolled back while the manifest
 	// was rolledBackManifest; they are not healed until it changes.
@@ -684,11 +695,15 @@ func (c *Controller) passIn(ctx context.Context, app application.Application, re
 		syncAfterFailure(p, err)
 	}
 	c.noteWrote(p)
+	c.keepRoutes(p)
+	if (err != nil || gated) && p.deployed == nil {
+		c.returnRolloutCommands(p)
+	}
 	c.finish(p, err)
 	c.wakeDependents(p)
 	c.reportChanges(p, prev)
 	c.observeOutcome(p, err, gated, c.now().Sub(started))
-	res = Result{App: app.Name, Action: p.action, Deployed: p.deployed, Healed: p.healed, Status: p.status, Plan: p.plan, Err: err}
+	res = Result{App: app.Name, Action: p.action, Deployed: p.deployed, Healed: p.healed, Status: p.status, Plan: p.plan, NextCheck: p.rolloutNext, Err: err}
 	if p.recorded != nil {
 		res.Revision = p.recorded.Revision
 	}

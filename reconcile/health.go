@@ -47,6 +47,7 @@ func (c *Controller) judgeHealth(p *pass, snap *snapshot, want []expected) {
 	c.judgeHooks(p, states)
 	byName := indexStates(states)
 	results := c.resultsIndexed(states, byName, want)
+	idleColours(p, results)
 	names := sortedKeys(results)
 	parts := make([]health.Result, len(names))
 	for i, n := range names {
@@ -54,6 +55,7 @@ func (c *Controller) judgeHealth(p *pass, snap *snapshot, want []expected) {
 	}
 	rolled := health.StackSorted(names, parts)
 	p.status.Health, p.status.HealthMessage = rolled.Health, rolled.Message
+	rolloutHealth(p)
 	p.status.Services = p.status.Services[:0:0]
 	if len(names) > 0 {
 		p.status.Services = make([]application.ServiceStatus, 0, len(names))

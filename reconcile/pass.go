@@ -18,6 +18,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/rollout"
 	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
 )
@@ -71,6 +72,23 @@ type pass struct {
 	// syncFailRan once the SyncFail hooks ran; waved when applyWaves
 	// deployed every service, leaving apply only the record to write.
 	syncBegun, syncFailRan, waved bool
+
+	// rolloutNext is the soonest a rollout of this pass wants deciding
+	// again (see rollouts.go); zero when none does.
+	rolloutNext time.Time
+	// rolloutSteps are the rollout decisions that changed something,
+	// reported once the pass recorded them.
+	rolloutSteps []rolloutStep
+	// routes are the traffic splits the pass decided, liveRoutes those
+	// recorded on the swarm when it began; routesKnown is set once the
+	// rollout step worked them out (see RolloutRoutes).
+	routes, liveRoutes []RolloutRoute
+	routesKnown        bool
+	// takenCmds are the operators' commands this pass took, by service.
+	takenCmds map[string]rollout.Command
+	// degradedByRollout is set when the status is Degraded only because
+	// a rollout was aborted or could not be decided.
+	degradedByRollout bool
 
 	// rollbackOf is the record a rollback pass redeploys.
 	rollbackOf *charts.Release
@@ -238,6 +256,7 @@ var steps = []step{
 	{"fetch", (*Controller).fetch},
 	{"render", (*Controller).render},
 	{"plan", (*Controller).plan},
+	{"rollout", (*Controller).rollouts},
 	{"observe", (*Controller).observe},
 	{"drift", (*Controller).detectDrift},
 	{"gate", (*Controller).gate},
@@ -641,6 +660,7 @@ func (c *Controller) confirm(ctx context.Context, p *pass) error {
 			p.status.Pinned = pinMessage(p.recorded)
 		}
 		c.emit(p, events.SyncSucceeded, "", fmt.Sprintf("revision %d deployed (%s)", p.recorded.Revision, p.recorded.Trigger), nil)
+		c.reportRolloutSteps(p)
 	}
 	r := <-health
 	snap := &snapshot{stacks: map[string][]charts.ServiceState{}, err: r.err}

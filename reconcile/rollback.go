@@ -58,7 +58,7 @@ func (c *Controller) autoRollback(ctx context.Context, p *pass) error {
 	}
 	var since time.Time
 	if latest != nil && latest.PinnedCommit == "" {
-		if p.status.Health != application.Degraded {
+		if p.status.Health != application.Degraded || p.degradedByRollout {
 			w.since = time.Time{}
 		} else {
 			if w.since.IsZero() {

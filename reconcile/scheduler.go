@@ -299,6 +299,10 @@ func (c *Controller) runPass(ctx context.Context, a *appState, snap *batchRead) 
 		a.failures = 0
 		a.next = c.now().Add(interval)
 	}
+	if n := res.NextCheck; !n.IsZero() && !a.next.IsZero() && n.Before(a.next) {
+		// A rollout's pause or readiness poll ends before the interval.
+		a.next = n
+	}
 	again := len(a.pending) > 0 || a.refreshed
 	removed := c.apps[app.Name] != a
 	c.mu.Unlock()

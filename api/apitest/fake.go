@@ -14,18 +14,21 @@ import (
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/router"
 )
 
 // The full fake claims every optional interface; MinimalController none.
 var (
-	_ api.Controller     = (*Controller)(nil)
-	_ api.HistoryReader  = (*Controller)(nil)
-	_ api.Differ         = (*Controller)(nil)
-	_ api.RevisionDiffer = (*Controller)(nil)
-	_ api.Rollbacker     = (*Controller)(nil)
-	_ api.SwarmLister    = (*Controller)(nil)
-	_ api.LogReader      = (*Controller)(nil)
-	_ api.Controller     = (*MinimalController)(nil)
+	_ api.Controller       = (*Controller)(nil)
+	_ api.HistoryReader    = (*Controller)(nil)
+	_ api.Differ           = (*Controller)(nil)
+	_ api.RevisionDiffer   = (*Controller)(nil)
+	_ api.Rollbacker       = (*Controller)(nil)
+	_ api.RolloutCommander = (*Controller)(nil)
+	_ api.RouterRoutes     = (*Controller)(nil)
+	_ api.SwarmLister      = (*Controller)(nil)
+	_ api.LogReader        = (*Controller)(nil)
+	_ api.Controller       = (*MinimalController)(nil)
 )
 
 // Controller is an in-memory api.Controller with every optional feature. A
@@ -40,6 +43,9 @@ type Controller struct {
 	Result func(app string, opts api.SyncOptions) api.SyncResult
 	// Hold, when set, keeps every sync from finishing until it is closed.
 	Hold chan struct{}
+	// Routes and RoutesComplete are what RouterRoutes answers.
+	Routes         []router.Route
+	RoutesComplete bool
 	// SwarmList is what Swarms answers.
 	SwarmList []api.SwarmStatus
 	// LogLines are what Logs emits, up to the query's tail; with Follow it
@@ -58,6 +64,7 @@ type Controller struct {
 	revDiffs  map[revDiffKey]api.Diff
 	syncs     []api.SyncOptions
 	refreshed []string
+	commands  []string
 	rollbacks []int
 }
 
@@ -111,6 +118,40 @@ func (c *Controller) Refreshed() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.refreshed)
+}
+
+// SetRollouts sets the rollouts an application's status lists.
+func (c *Controller) SetRollouts(app string, rs []application.RolloutStatus) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.apps[app]
+	st.Rollouts = rs
+	c.apps[app] = st
+}
+
+// RolloutCommand records "app/service command".
+func (c *Controller) RolloutCommand(app, service, command string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.apps[app]; !ok {
+		return fmt.Errorf("application %q: %w", app, api.ErrNotFound)
+	}
+	c.commands = append(c.commands, app+"/"+service+" "+command)
+	return nil
+}
+
+// RouterRoutes answers Routes and RoutesComplete.
+func (c *Controller) RouterRoutes() ([]router.Route, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.Routes), c.RoutesComplete
+}
+
+// Commands returns the rollout commands taken so far.
+func (c *Controller) Commands() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.commands)
 }
 
 // Rollbacks returns the revisions rolled back to so far.

@@ -31,6 +31,7 @@ API's own objects for scripts.`,
 		newAppSyncCmd(o),
 		newAppRollbackCmd(o),
 		newAppRefreshCmd(o),
+		newAppRolloutCmd(o),
 		newAppLogsCmd(o),
 	)
 	return cmd

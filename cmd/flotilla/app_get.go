@@ -96,6 +96,12 @@ func printStatus(w io.Writer, st application.Status, now time.Time) error {
 			return err
 		}
 	}
+	if len(st.Rollouts) > 0 {
+		fmt.Fprintln(w)
+		if err := printRollouts(w, st.Rollouts); err != nil {
+			return err
+		}
+	}
 	return printHooks(w, st.Hooks, now)
 }
 

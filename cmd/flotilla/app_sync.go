@@ -367,6 +367,8 @@ func describeEvent(e events.Event) string {
 		what = "rolled back"
 	case events.AuditRecorded:
 		what = "audited"
+	case events.RolloutStep:
+		what = "rollout"
 	case events.Lagged, events.Gap:
 		what = "event stream interrupted"
 	}

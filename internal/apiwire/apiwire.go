@@ -14,6 +14,8 @@ import (
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/reconcile"
+	"github.com/flotilla-gitops/flotilla/rollout"
+	"github.com/flotilla-gitops/flotilla/router"
 	"github.com/flotilla-gitops/flotilla/swarms"
 )
 
@@ -28,15 +30,17 @@ type Controller struct {
 func New(ctl *reconcile.Controller) Controller { return Controller{ctl: ctl} }
 
 var (
-	_ api.Controller     = Controller{}
-	_ api.HistoryReader  = Controller{}
-	_ api.Differ         = Controller{}
-	_ api.RevisionDiffer = Controller{}
-	_ api.Rollbacker     = Controller{}
-	_ api.WebhookTargets = Controller{}
-	_ api.SwarmLister    = Controller{}
-	_ api.LogReader      = Controller{}
-	_ api.LogMasker      = Controller{}
+	_ api.Controller       = Controller{}
+	_ api.HistoryReader    = Controller{}
+	_ api.Differ           = Controller{}
+	_ api.RevisionDiffer   = Controller{}
+	_ api.Rollbacker       = Controller{}
+	_ api.RolloutCommander = Controller{}
+	_ api.RouterRoutes     = Controller{}
+	_ api.WebhookTargets   = Controller{}
+	_ api.SwarmLister      = Controller{}
+	_ api.LogReader        = Controller{}
+	_ api.LogMasker        = Controller{}
 )
 
 // LogMask blanks the secret values of the application's deployed revision
@@ -89,6 +93,38 @@ func (a Controller) Refresh(name string) error { return apiErr(a.ctl.Refresh(nam
 
 func (a Controller) RequestSync(name string, o api.SyncOptions) (<-chan api.SyncResult, error) {
 	return forward(a.ctl.RequestSyncWith(name, reconcile.SyncRequest{By: o.By, Prune: o.Prune, DryRun: o.DryRun, Revision: o.Revision}))
+}
+
+// RolloutCommand hands an operator's command to a service's rollout
+// (reconcile.Controller.RolloutCommand).
+func (a Controller) RolloutCommand(name, service, command string) error {
+	return apiErr(a.ctl.RolloutCommand(name, service, rollout.Command(command)))
+}
+
+// RouterRoutes translates the controller's rollout routes through Traefik
+// into the router's: one route per service, named application-service,
+// with a stable backend and, once it exists, the extra colour's, each
+// reached by its swarm service name on the router's port.
+func (a Controller) RouterRoutes() ([]router.Route, bool) {
+	routes, complete := a.ctl.RolloutRoutes()
+	var out []router.Route
+	for _, r := range routes {
+		if r.Router.Provider != rollout.Traefik {
+			continue
+		}
+		url := func(service string) []string { return []string{fmt.Sprintf("http://%s:%d", service, r.Router.Port)} }
+		rt := router.Route{Name: r.App + "-" + r.Service, Rule: r.Router.Rule, EntryPoints: r.Router.EntryPoints,
+			Backends: []router.Backend{{Name: "stable", Weight: r.Weights.Stable, URLs: url(r.Stable)}}}
+		if r.Colour != "" {
+			name := "canary"
+			if r.Strategy == rollout.BlueGreen {
+				name = "preview"
+			}
+			rt.Backends = append(rt.Backends, router.Backend{Name: name, Weight: r.Weights.Canary, URLs: url(r.Colour)})
+		}
+		out = append(out, rt)
+	}
+	return out, complete
 }
 
 func (a Controller) Rollback(_ context.Context, name string, revision int, by string) (<-chan api.SyncResult, error) {

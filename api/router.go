@@ -1,0 +1,42 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/flotilla-gitops/flotilla/router"
+)
+
+// RouterRoutes gives the routes of every service released through a
+// router: the traffic split the swarm runs now. complete is false until
+// the controller has worked out the routes of every application since it
+// started.
+type RouterRoutes interface {
+	RouterRoutes() (routes []router.Route, complete bool)
+}
+
+// getRouterConfig serves the Traefik HTTP provider's dynamic
+// configuration. Until every application's routes are known it answers
+// 503, and so on a configuration it cannot render: Traefik then keeps the
+// one it has, instead of dropping the routes it was not given.
+func (s *server) getRouterConfig(w http.ResponseWriter, r *http.Request) error {
+	rr, ok := s.ctl.(RouterRoutes)
+	if !ok {
+		return unsupported("the router configuration", "RouterRoutes")
+	}
+	routes, complete := rr.RouterRoutes()
+	if !complete {
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "the router configuration is not decided yet: not every application has been reconciled since the controller started")
+	}
+	b, err := router.DynamicConfig(routes)
+	if err != nil {
+		return fmt.Errorf("router configuration: %w", err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if r.Method == http.MethodHead {
+		return nil
+	}
+	_, err = w.Write(b)
+	return err
+}

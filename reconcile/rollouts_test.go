@@ -1,0 +1,466 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/charts/chartstest"
+	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/rollout"
+)
+
+// canaryCompose is a stack whose web service is released by a canary of
+// two steps; worker has no rollout.
+func canaryCompose(tag string) string {
+	return `version: "3.8"
+services:
+  web:
+    image: example/web:` + tag + `
+    deploy:
+      replicas: 4
+    x-flotilla:
+      rollout:
+        strategy: canary
+        steps:
+          - {weight: 25, pause: 1m}
+          - {weight: 50, pause: 1m}
+  worker:
+    image: example/worker:1
+`
+}
+
+// testClock is a clock the test moves.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func canaryOnMinimal(t *testing.T) (*chartstest.MinimalBackend, *fakeFetcher, *Controller, *testClock) {
+	t.Helper()
+	b, f, c, clk, _ := canaryWithEvents(t)
+	return b, f, c, clk
+}
+
+func canaryWithEvents(t *testing.T) (*chartstest.MinimalBackend, *fakeFetcher, *Controller, *testClock, *eventLog) {
+	t.Helper()
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("1")})
+	clk := &testClock{now: time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)}
+	log := &eventLog{}
+	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet, Clock: clk.Now, Events: log}, []application.Application{testApp("shop", true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, f, c, clk, log
+}
+
+// rolloutEvents are the actions of the rollout.step events published.
+func rolloutEvents(l *eventLog) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, e := range l.evs {
+		if e.Type == events.RolloutStep {
+			out = append(out, e.Service+":"+e.Data["action"].(string))
+		}
+	}
+	return out
+}
+
+// liveService returns the stack's service as the backend reports it.
+func liveService(t *testing.T, b charts.Backend, name string) (charts.ServiceState, bool) {
+	t.Helper()
+	for _, s := range b.StackServices(context.Background(), "shop") {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return charts.ServiceState{}, false
+}
+
+// rolloutState checks the pass and returns the canary's recorded state,
+// the images of web and web-canary and the canary's replica count.
+func rolloutState(t *testing.T, b charts.Backend) (rollout.State, string, string, uint64) {
+	t.Helper()
+	web, ok := liveService(t, b, "web")
+	if !ok {
+		t.Fatal("no web service")
+	}
+	canary, ok := liveService(t, b, "web-canary")
+	if !ok {
+		return rollout.State{}, web.Image, "", 0
+	}
+	st, err := rollout.StateFromLabels(canary.Labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, web.Image, canary.Image, canary.Desired
+}
+
+func reconcileOK(t *testing.T, c *Controller) Result {
+	t.Helper()
+	res := mustReconcile(t, c, "shop")
+	if res.Err != nil {
+		t.Fatalf("pass failed: %v", res.Err)
+	}
+	return res
+}
+
+func TestACanaryIsDrivenStepByStepThroughTheManifest(t *testing.T) {
+	b, f, c, clk := canaryOnMinimal(t)
+
+	// A first deploy has nothing to protect: no canary.
+	reconcileOK(t, c)
+	if _, ok := liveService(t, b, "web-canary"); ok {
+		t.Fatal("a first deploy created a canary")
+	}
+
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("2")})
+	res := reconcileOK(t, c)
+	st, web, canary, n := rolloutState(t, b)
+	if st.Phase != rollout.Progressing || st.Step != 0 || st.Weight != 0 {
+		t.Fatalf("after the commit: state %+v, want Progressing step 0 weight 0", st)
+	}
+	if web != "example/web:1" || canary != "example/web:2" || n != 1 {
+		t.Fatalf("after the commit: web %s, canary %s at %d replicas; want web:1, web:2 at 1", web, canary, n)
+	}
+	if want := clk.Now().Add(rollout.ReadyPoll); !res.NextCheck.Equal(want) {
+		t.Fatalf("NextCheck %v, want %v (the readiness poll)", res.NextCheck, want)
+	}
+	if len(res.Status.Rollouts) != 1 || res.Status.Rollouts[0].Phase != "Progressing" {
+		t.Fatalf("status rollouts %+v", res.Status.Rollouts)
+	}
+
+	// The canary runs: step 0's weight flows and its pause starts.
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+	st, _, _, _ = rolloutState(t, b)
+	if st.Weight != 25 || st.StepStarted.IsZero() {
+		t.Fatalf("once ready: state %+v, want weight 25 and the pause started", st)
+	}
+	routes, complete := c.RolloutRoutes()
+	if !complete || len(routes) != 1 || routes[0].Stable != "shop_web" || routes[0].Colour != "shop_web-canary" ||
+		routes[0].Weights != (rollout.Weights{Stable: 75, Canary: 25}) || routes[0].Router.Provider != rollout.NoRouter {
+		t.Fatalf("routes %+v", routes)
+	}
+
+	// Within the pause nothing is written.
+	clk.add(10 * time.Second)
+	if res := reconcileOK(t, c); res.Action != charts.Unchanged || res.Revision != 0 {
+		t.Fatalf("within the pause: action %s revision %d, want nothing written", res.Action, res.Revision)
+	}
+
+	// The pause is over: step 1 scales the canary, then its weight flows.
+	clk.add(time.Minute)
+	reconcileOK(t, c)
+	st, _, _, n = rolloutState(t, b)
+	if st.Step != 1 || st.Weight != 25 || n != 2 {
+		t.Fatalf("after step 0: state %+v at %d replicas, want step 1 still at weight 25 with 2 replicas", st, n)
+	}
+	reconcileOK(t, c)
+	st, web, _, _ = rolloutState(t, b)
+	if st.Step != 1 || st.Weight != 50 || web != "example/web:1" {
+		t.Fatalf("step 1: state %+v web %s, want weight 50 and web still on 1", st, web)
+	}
+
+	// The last pause is over: the stable service gets the new definition.
+	clk.add(time.Minute + time.Second)
+	reconcileOK(t, c)
+	st, web, _, _ = rolloutState(t, b)
+	if st.Phase != rollout.Promoting || web != "example/web:2" {
+		t.Fatalf("after the last step: state %+v web %s, want Promoting with web:2", st, web)
+	}
+	reconcileOK(t, c)
+	st, web, _, n = rolloutState(t, b)
+	if st.Phase != rollout.Completed || n != 0 || web != "example/web:2" {
+		t.Fatalf("after promote: state %+v, canary at %d, web %s; want Completed, 0, web:2", st, n, web)
+	}
+	res = reconcileOK(t, c)
+	if res.Status.Health != application.Healthy {
+		t.Fatalf("after the rollout: health %s %q, want Healthy with the canary idle", res.Status.Health, res.Status.HealthMessage)
+	}
+	if res.Action != charts.Unchanged || !res.NextCheck.IsZero() {
+		t.Fatalf("after the rollout: action %s NextCheck %v, want unchanged and no timed look", res.Action, res.NextCheck)
+	}
+	if w, _ := liveService(t, b, "worker"); w.Image != "example/worker:1" {
+		t.Fatalf("worker %s", w.Image)
+	}
+}
+
+func TestAnOperatorAbortKeepsTheStableServiceAndScalesTheCanaryToZero(t *testing.T) {
+	b, f, c, clk, log := canaryWithEvents(t)
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("2")})
+	reconcileOK(t, c)
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+
+	if err := c.RolloutCommand("shop", "web", rollout.CommandAbort); err != nil {
+		t.Fatal(err)
+	}
+	res := reconcileOK(t, c)
+	st, web, canary, n := rolloutState(t, b)
+	if st.Phase != rollout.Aborted || st.Weight != 0 || n != 0 || web != "example/web:1" || canary != "example/web:2" {
+		t.Fatalf("after abort: state %+v web %s canary %s at %d", st, web, canary, n)
+	}
+	if r := res.Status.Rollouts; len(r) != 1 || r[0].Phase != "Aborted" || !strings.Contains(r[0].Reason, "operator") {
+		t.Fatalf("status rollouts %+v", r)
+	}
+	if res.Status.Health != application.Degraded || !strings.Contains(res.Status.HealthMessage, "aborted at step 0") {
+		t.Fatalf("health after abort: %s %q, want Degraded naming the step", res.Status.Health, res.Status.HealthMessage)
+	}
+	if got, want := strings.Join(rolloutEvents(log), " "), "web:start web:advance web:abort"; got != want {
+		t.Fatalf("rollout events %q, want %q", got, want)
+	}
+	// The abort holds: later passes leave it.
+	clk.add(time.Hour)
+	if res := reconcileOK(t, c); res.Action != charts.Unchanged {
+		t.Fatalf("after abort, a later pass: %s", res.Action)
+	}
+
+	// A retry starts again from step 0.
+	if err := c.RolloutCommand("shop", "web", rollout.CommandRetry); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOK(t, c)
+	if st, _, _, n := rolloutState(t, b); st.Phase != rollout.Progressing || st.Step != 0 || n != 1 {
+		t.Fatalf("after retry: %+v at %d", st, n)
+	}
+	if err := c.RolloutCommand("shop", "web", "bogus"); err == nil {
+		t.Fatal("an unknown command was taken")
+	}
+}
+
+func TestARestartedControllerResumesTheCanaryAtItsRecordedStep(t *testing.T) {
+	b, f, c, clk := canaryOnMinimal(t)
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("2")})
+	reconcileOK(t, c)
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+	before, _, _, _ := rolloutState(t, b)
+
+	c2, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet, Clock: clk.Now}, []application.Application{testApp("shop", true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.add(10 * time.Second)
+	res := mustReconcile(t, c2, "shop")
+	if res.Err != nil || res.Action != charts.Unchanged {
+		t.Fatalf("a new controller within the pause: %s %v, want nothing written", res.Action, res.Err)
+	}
+	after, web, _, _ := rolloutState(t, b)
+	if after != before || web != "example/web:1" {
+		t.Fatalf("restart moved the rollout: %+v → %+v (web %s)", before, after, web)
+	}
+	if want := before.StepStarted.Add(time.Minute); !res.NextCheck.Equal(want) {
+		t.Fatalf("NextCheck %v, want the end of the recorded pause %v", res.NextCheck, want)
+	}
+}
+
+func TestANewRevisionMidRolloutStartsAgainWithTrafficBackOnStable(t *testing.T) {
+	b, f, c, clk := canaryOnMinimal(t)
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("2")})
+	reconcileOK(t, c)
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("3")})
+	reconcileOK(t, c)
+	st, web, canary, n := rolloutState(t, b)
+	if st.Weight != 0 || st.Step != 0 || web != "example/web:1" || canary != "example/web:3" || n != 1 {
+		t.Fatalf("superseded: %+v web %s canary %s at %d", st, web, canary, n)
+	}
+}
+
+func TestAnAbortedRolloutIsNotRolledBackAutomatically(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("1")})
+	clk := &testClock{now: time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)}
+	app := testApp("shop", true)
+	app.SyncPolicy.Rollback = &application.Rollback{OnDegraded: application.Duration{Duration: time.Second}}
+	log := &eventLog{}
+	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet, Clock: clk.Now, Events: log}, []application.Application{app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("2")})
+	reconcileOK(t, c)
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+	if err := c.RolloutCommand("shop", "web", rollout.CommandAbort); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		clk.add(time.Minute)
+		if res := reconcileOK(t, c); res.Status.Health != application.Degraded {
+			t.Fatalf("after the abort: health %s, want Degraded", res.Status.Health)
+		}
+	}
+	log.mu.Lock()
+	for _, e := range log.evs {
+		if e.Type == events.RolledBack {
+			t.Fatalf("an aborted rollout was rolled back: %s", e.Message)
+		}
+	}
+	log.mu.Unlock()
+	if st, web, _, n := rolloutState(t, b); st.Phase != rollout.Aborted || n != 0 || web != "example/web:1" {
+		t.Fatalf("after the abort: %+v canary at %d web %s", st, n, web)
+	}
+}
+
+func blueGreenCompose(tag string) string {
+	return `version: "3.8"
+services:
+  web:
+    image: example/web:` + tag + `
+    deploy:
+      replicas: 3
+    x-flotilla:
+      rollout:
+        strategy: blueGreen
+        preview: {pause: 1m}
+        router: {provider: traefik, rule: "Host(` + "`shop.example`" + `)", port: 8080}
+`
+}
+
+func TestABlueGreenReleasePreviewsSwitchesAndPromotes(t *testing.T) {
+	b, f, c, clk := canaryOnMinimal(t)
+	f.commit(t, map[string]string{"docker-compose.yml": blueGreenCompose("1")})
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": blueGreenCompose("2")})
+	reconcileOK(t, c)
+
+	preview := func() (rollout.State, string, string, uint64) {
+		t.Helper()
+		web, _ := liveService(t, b, "web")
+		p, ok := liveService(t, b, "web-preview")
+		if !ok {
+			t.Fatal("no preview")
+		}
+		st, err := rollout.StateFromLabels(p.Labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, web.Image, p.Image, p.Desired
+	}
+	st, web, img, n := preview()
+	if st.Phase != rollout.Previewing || st.Weight != 0 || web != "example/web:1" || img != "example/web:2" || n != 3 {
+		t.Fatalf("after the commit: %+v web %s preview %s x%d; want a full-size preview with no traffic", st, web, img, n)
+	}
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+	if st, _, _, _ = preview(); st.StepStarted.IsZero() || st.Weight != 0 {
+		t.Fatalf("preview ready: %+v, want its pause started with no traffic", st)
+	}
+	clk.add(time.Minute + time.Second)
+	reconcileOK(t, c)
+	if st, web, _, _ = preview(); st.Phase != rollout.Switched || st.Weight != 100 || web != "example/web:1" {
+		t.Fatalf("after the preview pause: %+v web %s, want all traffic switched, web untouched", st, web)
+	}
+	if r, _ := c.RolloutRoutes(); len(r) != 1 || r[0].Weights != (rollout.Weights{Canary: 100}) || r[0].Colour != "shop_web-preview" {
+		t.Fatalf("routes after the switch: %+v", r)
+	}
+	reconcileOK(t, c)
+	if st, web, _, _ = preview(); st.Phase != rollout.Promoting || web != "example/web:2" {
+		t.Fatalf("after a window of 0: %+v web %s, want Promoting with web:2", st, web)
+	}
+	reconcileOK(t, c)
+	if st, web, _, n = preview(); st.Phase != rollout.Completed || n != 0 || web != "example/web:2" {
+		t.Fatalf("after promote: %+v web %s preview x%d", st, web, n)
+	}
+	if r, _ := c.RolloutRoutes(); len(r) != 1 || r[0].Weights != (rollout.Weights{Stable: 100}) {
+		t.Fatalf("routes after the release: %+v", r)
+	}
+}
+
+// TestTheLoopRunsARolloutAtItsNextCheckNotAtTheInterval runs the loop on the
+// real clock with an interval of an hour: only the rollout's own next
+// checks (readiness polls, one-second pauses) can carry it to the end.
+func TestTheLoopRunsARolloutAtItsNextCheckNotAtTheInterval(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	quick := strings.ReplaceAll(canaryCompose("1"), "pause: 1m", "pause: 1s")
+	f.commit(t, map[string]string{"docker-compose.yml": quick})
+	app := testApp("shop", true)
+	app.SyncPolicy.Interval.Duration = time.Hour
+	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet, Tick: 100 * time.Millisecond}, []application.Application{app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": strings.ReplaceAll(quick, "web:1", "web:2")})
+	reconcileOK(t, c)
+	runLoop(t, c)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		st, web, _, _ := rolloutState(t, b)
+		if st.Phase == rollout.Completed && web == "example/web:2" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop left the rollout at %+v (web %s)", st, web)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestRoutesFollowWhatRunsNotWhatAFailedPassDecided(t *testing.T) {
+	b, f, c, clk := canaryOnMinimal(t)
+	if _, complete := c.RolloutRoutes(); complete {
+		t.Fatal("routes complete before any pass")
+	}
+	reconcileOK(t, c)
+	if r, complete := c.RolloutRoutes(); !complete || len(r) != 1 || r[0].Colour != "" || r[0].Weights != (rollout.Weights{Stable: 100}) {
+		t.Fatalf("after the first deploy: %+v %v, want all on stable", r, complete)
+	}
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("2")})
+	reconcileOK(t, c)
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+	want := rollout.Weights{Stable: 75, Canary: 25}
+	if r, _ := c.RolloutRoutes(); r[0].Weights != want {
+		t.Fatalf("at step 0: %+v", r)
+	}
+
+	// An abort whose deploy fails changed nothing on the swarm: the
+	// router keeps serving what runs.
+	b.FailDeploy = errors.New("daemon unreachable")
+	if err := c.RolloutCommand("shop", "web", rollout.CommandAbort); err != nil {
+		t.Fatal(err)
+	}
+	if res := mustReconcile(t, c, "shop"); res.Err == nil {
+		t.Fatal("the pass did not fail")
+	}
+	if r, _ := c.RolloutRoutes(); r[0].Weights != want {
+		t.Fatalf("after a failed abort: %+v, want %+v", r[0].Weights, want)
+	}
+	// The abort was not deployed: the next pass takes it again.
+	b.FailDeploy = nil
+	reconcileOK(t, c)
+	if r, _ := c.RolloutRoutes(); r[0].Weights != (rollout.Weights{Stable: 100}) {
+		t.Fatalf("after the abort: %+v", r[0].Weights)
+	}
+}
