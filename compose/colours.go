@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	composetypes "github.com/docker/cli/cli/compose/types"
 	"gopkg.in/yaml.v3"
@@ -80,15 +81,7 @@ func WithColours(manifest string, colours []Colour) (string, error) {
 		}
 		cfg.Services = append(cfg.Services, extra)
 	}
-	slices.SortFunc(cfg.Services, func(a, b composetypes.ServiceConfig) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(cfg.Services, func(a, b composetypes.ServiceConfig) int { return strings.Compare(a.Name, b.Name) })
 	return encodeManifest(out)
 }
 
