@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -76,7 +77,7 @@ services:
 // then one whole analysis interval in which Traefik goes from the sample
 // first to the sample then; it returns the result of the pass that ended
 // the interval.
-func analysedCanary(t *testing.T, canaryIs, first, then string) (Result, *Controller, *testClock, func() (rollout.State, uint64)) {
+func analysedCanary(t *testing.T, canaryIs, first, then string, atTheEnd ...func(*Controller)) (Result, *Controller, *testClock, func() (rollout.State, uint64)) {
 	t.Helper()
 	traefik := &recordedTraefik{t: t, canaryIs: canaryIs}
 	srv := httptest.NewServer(traefik)
@@ -102,11 +103,25 @@ func analysedCanary(t *testing.T, canaryIs, first, then string) (Result, *Contro
 	reconcileOK(t, c) // the first interval of the step starts
 	traefik.serve(then)
 	clk.add(30 * time.Second)
+	for _, f := range atTheEnd {
+		f(c)
+	}
 	return reconcileOK(t, c), c, clk, state
 }
 
 func TestAFailingAnalysisIntervalAbortsTheCanary(t *testing.T) {
-	res, c, _, state := analysedCanary(t, "b", "1-healthy", "2-b-failing")
+	// A dry run at the interval's end deploys nothing, so it must leave
+	// the interval to the pass that does.
+	dryRun := func(c *Controller) {
+		res, err := c.reconcileNow(context.Background(), "shop", &SyncRequest{By: "test", DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := res.Status.Rollouts; len(r) != 1 || r[0].Phase != "Progressing" || r[0].Verdict != "" {
+			t.Fatalf("dry run: status rollouts %+v, want step 0 with no verdict", r)
+		}
+	}
+	res, c, _, state := analysedCanary(t, "b", "1-healthy", "2-b-failing", dryRun)
 	st, n := state()
 	if st.Phase != rollout.Aborted || st.Weight != 0 || n != 0 {
 		t.Fatalf("after a failing interval: %+v at %d replicas, want Aborted with no traffic and no replicas", st, n)

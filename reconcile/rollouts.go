@@ -182,7 +182,11 @@ func (c *Controller) rolloutOf(ctx context.Context, p *pass, svc string, spec ro
 		d = rollout.Decision{State: st, Weights: rollout.Weights{Stable: 100}, Action: rollout.ActionHold, Err: stErr,
 			Reason: "rollout held with all traffic on stable: " + stErr.Error() + "; `flotilla app rollout retry` starts it again"}
 	default:
-		in.Verdict, verdictOf = c.verdict(ctx, p.app.Name, svc, spec, st, revision, now)
+		if p.request == nil || !p.request.DryRun {
+			// A dry run deploys nothing: it must not use up the
+			// interval a real pass would count.
+			in.Verdict, verdictOf = c.verdict(ctx, p.app.Name, svc, spec, st, revision, now)
+		}
 		d = rollout.Decide(spec, st, in)
 	}
 	if d.Err == nil && d.State.Phase == "" && !hasExtra {
