@@ -303,7 +303,7 @@ const rolloutCompose = `services:
           - {weight: 10, pause: 2m}
           - {weight: 50, pause: 5m}
         router: {provider: traefik, rule: "Host(` + "`shop.example`" + `)", entryPoints: [web], port: 8080}
-        analysis: {maxErrorRatio: 0.05, maxLatency: 500ms}
+        analysis: {maxErrorRatio: 0.05, maxLatency: 500ms, traefik: {metrics: "http://traefik:8082/metrics"}}
   api:
     image: flotilla-test/app:1
   migrate:
@@ -334,7 +334,7 @@ func TestRenderKeepsARolloutInOneSpellingAndOutOfTheSwarmSpecs(t *testing.T) {
 	// other units, keys in another order) gives the same manifest.
 	other := strings.NewReplacer(
 		"{weight: 10, pause: 2m}", "{pause: 120s, weight: 10}",
-		"analysis: {maxErrorRatio: 0.05, maxLatency: 500ms}", "analysis: {interval: 30s, minRequests: 20, failureLimit: 1, maxLatency: 0.5s, maxErrorRatio: 0.050}",
+		"analysis: {maxErrorRatio: 0.05, maxLatency: 500ms, traefik: {metrics: \"http://traefik:8082/metrics\"}}", "analysis: {interval: 30s, traefik: {metrics: \"http://traefik:8082/metrics\"}, minRequests: 20, failureLimit: 1, maxLatency: 0.5s, maxErrorRatio: 0.050}",
 	).Replace(rolloutCompose)
 	if other == rolloutCompose {
 		t.Fatal("the replacements changed nothing")

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/analysis"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -263,6 +264,10 @@ type Controller struct {
 	relMu    sync.Mutex
 	releases map[relKey]*charts.Release // newest record per stack, a cache of the swarm's
 
+	// analysis keeps each rollout's current analysis interval (in
+	// memory only: a restart starts the interval afresh).
+	analysis analysis.Runner
+
 	renders   renderCache     // see rendercache.go
 	gates     gates           // see gates.go
 	generated generatedStacks // see sets.go
@@ -298,6 +303,7 @@ func New(opts Options, apps []application.Application) (*Controller, error) {
 	for _, a := range apps {
 		c.apps[a.Name] = &appState{app: a, status: c.initialStatus(a, c.unavailable(backends[destination(a)]))}
 	}
+	c.analysis.Logger = c.log
 	return c, nil
 }
 
@@ -510,6 +516,7 @@ func (c *Controller) SetApplications(apps []application.Application) {
 		name := old.app.Name
 		c.log.Info("application removed from the applications file", "app", name, "stack", old.app.Stack)
 		c.opts.Metrics.ForgetApp(name)
+		c.analysis.Forget(name)
 		// Memory stays proportional to what is loaded; an application
 		// that takes the stack over reads its record from the swarm.
 		c.forgetRelease(destination(old.app), old.app.Stack)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/analysis"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -69,7 +70,7 @@ func (c *Controller) rollouts(ctx context.Context, p *pass) error {
 	var colours []compose.Colour
 	for _, svc := range services {
 		spec := *o.order.Of(svc).Rollout
-		colour, rs, next, ok, err := c.rolloutOf(p, svc, spec, live, now)
+		colour, rs, next, ok, err := c.rolloutOf(ctx, p, svc, spec, live, now)
 		if err != nil {
 			return stalled("rollout", err)
 		}
@@ -132,7 +133,7 @@ func (c *Controller) rolloutRead(ctx context.Context, p *pass) (map[string]chart
 // rolloutOf decides svc's rollout. ok is false when svc is deployed as
 // without a rollout (nothing to protect yet, or nothing ever rolled out
 // and nothing to roll out).
-func (c *Controller) rolloutOf(p *pass, svc string, spec rollout.Spec, live map[string]charts.ServiceState, now time.Time) (compose.Colour, application.RolloutStatus, time.Time, bool, error) {
+func (c *Controller) rolloutOf(ctx context.Context, p *pass, svc string, spec rollout.Spec, live map[string]charts.ServiceState, now time.Time) (compose.Colour, application.RolloutStatus, time.Time, bool, error) {
 	name := rollout.ColourName(svc, spec.Strategy)
 	newDigest, _, err := compose.ServiceDigest(p.rendered.Manifest, svc)
 	if err != nil {
@@ -170,6 +171,7 @@ func (c *Controller) rolloutOf(p *pass, svc string, spec rollout.Spec, live map[
 		in.ColourReady = settled(extra) && extra.Desired > 0 && extra.Labels[rollout.LabelPrefix+"revision"] == revision
 	}
 	var d rollout.Decision
+	var verdictOf analysis.Judgement
 	switch {
 	case stErr != nil && in.Command == rollout.CommandRetry:
 		// An operator's retry is the way out of a record that cannot be
@@ -180,6 +182,11 @@ func (c *Controller) rolloutOf(p *pass, svc string, spec rollout.Spec, live map[
 		d = rollout.Decision{State: st, Weights: rollout.Weights{Stable: 100}, Action: rollout.ActionHold, Err: stErr,
 			Reason: "rollout held with all traffic on stable: " + stErr.Error() + "; `flotilla app rollout retry` starts it again"}
 	default:
+		if p.request == nil || !p.request.DryRun {
+			// A dry run deploys nothing: it must not use up the
+			// interval a real pass would count.
+			in.Verdict, verdictOf = c.verdict(ctx, p.app.Name, svc, spec, st, revision, now)
+		}
 		d = rollout.Decide(spec, st, in)
 	}
 	if d.Err == nil && d.State.Phase == "" && !hasExtra {
@@ -214,6 +221,10 @@ func (c *Controller) rolloutOf(p *pass, svc string, spec rollout.Spec, live map[
 		rs.Error = d.Err.Error()
 		rs.Weight = 0
 	}
+	if verdictOf.Result == rollout.Inconclusive {
+		// Decide only says it waits for a pass; this says why none came.
+		rs.Reason += fmt.Sprintf("; the last analysis proved nothing (%s: %s)", verdictOf.Metric, verdictOf.Values)
+	}
 	route := RolloutRoute{App: p.app.Name, Stack: p.app.Stack, Service: svc,
 		Stable: p.app.Stack + "_" + svc, Colour: p.app.Stack + "_" + name, Strategy: spec.Strategy, Router: spec.Router, Weights: d.Weights}
 	if d.Err != nil {
@@ -233,6 +244,17 @@ func (c *Controller) rolloutOf(p *pass, svc string, spec rollout.Spec, live map[
 	p.log.Debug("rollout decided", "service", svc, "revision", revision, "action", string(d.Action),
 		"phase", string(d.State.Phase), "step", d.State.Step, "weight", d.Weights.Canary, "replicas", colour.Replicas, "reason", d.Reason)
 	return colour, rs, d.NextCheck, true, nil
+}
+
+// verdict is the analysis's verdict on the step st serves, when an
+// interval of it has just ended (see analysis.Runner). A recorded state of
+// another revision is about to be restarted by Decide: nothing of it is
+// measured, and what was kept of it is dropped.
+func (c *Controller) verdict(ctx context.Context, app, svc string, spec rollout.Spec, st rollout.State, revision string, now time.Time) (rollout.Verdict, analysis.Judgement) {
+	if st.Revision != revision {
+		st = rollout.State{}
+	}
+	return c.analysis.Verdict(ctx, analysis.Target{App: app, Service: svc, Spec: spec, State: st}, now)
 }
 
 // RolloutRoute is what a router needs to split one service's traffic

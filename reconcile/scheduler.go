@@ -309,6 +309,7 @@ func (c *Controller) runPass(ctx context.Context, a *appState, snap *batchRead) 
 	if removed {
 		// The pass outlived its application: drop the series it just set.
 		c.opts.Metrics.ForgetApp(app.Name)
+		c.analysis.Forget(app.Name)
 	}
 	if q != nil {
 		q.answer(res)

@@ -24,7 +24,7 @@ func blueGreen(a *Analysis, window time.Duration) Spec {
 
 func ratioCheck(limit int) *Analysis {
 	r := 0.05
-	return &Analysis{MaxErrorRatio: &r, FailureLimit: limit}
+	return &Analysis{MaxErrorRatio: &r, FailureLimit: limit, Traefik: &TraefikMetrics{Metrics: "http://traefik:8082/metrics"}}
 }
 
 func webhookCheck() *Analysis {

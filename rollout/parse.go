@@ -163,7 +163,7 @@ func parseRouter(raw any) (Router, error) {
 }
 
 func parseAnalysis(raw any) (Analysis, error) {
-	const known = "interval, maxErrorRatio, maxLatency, minRequests, failureLimit, prometheus, webhook"
+	const known = "interval, maxErrorRatio, maxLatency, minRequests, failureLimit, traefik, prometheus, webhook"
 	m, err := mapping("analysis", raw, known)
 	if err != nil {
 		return Analysis{}, err
@@ -199,6 +199,21 @@ func parseAnalysis(raw any) (Analysis, error) {
 			} else {
 				a.FailureLimit = n
 			}
+		case "traefik":
+			tm, err := mapping(f, v, "metrics")
+			if err != nil {
+				return Analysis{}, err
+			}
+			var t TraefikMetrics
+			for _, tk := range slices.Sorted(maps.Keys(tm)) {
+				if tk != "metrics" {
+					return Analysis{}, unknown(f+"."+tk, tk, "metrics")
+				}
+				if t.Metrics, err = str(f+".metrics", tm[tk]); err != nil {
+					return Analysis{}, err
+				}
+			}
+			a.Traefik = &t
 		case "prometheus":
 			pc, err := parsePrometheus(v)
 			if err != nil {
@@ -389,6 +404,9 @@ func (s Spec) Value() map[string]any {
 		}
 		if a.MaxLatency > 0 {
 			av["maxLatency"] = a.MaxLatency.String()
+		}
+		if tm := a.Traefik; tm != nil {
+			av["traefik"] = map[string]any{"metrics": tm.Metrics}
 		}
 		if pc := a.Prometheus; pc != nil {
 			av["prometheus"] = map[string]any{"address": pc.Address, "query": pc.Query, "max": pc.Max}

@@ -29,6 +29,7 @@ router: {provider: traefik, rule: "Host(` + "`shop.example`" + `)", entryPoints:
 analysis:
   maxErrorRatio: 0.05
   maxLatency: 500ms
+  traefik: {metrics: "http://traefik:8082/metrics"}
   prometheus: {address: "http://prom:9090", query: "sum(rate(x[1m]))", max: 3}
   webhook: {url: "https://check.example/hook"}
 `
@@ -45,6 +46,7 @@ func TestParse_canaryWithDefaults(t *testing.T) {
 		Router:   Router{Provider: Traefik, Rule: "Host(`shop.example`)", EntryPoints: []string{"web"}, Port: 8080},
 		Analysis: &Analysis{Interval: DefaultInterval, MaxErrorRatio: &ratio, MaxLatency: 500 * time.Millisecond,
 			MinRequests: DefaultMinRequests, FailureLimit: DefaultFailureLimit,
+			Traefik:    &TraefikMetrics{Metrics: "http://traefik:8082/metrics"},
 			Prometheus: &PrometheusCheck{Address: "http://prom:9090", Query: "sum(rate(x[1m]))", Max: 3},
 			Webhook:    &WebhookCheck{URL: "https://check.example/hook"}},
 	}
@@ -82,6 +84,8 @@ analysis:
   failureLimit: 1
   maxErrorRatio: 0.050
   maxLatency: 0.5s
+  traefik:
+    metrics: "http://traefik:8082/metrics"
   prometheus: {max: 3.0, query: "sum(rate(x[1m]))", address: "http://prom:9090"}
 steps:
   - {pause: 120s, weight: 10}
@@ -149,6 +153,11 @@ func TestParse_refusesNamingTheField(t *testing.T) {
 		{"empty analysis", `{strategy: canary, steps: [{weight: 5}], analysis: {}}`, "analysis"},
 		{"router metric without router", `{strategy: canary, steps: [{weight: 5}], analysis: {maxErrorRatio: 0.1}}`, "analysis.maxErrorRatio"},
 		{"latency without router", `{strategy: canary, steps: [{weight: 5}], analysis: {maxLatency: 1s}}`, "analysis.maxLatency"},
+		{"router metric without traefik endpoint", `{strategy: canary, steps: [{weight: 5}], router: {provider: traefik, rule: r, port: 80}, analysis: {maxLatency: 1s}}`, "analysis.traefik.metrics"},
+		{"traefik endpoint not a URL", `{strategy: canary, steps: [{weight: 5}], router: {provider: traefik, rule: r, port: 80}, analysis: {maxLatency: 1s, traefik: {metrics: "traefik:8082"}}}`, "analysis.traefik.metrics"},
+		{"traefik endpoint not a string", `{strategy: canary, steps: [{weight: 5}], router: {provider: traefik, rule: r, port: 80}, analysis: {maxLatency: 1s, traefik: {metrics: 8082}}}`, "analysis.traefik.metrics"},
+		{"traefik unknown key", `{strategy: canary, steps: [{weight: 5}], router: {provider: traefik, rule: r, port: 80}, analysis: {maxLatency: 1s, traefik: {metrics: "http://t/m", url: "http://t"}}}`, "analysis.traefik.url"},
+		{"traefik with nothing to read", `{strategy: canary, steps: [{weight: 5}], router: {provider: traefik, rule: r, port: 80}, analysis: {traefik: {metrics: "http://t/m"}, webhook: {url: "http://h"}}}`, "analysis.traefik"},
 		{"ratio above 1", `{strategy: canary, steps: [{weight: 5}], router: {provider: traefik, rule: r, port: 80}, analysis: {maxErrorRatio: 5}}`, "analysis.maxErrorRatio"},
 		{"ratio a string", `{strategy: canary, steps: [{weight: 5}], router: {provider: traefik, rule: r, port: 80}, analysis: {maxErrorRatio: low}}`, "analysis.maxErrorRatio"},
 		{"interval zero", `{strategy: canary, steps: [{weight: 5}], analysis: {interval: 0s, webhook: {url: "http://h"}}}`, "analysis.interval"},

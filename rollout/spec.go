@@ -130,10 +130,21 @@ type Analysis struct {
 	// FailureLimit is how many consecutive failing verdicts abort;
 	// default 1.
 	FailureLimit int
+	// Traefik is where MaxErrorRatio and MaxLatency are read; required
+	// with either of them.
+	Traefik *TraefikMetrics
 	// Prometheus is a query whose value must stay at most Max.
 	Prometheus *PrometheusCheck
 	// Webhook is called each interval; it passes the step by answering 2xx.
 	Webhook *WebhookCheck
+}
+
+// TraefikMetrics is Traefik's Prometheus endpoint. Flotilla scrapes it
+// itself at each interval's bounds rather than asking a Prometheus server,
+// so the router's checks need nothing else running.
+type TraefikMetrics struct {
+	// Metrics is the endpoint's URL, e.g. http://traefik:8082/metrics.
+	Metrics string
 }
 
 // PrometheusCheck is one query against a Prometheus server.
@@ -308,6 +319,16 @@ func (a *Analysis) validate(p Provider) error {
 			f = "analysis.maxLatency"
 		}
 		return refuse(f, "the router's metrics measure this, and router provider is none; use prometheus or webhook")
+	}
+	if tm := a.Traefik; tm != nil {
+		if !routerChecks {
+			return refuse("analysis.traefik", "Traefik's metrics are read only for maxErrorRatio or maxLatency; set one or drop traefik")
+		}
+		if err := checkURL("analysis.traefik.metrics", tm.Metrics); err != nil {
+			return err
+		}
+	} else if routerChecks {
+		return refuse("analysis.traefik.metrics", "maxErrorRatio and maxLatency are read from Traefik's Prometheus endpoint; give its URL, e.g. http://traefik:8082/metrics")
 	}
 	if pc := a.Prometheus; pc != nil {
 		if err := checkURL("analysis.prometheus.address", pc.Address); err != nil {

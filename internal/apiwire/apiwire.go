@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/analysis"
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/capability"
@@ -113,14 +114,11 @@ func (a Controller) RouterRoutes() ([]router.Route, bool) {
 			continue
 		}
 		url := func(service string) []string { return []string{fmt.Sprintf("http://%s:%d", service, r.Router.Port)} }
-		rt := router.Route{Name: r.App + "-" + r.Service, Rule: r.Router.Rule, EntryPoints: r.Router.EntryPoints,
-			Backends: []router.Backend{{Name: "stable", Weight: r.Weights.Stable, URLs: url(r.Stable)}}}
+		// The analysis reads Traefik's metrics by these names.
+		rt := router.Route{Name: analysis.RouteName(r.App, r.Service), Rule: r.Router.Rule, EntryPoints: r.Router.EntryPoints,
+			Backends: []router.Backend{{Name: analysis.StableBackend, Weight: r.Weights.Stable, URLs: url(r.Stable)}}}
 		if r.Colour != "" {
-			name := "canary"
-			if r.Strategy == rollout.BlueGreen {
-				name = "preview"
-			}
-			rt.Backends = append(rt.Backends, router.Backend{Name: name, Weight: r.Weights.Canary, URLs: url(r.Colour)})
+			rt.Backends = append(rt.Backends, router.Backend{Name: analysis.ColourBackend(r.Strategy), Weight: r.Weights.Canary, URLs: url(r.Colour)})
 		}
 		out = append(out, rt)
 	}
