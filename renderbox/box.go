@@ -275,7 +275,7 @@ func (b *Box) failure(ctx context.Context, timedOut bool, chart string, took tim
 			}
 		}
 	}
-	if strings.Contains(msg, "out of memory") || strings.Contains(msg, "cannot allocate memory") || strings.Contains(msg, "failed to allocate") {
+	if memoryFailure(msg) {
 		return fmt.Errorf("%w: %s: render memory limit of %d MiB exceeded; its render process died", ErrLimit, what, l.Memory>>20)
 	}
 	cause := waitErr
@@ -366,4 +366,19 @@ func (h *headBuffer) Write(p []byte) (int, error) {
 		h.Buffer.Write(p[:min(room, len(p))])
 	}
 	return len(p), nil
+}
+
+// memoryFailures are what a child says when its address-space limit stops an
+// allocation: the Go runtime's and the kernel's words, and the race
+// detector's, whose runtime (in a -race build, as the e2e suite runs) fails
+// to map its shadow memory under the same limit.
+var memoryFailures = []string{"out of memory", "cannot allocate memory", "failed to allocate", "too many address space collisions"}
+
+func memoryFailure(stderr string) bool {
+	for _, m := range memoryFailures {
+		if strings.Contains(stderr, m) {
+			return true
+		}
+	}
+	return false
 }
