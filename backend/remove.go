@@ -104,7 +104,7 @@ func (b *Backend) waitTasksGone(ctx context.Context, services []swarm.Service) e
 		tasks, err := b.api.TaskList(ctx, client.TaskListOptions{})
 		// Terminal tasks hold no container or attachment, and Swarm keeps
 		// a finished job's tasks after its service is gone.
-		if err == nil && !slices.ContainsFunc(tasks.Items, func(t swarm.Task) bool { return removed[t.ServiceID] && !terminalTask(t.Status.State) }) {
+		if err == nil && !slices.ContainsFunc(tasks.Items, func(t swarm.Task) bool { return removed[t.ServiceID] && !TerminalTask(t.Status.State) }) {
 			return nil
 		}
 		select {
@@ -184,7 +184,9 @@ func (b *Backend) RemoveSecret(ctx context.Context, id string) error {
 	return nil
 }
 
-func terminalTask(s swarm.TaskState) bool {
+// TerminalTask reports whether a task in state s is over: it holds no
+// container or network attachment any more, though Swarm may keep it listed.
+func TerminalTask(s swarm.TaskState) bool {
 	switch s {
 	case swarm.TaskStateComplete, swarm.TaskStateFailed, swarm.TaskStateShutdown,
 		swarm.TaskStateRejected, swarm.TaskStateOrphaned, swarm.TaskStateRemove:

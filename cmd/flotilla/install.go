@@ -435,7 +435,7 @@ func waitNoTasks(ctx context.Context, c *client.Client, serviceID string) error 
 	for {
 		tasks, err := c.TaskList(ctx, client.TaskListOptions{})
 		if err == nil && !slices.ContainsFunc(tasks.Items, func(t swarm.Task) bool {
-			return t.ServiceID == serviceID && !taskFinished(t.Status.State)
+			return t.ServiceID == serviceID && !backend.TerminalTask(t.Status.State)
 		}) {
 			return nil
 		}
@@ -445,15 +445,6 @@ func waitNoTasks(ctx context.Context, c *client.Client, serviceID string) error 
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-func taskFinished(s swarm.TaskState) bool {
-	switch s {
-	case swarm.TaskStateComplete, swarm.TaskStateFailed, swarm.TaskStateShutdown,
-		swarm.TaskStateRejected, swarm.TaskStateOrphaned, swarm.TaskStateRemove:
-		return true
-	}
-	return false
 }
 
 // retryInUse retries a removal the daemon refuses while a stopped task's
