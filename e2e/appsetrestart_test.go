@@ -118,6 +118,9 @@ applicationSets:
 		n := len(stackServices(t, preview))
 		return st != nil && !listed && n == 0, fmt.Sprintf("application listed %v, %d services", listed, n)
 	})
+	// The removal is logged once it has finished, which can be after the
+	// services are gone from the swarm: wait for the line, then read it.
+	ctl2.waitLog("removed the stack of an application its application set no longer generates", 30*time.Second)
 	if !strings.Contains(ctl2.logs.String(), `set=previews`) {
 		t.Fatalf("the removal does not name the set:\n%s", ctl2.logs)
 	}
