@@ -90,19 +90,9 @@ func (r *Runner) Verdict(ctx context.Context, t Target, now time.Time) (rollout.
 		return rollout.Verdict{}, Judgement{}
 	}
 	if cur == nil || cur.step != step || cur.traefikURL != traefikURL || cur.webhookTo != webhookTo {
-		// A new step (or new sources): its first interval starts now.
-		cur = &interval{step: step, start: now, traefikURL: traefikURL, webhookTo: webhookTo}
-		if r.runs == nil {
-			r.runs = map[string]*interval{}
-		}
-		r.runs[key] = cur
-		r.mu.Unlock()
-		if traefikURL != "" {
-			before, err := r.scrape(ctx, traefikURL, a.Interval)
-			r.mu.Lock()
-			cur.before, cur.beforeErr = before, err
-			r.mu.Unlock()
-		}
+		// A new step (or new sources) that Begin did not see start: its
+		// first interval starts now.
+		r.begin(ctx, key, step, traefikURL, webhookTo, a.Interval, now)
 		return rollout.Verdict{}, Judgement{}
 	}
 	if now.Before(cur.start.Add(a.Interval)) {
@@ -144,6 +134,43 @@ func (r *Runner) Verdict(ctx context.Context, t Target, now time.Time) (rollout.
 	r.logger().Info("rollout analysis", "app", t.App, "service", t.Service, "step", step,
 		"result", string(j.Result), "metric", j.Metric, "values", j.Values, "from", ended.start, "to", now)
 	return v, j
+}
+
+// Begin starts the first interval of the step t.State has just started
+// (a decision that made a step's traffic flow), so that the step's first
+// verdict comes one interval after its traffic, not one interval after the
+// next pass: a failing canary is then cut off within one interval of its
+// errors starting. A state that measures nothing is ignored.
+func (r *Runner) Begin(ctx context.Context, t Target, now time.Time) {
+	step, measured := stepKey(t.State)
+	a := t.Spec.Analysis
+	if a == nil || !measured {
+		return
+	}
+	traefikURL, webhookTo := r.sources(t)
+	if traefikURL == "" && webhookTo == "" && a.Prometheus == nil {
+		return
+	}
+	r.mu.Lock()
+	r.begin(ctx, t.App+"/"+t.Service, step, traefikURL, webhookTo, a.Interval, now)
+}
+
+// begin starts key's interval at now, with the router's counters at its
+// start when it reads them. Called with r.mu held; returns with it
+// released (the scrape is made without it).
+func (r *Runner) begin(ctx context.Context, key, step, traefikURL, webhookTo string, every time.Duration, now time.Time) {
+	cur := &interval{step: step, start: now, traefikURL: traefikURL, webhookTo: webhookTo}
+	if r.runs == nil {
+		r.runs = map[string]*interval{}
+	}
+	r.runs[key] = cur
+	r.mu.Unlock()
+	if traefikURL != "" {
+		before, err := r.scrape(ctx, traefikURL, every)
+		r.mu.Lock()
+		cur.before, cur.beforeErr = before, err
+		r.mu.Unlock()
+	}
 }
 
 // Forget drops what is kept of app's rollouts (the application is gone).

@@ -321,3 +321,29 @@ func TestRunner_prometheusIsNotRunYetAndSaysSo(t *testing.T) {
 		t.Errorf("verdict = %+v, want Inconclusive naming prometheus", v)
 	}
 }
+
+// A step begun by the pass that made its traffic flow is judged one
+// interval later: the pass after it, at the interval's end, has a verdict
+// from the step's start, which Decide counts.
+func TestRunner_aBegunStepIsJudgedOneIntervalAfterItsStart(t *testing.T) {
+	f, metrics := newTraefik(t, "b")
+	r := &Runner{}
+	tg := canaryTarget(ratioFrom(metrics))
+	ctx := context.Background()
+	f.serve("1-healthy")
+	r.Begin(ctx, tg, t0)
+	f.serve("2-b-failing")
+	v, _ := r.Verdict(ctx, tg, t0.Add(30*time.Second))
+	if v.Result != rollout.Fail || !v.From.Equal(tg.State.StepStarted) {
+		t.Fatalf("first verdict after Begin = %+v, want Fail from the step's start %s", v, tg.State.StepStarted)
+	}
+
+	// Begin on a state that measures nothing keeps nothing.
+	r2 := &Runner{}
+	idle := tg
+	idle.State.StepStarted = time.Time{}
+	r2.Begin(ctx, idle, t0)
+	if len(r2.runs) != 0 {
+		t.Fatalf("Begin kept %v for a step whose traffic does not flow", r2.runs)
+	}
+}

@@ -63,7 +63,7 @@ services:
       rollout:
         strategy: canary
         steps:
-          - {weight: 25, pause: 1m}
+          - {weight: 25, pause: 45s}
           - {weight: 50, pause: 1m}
         router: {provider: traefik, rule: "Host(` + "`shop`" + `)", port: 80}
         analysis:
@@ -94,13 +94,16 @@ func analysedCanary(t *testing.T, canaryIs, first, then string, atTheEnd ...func
 		return st, n
 	}
 	clk.add(5 * time.Second)
-	reconcileOK(t, c) // the canary is ready: 25% of the traffic
+	traefik.serve(first)
+	// The canary is ready: 25% of the traffic, and the step's first
+	// interval starts with it.
+	ready := reconcileOK(t, c)
 	if st, _ := state(); st.Weight != 25 || st.StepStarted.IsZero() {
 		t.Fatalf("once ready: %+v, want weight 25 flowing", st)
 	}
-	traefik.serve(first)
-	clk.add(5 * time.Second)
-	reconcileOK(t, c) // the first interval of the step starts
+	if r := ready.Status.Rollouts; len(r) != 1 || !r[0].NextCheck.Equal(clk.Now().Add(30*time.Second)) {
+		t.Fatalf("once ready: rollouts %+v, want the next look at the interval's end", r)
+	}
 	traefik.serve(then)
 	clk.add(30 * time.Second)
 	for _, f := range atTheEnd {
@@ -144,7 +147,7 @@ func TestAPassingAnalysisIntervalLetsTheCanaryAdvance(t *testing.T) {
 	if st, _ := state(); st.Phase != rollout.Progressing || st.Step != 0 || st.Verdict != rollout.Pass {
 		t.Fatalf("after a passing interval within the pause: %+v (status %+v), want step 0 with a Pass", st, res.Status.Rollouts)
 	}
-	clk.add(25 * time.Second) // the step's pause is over
+	clk.add(15 * time.Second) // the step's pause is over, not the second interval
 	reconcileOK(t, c)
 	if st, n := state(); st.Phase != rollout.Progressing || st.Step != 1 || n != 2 {
 		t.Fatalf("after the pause: %+v at %d replicas, want step 1 at 2", st, n)
@@ -157,7 +160,7 @@ func TestAnUnreadableTraefikHoldsTheStepAndSaysWhy(t *testing.T) {
 		!strings.Contains(r[0].Reason, "500") {
 		t.Fatalf("status rollouts %+v, want the reason to say the metrics answered 500", r)
 	}
-	clk.add(25 * time.Second) // the step's pause is over
+	clk.add(15 * time.Second) // the step's pause is over, not the second interval
 	res = reconcileOK(t, c)
 	st, _ := state()
 	if st.Phase != rollout.Progressing || st.Step != 0 || st.Weight != 25 || st.Verdict != rollout.Inconclusive {

@@ -169,6 +169,7 @@ func (c *Controller) rolloutOf(ctx context.Context, p *pass, svc string, spec ro
 	if hasExtra {
 		st, stErr = rollout.StateFromLabels(extra.Labels)
 		in.ColourReady = settled(extra) && extra.Desired > 0 && extra.Labels[rollout.LabelPrefix+"revision"] == revision
+		in.ColourReplicas = int(extra.Desired)
 	}
 	var d rollout.Decision
 	var verdictOf analysis.Judgement
@@ -188,6 +189,12 @@ func (c *Controller) rolloutOf(ctx context.Context, p *pass, svc string, spec ro
 			in.Verdict, verdictOf = c.verdict(ctx, p.app.Name, svc, spec, st, revision, now)
 		}
 		d = rollout.Decide(spec, st, in)
+		if d.Err == nil && !d.State.StepStarted.IsZero() && !d.State.StepStarted.Equal(st.StepStarted) && (p.request == nil || !p.request.DryRun) {
+			// This decision makes a step's traffic flow: its first
+			// interval starts now, so its first verdict is due one
+			// interval from now, not one from the next pass.
+			c.analysis.Begin(ctx, analysis.Target{App: p.app.Name, Service: svc, Spec: spec, State: d.State}, now)
+		}
 	}
 	if d.Err == nil && d.State.Phase == "" && !hasExtra {
 		// Never rolled out and nothing to roll out: no extra colour.

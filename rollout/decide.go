@@ -92,6 +92,9 @@ type Input struct {
 	Verdict Verdict
 	// Command is an operator's command, or NoCommand.
 	Command Command
+	// ColourReplicas is the extra colour's replica count now; it keeps it
+	// while traffic drains from it (State.ScaleDownAt).
+	ColourReplicas int
 }
 
 // Verdict is an analysis's judgement of one interval of the current step.
@@ -171,8 +174,16 @@ func (d decider) decide(st State) Decision {
 	cmd := d.in.Command
 	switch st.Phase {
 	case Completed:
+		if d.draining(st) {
+			return d.drain(st, "the rollout of this revision is complete; the new revision's colour stops at "+st.ScaleDownAt.Format(time.RFC3339)+", once the router has let go of it"+ignored(cmd))
+		}
+		st.ScaleDownAt = time.Time{}
 		return d.hold(st, "the rollout of this revision is complete"+ignored(cmd))
 	case Aborted:
+		if cmd == NoCommand && d.draining(st) {
+			return d.drain(st, "aborted: "+st.Reason+"; the colour stops at "+st.ScaleDownAt.Format(time.RFC3339)+", once the router has let go of it")
+		}
+		st.ScaleDownAt = time.Time{}
 		switch cmd {
 		case CommandPromote:
 			return d.promote(st, "promoted by an operator after the abort")
@@ -363,6 +374,12 @@ func (d decider) replicas(st State) int {
 			return Replicas(full, d.spec.Steps[st.Step].Weight)
 		}
 		return full
+	case Completed, Aborted:
+		if d.draining(st) {
+			// Traffic has left the colour; its tasks stay until the
+			// router has polled that.
+			return d.in.ColourReplicas
+		}
 	}
 	return 0
 }
@@ -425,18 +442,40 @@ func (d decider) promote(st State, reason string) Decision {
 }
 
 func (d decider) finalize(st State, reason string) Decision {
-	step := 0
+	step, scaleDown := 0, time.Time{}
 	if st.Revision == d.in.Revision {
-		step = st.Step
+		step, scaleDown = st.Step, d.scaleDownAt(st)
 	}
-	st = State{Revision: d.in.Revision, Phase: Completed, Step: step}
-	return d.decision(st, ActionFinalize, time.Time{}, reason)
+	st = State{Revision: d.in.Revision, Phase: Completed, Step: step, ScaleDownAt: scaleDown}
+	return d.decision(st, ActionFinalize, st.ScaleDownAt, reason)
 }
 
 func (d decider) abort(st State, reason, metric, values string) Decision {
+	st.ScaleDownAt = d.scaleDownAt(st)
 	st.Phase, st.Weight, st.Paused = Aborted, 0, false
 	st.Reason, st.Metric, st.Values = reason, metric, values
-	return d.decision(st, ActionAbort, time.Time{}, reason)
+	return d.decision(st, ActionAbort, st.ScaleDownAt, reason)
+}
+
+// scaleDownAt is when a colour that st sends traffic to may stop once the
+// traffic has been taken from it; zero when none reaches it, or when
+// nothing polls the weights.
+func (d decider) scaleDownAt(st State) time.Time {
+	if st.Weight == 0 || d.spec.ScaleDownDelay == 0 {
+		return time.Time{}
+	}
+	return d.now.Add(d.spec.ScaleDownDelay)
+}
+
+// draining reports that st's colour still keeps its tasks for the router
+// to let go of.
+func (d decider) draining(st State) bool {
+	return !st.ScaleDownAt.IsZero() && d.now.Before(st.ScaleDownAt)
+}
+
+// drain keeps the colour's tasks, with no traffic, until the scale-down.
+func (d decider) drain(st State, reason string) Decision {
+	return d.decision(st, ActionHold, st.ScaleDownAt, reason)
 }
 
 func ignored(c Command) string {

@@ -218,3 +218,61 @@ func canaryWait() Spec {
 	s.setDefaults()
 	return s
 }
+
+func (in Input) colour(n int) Input { in.ColourReplicas = n; return in }
+
+// With a router, the colour traffic leaves keeps its tasks for the
+// scale-down delay: the router polls its weights and still sends requests
+// there until its next poll.
+func TestDecide_scaleDownDelay(t *testing.T) {
+	const m = time.Minute
+	delayed := func(s Spec) Spec { s.ScaleDownDelay = 30 * time.Second; return s }
+	c, ca, bg := delayed(canary(nil)), delayed(canary(ratioCheck(1))), delayed(blueGreen(nil, 10*m))
+	drainingAt := func(st State, at time.Duration) State { st.ScaleDownAt = t0.Add(at); return st }
+	done := State{Revision: "r2", Phase: Completed, Step: 1}
+	abortedR2 := State{Revision: "r2", Phase: Aborted, Step: 1, Reason: "analysis failed", Metric: "error ratio", Values: "0.31 > 0.05"}
+	cases := []struct {
+		name    string
+		spec    Spec
+		st      State
+		in      Input
+		want    want
+		drainAt time.Duration // -1: no scale-down time recorded
+	}{
+		{"finalize keeps the colour's tasks for the delay", c, State{Revision: "r2", Phase: Promoting, Step: 1, Weight: 50, StepStarted: t0}, at(7 * m).stableReady().colour(5),
+			want{ActionFinalize, Completed, 1, 0, 5, 7*m + 30*time.Second, false, false, "all traffic on stable"}, 7*m + 30*time.Second},
+		{"while draining the colour keeps what it runs", c, drainingAt(done, 7*m+30*time.Second), at(7 * m).stableRev("r2").colour(5),
+			want{ActionHold, Completed, 1, 0, 5, 7*m + 30*time.Second, false, false, "once the router has let go"}, 7*m + 30*time.Second},
+		{"after the delay the colour goes to zero", c, drainingAt(done, 7*m+30*time.Second), at(8 * m).stableRev("r2").colour(5),
+			want{ActionHold, Completed, 1, 0, 0, -1, false, false, "complete"}, -1},
+		{"an abort from traffic drains too", ca, serving(ca, 1, 0), at(m).ready().colour(5).verdict(fail(30*time.Second, m)),
+			want{ActionAbort, Aborted, 1, 0, 5, m + 30*time.Second, false, false, "analysis failed"}, m + 30*time.Second},
+		{"an aborted colour drains, then stops", ca, drainingAt(abortedR2, m+30*time.Second), at(m + 10*time.Second).colour(5),
+			want{ActionHold, Aborted, 1, 0, 5, m + 30*time.Second, false, false, "once the router has let go"}, m + 30*time.Second},
+		{"a retry during the drain starts at once", ca, drainingAt(abortedR2, m+30*time.Second), at(m + 10*time.Second).colour(5).cmd(CommandRetry),
+			want{ActionStart, Progressing, 0, 0, 1, m + 10*time.Second + ReadyPoll, false, false, "retried"}, -1},
+		{"an abort with no traffic on the colour needs no drain", c, State{Revision: "r2", Phase: Progressing, Step: 0}, at(m).colour(1).cmd(CommandAbort),
+			want{ActionAbort, Aborted, 0, 0, 0, -1, false, false, "operator"}, -1},
+		{"blue/green: back to the updated stable, the preview drains", bg, State{Revision: "r2", Phase: Promoting, Weight: 100, StepStarted: t0}, at(12 * m).stableReady().colour(10),
+			want{ActionFinalize, Completed, 0, 0, 10, 12*m + 30*time.Second, false, false, "all traffic on stable"}, 12*m + 30*time.Second},
+		{"git back to stable: no drain for a colour about to take another spec", c, serving(c, 1, 0), at(m).rev("r1").ready().colour(5),
+			want{ActionFinalize, Completed, 0, 0, 0, -1, false, false, "rollout of r2 ended"}, -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(tc.spec, tc.st, tc.in)
+			check(t, d, tc.want)
+			wantAt := time.Time{}
+			if tc.drainAt >= 0 {
+				wantAt = t0.Add(tc.drainAt)
+			}
+			if !d.State.ScaleDownAt.Equal(wantAt) {
+				t.Errorf("scale-down at %v, want %v", d.State.ScaleDownAt, wantAt)
+			}
+			back, err := StateFromLabels(d.State.Labels())
+			if err != nil || !back.ScaleDownAt.Equal(d.State.ScaleDownAt) {
+				t.Errorf("the record does not keep the scale-down time: %+v, %v", back, err)
+			}
+		})
+	}
+}

@@ -14,11 +14,12 @@ import (
 // Unknown keys are refused. A refusal is a *FieldError whose Field is the
 // path below the rollout key.
 func Parse(raw any) (Spec, error) {
-	m, err := mapping("", raw, "strategy, steps, preview, rollbackWindow, router, analysis")
+	m, err := mapping("", raw, "strategy, steps, preview, rollbackWindow, scaleDownDelay, router, analysis")
 	if err != nil {
 		return Spec{}, err
 	}
 	var s Spec
+	_, hasDelay := m["scaleDownDelay"]
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		v := m[k]
 		switch k {
@@ -58,6 +59,10 @@ func Parse(raw any) (Spec, error) {
 			if s.RollbackWindow, err = duration(k, v); err != nil {
 				return Spec{}, err
 			}
+		case "scaleDownDelay":
+			if s.ScaleDownDelay, err = duration(k, v); err != nil {
+				return Spec{}, err
+			}
 		case "router":
 			if s.Router, err = parseRouter(v); err != nil {
 				return Spec{}, err
@@ -69,13 +74,16 @@ func Parse(raw any) (Spec, error) {
 			}
 			s.Analysis = &a
 		default:
-			return Spec{}, unknown(k, k, "strategy, steps, preview, rollbackWindow, router, analysis")
+			return Spec{}, unknown(k, k, "strategy, steps, preview, rollbackWindow, scaleDownDelay, router, analysis")
 		}
 	}
 	if s.Strategy == "" {
 		return Spec{}, refuse("strategy", "a rollout needs a strategy: canary or blueGreen")
 	}
 	s.setDefaults()
+	if !hasDelay && s.Router.Provider != NoRouter {
+		s.ScaleDownDelay = DefaultScaleDownDelay
+	}
 	if err := s.Validate(); err != nil {
 		return Spec{}, err
 	}
@@ -393,6 +401,7 @@ func (s Spec) Value() map[string]any {
 		}
 	}
 	v["router"] = r
+	v["scaleDownDelay"] = s.ScaleDownDelay.String()
 	if a := s.Analysis; a != nil {
 		av := map[string]any{
 			"interval":     a.Interval.String(),

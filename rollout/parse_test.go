@@ -44,6 +44,9 @@ func TestParse_canaryWithDefaults(t *testing.T) {
 		Strategy: Canary,
 		Steps:    []Step{{10, 2 * time.Minute}, {50, 5 * time.Minute}, {100, 0}},
 		Router:   Router{Provider: Traefik, Rule: "Host(`shop.example`)", EntryPoints: []string{"web"}, Port: 8080},
+		// A router polls its weights: the colour traffic leaves
+		// keeps its tasks a while.
+		ScaleDownDelay: DefaultScaleDownDelay,
 		Analysis: &Analysis{Interval: DefaultInterval, MaxErrorRatio: &ratio, MaxLatency: 500 * time.Millisecond,
 			MinRequests: DefaultMinRequests, FailureLimit: DefaultFailureLimit,
 			Traefik:    &TraefikMetrics{Metrics: "http://traefik:8082/metrics"},
@@ -67,8 +70,15 @@ func TestParse_blueGreenAndNoRouterDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Router.Provider != NoRouter || s.Steps[0].Pause != 0 {
-		t.Errorf("Parse = %+v, want provider none and a step waiting for promote", s)
+	if s.Router.Provider != NoRouter || s.Steps[0].Pause != 0 || s.ScaleDownDelay != 0 {
+		t.Errorf("Parse = %+v, want provider none, a step waiting for promote and no scale-down delay", s)
+	}
+	s, err = Parse(decode(t, `{strategy: blueGreen, scaleDownDelay: 5s, router: {provider: traefik, rule: r, port: 80}}`))
+	if err != nil || s.ScaleDownDelay != 5*time.Second {
+		t.Errorf("Parse = %+v, %v; want a scale-down delay of 5s", s, err)
+	}
+	if _, err := Parse(decode(t, `{strategy: blueGreen, scaleDownDelay: -1s, router: {provider: traefik, rule: r, port: 80}}`)); err == nil || !strings.Contains(err.Error(), "scaleDownDelay") {
+		t.Errorf("a negative scale-down delay: %v", err)
 	}
 }
 

@@ -45,6 +45,10 @@ const (
 	// the ratio most users set as their limit; with fewer, one unlucky
 	// request would fail or pass a step on its own.
 	DefaultMinRequests = 20
+	// DefaultScaleDownDelay covers several polls of a router's
+	// configuration (Traefik polls every 5s by default) and a request in
+	// flight; it is also Argo Rollouts' default scaleDownDelaySeconds.
+	DefaultScaleDownDelay = 30 * time.Second
 	// DefaultFailureLimit aborts on the first failing interval: traffic
 	// goes back to stable within one interval of the errors starting.
 	DefaultFailureLimit = 1
@@ -76,6 +80,13 @@ type Spec struct {
 	RollbackWindow time.Duration
 	// Router splits the traffic; provider none when absent.
 	Router Router
+	// ScaleDownDelay is how long the extra colour keeps its tasks after
+	// traffic has left it (a completed or aborted rollout), so that the
+	// router, which polls its configuration, has let go of them before
+	// they stop: scaled down at once, the requests the router still sends
+	// there in the meantime fail. Default DefaultScaleDownDelay with a
+	// router, 0 without one (no router is polling).
+	ScaleDownDelay time.Duration
 	// Analysis gates every step on evidence; nil means time and operators
 	// alone decide.
 	Analysis *Analysis
@@ -263,6 +274,9 @@ func (s Spec) Validate() error {
 		return refuse("strategy", "strategy must be canary or blueGreen, not %q", s.Strategy)
 	}
 	if err := s.Router.validate(); err != nil {
+		return err
+	}
+	if err := checkDuration("scaleDownDelay", s.ScaleDownDelay); err != nil {
 		return err
 	}
 	if s.Analysis != nil {

@@ -96,6 +96,10 @@ type State struct {
 	Reason string
 	Metric string
 	Values string
+	// ScaleDownAt, on a completed or aborted rollout, is when the extra
+	// colour may stop: until then it keeps its tasks while the router lets
+	// go of them (Spec.ScaleDownDelay).
+	ScaleDownAt time.Time
 }
 
 // LabelPrefix starts every label State writes.
@@ -115,6 +119,7 @@ const (
 	labelReason      = "abort-reason"
 	labelMetric      = "abort-metric"
 	labelValues      = "abort-values"
+	labelScaleDownAt = "scale-down-at"
 )
 
 // maxLabelValue bounds a recorded string: labels are kept on every
@@ -138,6 +143,7 @@ func (s State) Labels() map[string]string {
 		labelReason:      clip(s.Reason),
 		labelMetric:      clip(s.Metric),
 		labelValues:      clip(s.Values),
+		labelScaleDownAt: formatTime(s.ScaleDownAt),
 	}
 	out := make(map[string]string, len(l))
 	for k, v := range l {
@@ -213,7 +219,7 @@ func StateFromLabels(labels map[string]string) (State, error) {
 			default:
 				s.Failures = n
 			}
-		case labelStepStarted, labelAnalysedAt:
+		case labelStepStarted, labelAnalysedAt, labelScaleDownAt:
 			var t time.Time
 			if v != "" {
 				if t, err = time.Parse(time.RFC3339Nano, v); err != nil {
@@ -221,10 +227,13 @@ func StateFromLabels(labels map[string]string) (State, error) {
 				}
 				t = t.UTC()
 			}
-			if k == labelStepStarted {
+			switch k {
+			case labelStepStarted:
 				s.StepStarted = t
-			} else {
+			case labelAnalysedAt:
 				s.AnalysedAt = t
+			default:
+				s.ScaleDownAt = t
 			}
 		case labelPaused:
 			switch v {
@@ -270,6 +279,8 @@ func (s State) check() error {
 		return fmt.Errorf("weight %d out of range 0..100", s.Weight)
 	case s.Failures < 0 || s.Failures > maxFailureLimit:
 		return fmt.Errorf("failures %d out of range 0..%d", s.Failures, maxFailureLimit)
+	case !s.ScaleDownAt.IsZero() && s.Phase != Aborted && s.Phase != Completed:
+		return fmt.Errorf("phase %s with a scale-down time", s.Phase)
 	case (s.Phase == Aborted || s.Phase == Completed) && s.Weight != 0:
 		return fmt.Errorf("phase %s with weight %d", s.Phase, s.Weight)
 	case len(s.Revision) > maxLabelValue:

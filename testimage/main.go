@@ -5,7 +5,9 @@
 // Usage:
 //
 //	app                 sleep until SIGTERM or SIGINT, then exit 0
-//	app serve ADDR      answer every HTTP request on ADDR with "ok <HOSTNAME> <APP_MESSAGE>"
+//	app serve ADDR      answer every HTTP request on ADDR with "ok <HOSTNAME> <APP_MESSAGE>",
+//	                    with the status APP_STATUS (default 200): a version that
+//	                    fails is one environment value away
 //	app healthcheck     exit 0 (a HEALTHCHECK CMD that always passes)
 //	app exit N          exit with code N at once (a failing task)
 //
@@ -86,9 +88,19 @@ func serve(addr string) int {
 		host = h
 	}
 	msg := os.Getenv("APP_MESSAGE")
+	status := http.StatusOK
+	if v := os.Getenv("APP_STATUS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 100 || n > 599 {
+			fmt.Fprintf(os.Stderr, "app: APP_STATUS %q is not an HTTP status\n", v)
+			return 2
+		}
+		status = n
+	}
 	srv := &http.Server{
 		Addr: addr,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(status)
 			fmt.Fprintf(w, "ok %s %s\n", host, msg)
 		}),
 		ReadHeaderTimeout: 5 * time.Second,
