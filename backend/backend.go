@@ -23,7 +23,6 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
-	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/regauth"
 )
@@ -153,23 +152,6 @@ type testHooks struct {
 	beforeServiceUpdate func(ctx context.Context, id string, attempt int)
 	beforeServiceCreate func(ctx context.Context, name string)
 }
-
-var (
-	_ charts.Backend                 = (*Backend)(nil)
-	_ capability.StacksReader        = (*Backend)(nil)
-	_ capability.StackServicesReader = (*Backend)(nil)
-	_ capability.LiveDrift           = (*Backend)(nil)
-	_ capability.NetworkNamer        = (*Backend)(nil)
-	_ capability.ResourceLister      = (*Backend)(nil)
-	_ capability.ResourceRemover     = (*Backend)(nil)
-	_ capability.SwarmSizer          = (*Backend)(nil)
-	_ capability.SwarmNodeNamer      = (*Backend)(nil)
-	_ capability.DeclaredLister      = (*Backend)(nil)
-	_ capability.OutOfBand           = (*Backend)(nil)
-	_ capability.AllowedReferences   = (*Backend)(nil)
-	_ capability.ForbidSecrets       = (*Backend)(nil)
-	_ capability.RegistryAuth        = (*Backend)(nil)
-)
 
 // New returns a Backend. It does not contact the daemon: a swarm that is
 // down when the controller starts is reported by the first read instead.

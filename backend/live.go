@@ -10,7 +10,6 @@ import (
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 
-	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/compose"
 )
 
@@ -49,8 +48,6 @@ func (b *Backend) LiveServices(ctx context.Context, stack string) (map[string]sw
 	}
 	return out, nil
 }
-
-var _ capability.LiveServicesBatch = (*Backend)(nil)
 
 // LiveServicesOf returns the services of several stacks, by stack and then
 // by scoped name, from one service listing; every requested stack is in the
@@ -191,8 +188,6 @@ func (b *Backend) SwarmNodeNames(ctx context.Context) ([]string, error) {
 	slices.Sort(names)
 	return names, nil
 }
-
-var _ capability.VolumeSweeper = (*Backend)(nil)
 
 // LiveVolumes lists the named volumes carrying the stack's namespace label on
 // the node this client talks to.

@@ -19,8 +19,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/capability"
 )
 
-var _ capability.ServiceLogs = (*Backend)(nil)
-
 // ServiceLogTail reads the last lines the tasks of service id wrote, stdout
 // and stderr together, oldest first. The reconciler asks only about its own
 // stack's hook jobs, and redacts what it knows to be secret before the lines
@@ -48,8 +46,6 @@ func (b *Backend) ServiceLogTail(ctx context.Context, id string, lines int) ([]s
 	}
 	return all, nil
 }
-
-var _ capability.StackLogs = (*Backend)(nil)
 
 // logSource is one stream of a stack's logs: a service's or one task's.
 type logSource struct {

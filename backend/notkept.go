@@ -28,8 +28,6 @@ const (
 	notKeptData   = "flotilla: fields of this stack's services the daemon did not keep; the labels are the record\n"
 )
 
-var _ capability.NotKeptMemory = (*Backend)(nil)
-
 // notKeptName is the config name of stack's memory, shortened as record
 // names are.
 func notKeptName(stack string) string {

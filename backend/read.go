@@ -12,7 +12,6 @@ import (
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 
-	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 )
 
@@ -52,8 +51,6 @@ func (b *Backend) ReadStacks(ctx context.Context, stacks []string) (map[string][
 	states, _, err := b.ReadLiveStacks(ctx, stacks)
 	return states, err
 }
-
-var _ capability.LiveStacksReader = (*Backend)(nil)
 
 // ReadLiveStacks is ReadStacks that also returns the services it listed,
 // by stack and scoped name, specs and all: the same listing answers live

@@ -19,7 +19,6 @@ import (
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 
-	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 )
 
@@ -263,12 +262,6 @@ func decodeRecord(c swarm.Config) (charts.Release, error) {
 	r.Version = c.Version.Index
 	return r, nil
 }
-
-var (
-	_ capability.ReleaseLister = (*Backend)(nil)
-	_ capability.ReleaseHead   = (*Backend)(nil)
-	_ capability.ReleaseHeads  = (*Backend)(nil)
-)
 
 // IsLatestRelease reports whether r is still the newest record of its
 // release; see AreLatestReleases.

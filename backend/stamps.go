@@ -14,11 +14,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/capability"
 )
 
-var (
-	_ capability.OwnerStamps   = (*Backend)(nil)
-	_ capability.LiveResources = (*Backend)(nil)
-)
-
 // LiveOwners reads the owner stamp of every service, network, config and
 // secret in the stack's namespace, from one listing of each kind. Release
 // records carry a stamp too but are not the stack's objects, so they are

@@ -252,6 +252,17 @@ type VolumeSweeper interface {
 	RemoveVolume(ctx context.Context, name string) error
 }
 
+// APIVersioner names the Docker API version the backend talks to the daemon
+// with. It only words reports: the fields of a manifest that version cannot
+// carry are named before a deploy drops them, and a field a write could not
+// make stick is remembered with the version that wrote it. Without it those
+// fields are still compared and kept apart, but no report names the version.
+//
+// This one is Flotilla's own addition to the seed's set.
+type APIVersioner interface {
+	APIVersion() string
+}
+
 // NotKeptMemory keeps in the swarm which fields of a stack's services a
 // write of this controller could not make stick: the daemon read them back
 // otherwise (a value it normalises, a field it drops). The controller

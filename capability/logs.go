@@ -13,6 +13,8 @@ import (
 // job that failed explains itself: the lines go into the application's
 // status, the event and the notification. Without it a failed hook is still
 // a failed sync, reported with its task's error but without its output.
+//
+// This one is Flotilla's own addition to the seed's set.
 type ServiceLogs interface {
 	ServiceLogTail(ctx context.Context, id string, lines int) ([]string, error)
 }
@@ -24,7 +26,7 @@ func LogTail(ctx context.Context, b charts.Backend, id string, lines int) ([]str
 	if l, ok := As[ServiceLogs](b); ok {
 		return l.ServiceLogTail(ctx, id, lines)
 	}
-	return nil, fmt.Errorf("%w: %w", &ErrUnavailable{Feature: "hook logs", Capability: "ServiceLogs"}, errors.ErrUnsupported)
+	return nil, fmt.Errorf("%w: %w", Lost[ServiceLogs](), errors.ErrUnsupported)
 }
 
 // LogQuery narrows and bounds a read of a stack's logs.
@@ -55,6 +57,8 @@ type LogLine struct {
 // how an operator reads an application's logs through the controller
 // without a client of the swarm's own. Without it the logs route answers
 // that the backend cannot read them; hook logs need only ServiceLogs.
+//
+// This one is Flotilla's own addition to the seed's set.
 type StackLogs interface {
 	StackLogs(ctx context.Context, stack string, q LogQuery, emit func(LogLine) error) error
 }
@@ -66,7 +70,7 @@ func StreamLogs(ctx context.Context, b charts.Backend, stack string, q LogQuery,
 	if l, ok := As[StackLogs](b); ok {
 		return l.StackLogs(ctx, stack, q, emit)
 	}
-	return fmt.Errorf("%w: %w", &ErrUnavailable{Feature: "service logs", Capability: "StackLogs"}, errors.ErrUnsupported)
+	return fmt.Errorf("%w: %w", Lost[StackLogs](), errors.ErrUnsupported)
 }
 
 // ErrNoLogSource is wrapped by StackLogs when the service or task asked for

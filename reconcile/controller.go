@@ -30,7 +30,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/fault"
 	"github.com/flotilla-gitops/flotilla/metrics"
-	"github.com/flotilla-gitops/flotilla/regauth"
 	"github.com/flotilla-gitops/flotilla/renderbox"
 	"github.com/flotilla-gitops/flotilla/rollout"
 	"github.com/flotilla-gitops/flotilla/sopsage"
@@ -321,41 +320,6 @@ func (c *Controller) initialStatus(a application.Application, unavailable []stri
 	}
 }
 
-// unavailable lists the features backend b cannot offer, in the words the
-// status shows; nil for a destination with no backend, whose passes fail.
-func (c *Controller) unavailable(b charts.Backend) []string {
-	if b == nil {
-		return nil
-	}
-	var out []string
-	check := func(ok bool, feature, capName string) {
-		if !ok {
-			out = append(out, (&capability.ErrUnavailable{Feature: feature, Capability: capName}).Error())
-		}
-	}
-	_, ok := capability.As[capability.LiveDrift](b)
-	check(ok, "live drift", "LiveDrift")
-	if ok {
-		_, named := capability.As[capability.NetworkNamer](b)
-		check(named, "network attachment drift", "NetworkNamer")
-		_, batched := capability.As[capability.LiveServicesBatch](b)
-		check(batched, "batched live drift reads", "LiveServicesBatch")
-		_, shared := capability.As[capability.LiveStacksReader](b)
-		check(shared, "one service listing for health and drift", "LiveStacksReader")
-	}
-	_, ok = capability.As[capability.ReleaseHeads](b)
-	check(ok, "batched release record checks", "ReleaseHeads")
-	_, ok = capability.As[capability.OutOfBand](b)
-	check(ok, "out-of-band change reports", "OutOfBand")
-	_, ok = capability.As[capability.StackServicesReader](b)
-	check(ok, "trusted health reads", "StackServicesReader")
-	_, ok = capability.As[capability.StacksReader](b)
-	check(ok, "batched swarm reads", "StacksReader")
-	_, ok = capability.As[capability.ServiceLogs](b)
-	check(ok, "hook logs", "ServiceLogs")
-	return out
-}
-
 // Reconcile runs one pass of the named application now, on the caller's
 // goroutine, reading the swarm for it alone. Tests and one-shot tools use it;
 // the controller's own loop uses Run.
@@ -581,40 +545,6 @@ func (c *Controller) Statuses() []application.Status {
 		return 0
 	})
 	return out
-}
-
-// appBackend decorates the controller's backend for one pass of one
-// application. If the backend implements OutOfBand, a lost compare-and-swap
-// is reported against this application; otherwise such races are retried
-// without a report (and the status lists the feature as unavailable).
-//
-// The same holds for the application's allowlist (AllowedReferences), the
-// controller's own secrets (ForbidSecrets) and the application's registry
-// credential (RegistryAuth): a backend that lacks one enforces its own rules
-// or authenticates its own way, and the reconciler never loosens anything.
-func (c *Controller) appBackend(p *pass) (charts.Backend, error) {
-	b := p.base
-	if ob, ok := capability.As[capability.OutOfBand](b); ok {
-		b = ob.WithOutOfBandNotifier(c.outOfBand(p))
-	}
-	if ar, ok := capability.As[capability.AllowedReferences](b); ok {
-		b = ar.WithAllowedReferences(p.app.Allow)
-	}
-	if fs, ok := capability.As[capability.ForbidSecrets](b); ok && len(c.opts.ForbiddenSecrets) > 0 {
-		b = fs.WithForbiddenSecrets(c.opts.ForbiddenSecrets)
-	}
-	if ra := p.app.RegistryAuth; ra != nil {
-		r, ok := capability.As[capability.RegistryAuth](b)
-		if !ok {
-			return nil, stalled("credentials", &capability.ErrUnavailable{Feature: "registry credentials", Capability: "RegistryAuth"})
-		}
-		creds, err := regauth.FromFile(ra.Path())
-		if err != nil {
-			return nil, stalled("credentials", fmt.Errorf("registryAuth: %w", err))
-		}
-		b = r.WithRegistryAuth(creds)
-	}
-	return b, nil
 }
 
 // pass runs the steps for one application and always publishes a status.

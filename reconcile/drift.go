@@ -155,18 +155,14 @@ func (c *Controller) rememberVerdicts(p *pass, verdicts []serviceVerdict) {
 
 // apiFieldWarnings names the fields of the manifest the daemon's API version
 // cannot carry, which a deploy drops before writing: the repository asks for
-// them, and the swarm will not have them. Nothing without an apiVersioner.
+// them, and the swarm will not have them. Nothing without an APIVersioner.
 func apiFieldWarnings(p *pass) []string {
-	av, ok := capability.As[apiVersioner](p.backend)
+	av, ok := capability.As[capability.APIVersioner](p.backend)
 	if !ok || p.declared == nil {
 		return nil
 	}
 	return p.declared.UnsupportedFields(av.APIVersion())
 }
-
-// apiVersioner is implemented by a backend that can name the API version it
-// talks to the daemon with. It only words a report.
-type apiVersioner interface{ APIVersion() string }
 
 // checkWritesKept reads back the services a write of this pass just made
 // and compares them with the manifest. A field that still differs is one
@@ -194,7 +190,7 @@ func (c *Controller) checkWritesKept(ctx context.Context, p *pass, res *charts.D
 	q := *p
 	q.snapshot = nil
 	rb := &readBack{written: slices.Concat(res.Created, res.Updated), done: make(chan struct{})}
-	if av, ok := capability.As[apiVersioner](p.backend); ok {
+	if av, ok := capability.As[capability.APIVersioner](p.backend); ok {
 		rb.version = av.APIVersion()
 	}
 	go func() {

@@ -568,7 +568,7 @@ func (b releaseListing) RemoveSecret(context.Context, string) error  { *b.remova
 
 func (b releaseListing) ReleaseOwners(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
-	for _, stack := range []string{"shop", "blog"} {
+	for _, stack := range b.ReleaseNames() {
 		if rs, _ := b.Releases(ctx, stack); len(rs) > 0 {
 			out[stack] = rs[0].Owner
 		}

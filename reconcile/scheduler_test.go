@@ -102,7 +102,13 @@ func (b *troubledSwarm) ReleaseOwners(ctx context.Context) (map[string]string, e
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	return map[string]string{}, nil
+	out := map[string]string{}
+	for _, name := range b.ReleaseNames() {
+		if rs, _ := b.MinimalBackend.Releases(ctx, name); len(rs) > 0 {
+			out[name] = rs[0].Owner
+		}
+	}
+	return out, nil
 }
 
 func (b *troubledSwarm) set(f func()) {

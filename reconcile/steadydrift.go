@@ -110,7 +110,7 @@ func steadyInputs(ctx context.Context, p *pass) (live map[string]swarm.Service, 
 	if err != nil {
 		return nil, nil, "", false
 	}
-	if av, ok := capability.As[apiVersioner](p.backend); ok {
+	if av, ok := capability.As[capability.APIVersioner](p.backend); ok {
 		api = av.APIVersion()
 	}
 	return live, nets, api, true

@@ -88,7 +88,7 @@ func (f *swarmFake) DeployStack(ctx context.Context, req charts.DeployRequest) (
 
 func (f *swarmFake) ReleaseOwners(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
-	for _, stack := range []string{"shop", "blog"} {
+	for _, stack := range f.ReleaseNames() {
 		if rs, _ := f.Releases(ctx, stack); len(rs) > 0 {
 			out[stack] = rs[0].Owner
 		}

@@ -244,6 +244,22 @@ func (b *MinimalBackend) RecordRelease(_ context.Context, r charts.Release, keep
 	return nil
 }
 
+// ReleaseNames lists, sorted, every release with a record. It is not
+// capability.ReleaseLister, which MinimalBackend does not claim; a fake that
+// claims it answers from this.
+func (b *MinimalBackend) ReleaseNames() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for name, rs := range b.releases {
+		if len(rs) > 0 {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // DeleteRelease removes one record, as an operator deleting its config by
 // hand would, and reports whether it was there.
 func (b *MinimalBackend) DeleteRelease(release string, revision int) bool {

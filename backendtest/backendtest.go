@@ -1,10 +1,13 @@
-// Package backendtest is the conformance suite of charts.Backend. Every
-// implementation runs the same behaviour tests, the moby backend on a real
-// swarm and the in-memory fakes in memory, so a fake the reconciler's tests
-// rely on cannot promise what the real backend does not do.
+// Package backendtest is the conformance suite of charts.Backend and of
+// every capability in package capability. Every implementation runs the
+// same behaviour tests, the moby backend on a real swarm and the in-memory
+// fakes in memory, so a fake the reconciler's tests rely on cannot promise
+// what the real backend does not do.
 //
-// Each check is a behaviour the contract's doc comments state; the suite
-// asserts nothing an implementation is free to do differently.
+// Each check is a behaviour the contract's or a capability's doc comments
+// state; the suite asserts nothing an implementation is free to do
+// differently. A capability is checked only where the backend implements
+// it, and every capability in capability.All has a check.
 package backendtest
 
 import (
@@ -45,17 +48,23 @@ type suite struct {
 	newBackend func(t *testing.T) charts.Backend
 }
 
-// Run runs the conformance suite against the backends newBackend returns,
-// one per subtest. It may return the same backend every time: subtests
-// never share a stack or a release name.
-func Run(t *testing.T, newBackend func(t *testing.T) charts.Backend, opts Options) {
+func newSuite(newBackend func(t *testing.T) charts.Backend, opts Options) *suite {
 	if opts.Image == "" {
 		opts.Image = "flotilla-test/app:1"
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Second
 	}
-	s := &suite{opts: opts, newBackend: newBackend}
+	return &suite{opts: opts, newBackend: newBackend}
+}
+
+// Run runs the conformance suite against the backends newBackend returns,
+// one per subtest: the charts.Backend contract, then, under "Capability",
+// the check of each capability the backend implements. newBackend may
+// return the same backend every time: subtests never share a stack or a
+// release name.
+func Run(t *testing.T, newBackend func(t *testing.T) charts.Backend, opts Options) {
+	s := newSuite(newBackend, opts)
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, b charts.Backend)
@@ -77,8 +86,6 @@ func Run(t *testing.T, newBackend func(t *testing.T) charts.Backend, opts Option
 		{"RecordReleaseRefusesDuplicate", s.testRecordReleaseRefusesDuplicate},
 		{"RecordReleaseRoundTrip", s.testRecordReleaseRoundTrip},
 		{"ReleasesUnknown", s.testReleasesUnknown},
-		{"ReleaseHeadAgreesWithReleases", s.testReleaseHeadAgreesWithReleases},
-		{"ReleaseHeadsAgreeWithReleases", s.testReleaseHeadsAgreeWithReleases},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,6 +93,15 @@ func Run(t *testing.T, newBackend func(t *testing.T) charts.Backend, opts Option
 			tc.fn(t, s.newBackend(t))
 		})
 	}
+	s.runCapabilities(t)
+}
+
+// RunCapabilities runs only the capability checks, for a backend whose
+// charts.Backend contract is already held to the suite elsewhere: a test
+// fake that adds capabilities to chartstest.MinimalBackend, say. The checks
+// still deploy through the contract, so it must work.
+func RunCapabilities(t *testing.T, newBackend func(t *testing.T) charts.Backend, opts Options) {
+	newSuite(newBackend, opts).runCapabilities(t)
 }
 
 // stack takes a fresh name and registers its cleanup.
