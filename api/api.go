@@ -86,6 +86,10 @@ type Options struct {
 	// access.DefaultAuditSize entries logging to Logger.
 	Audit *access.Audit
 
+	// MCP configures the Model Context Protocol endpoint at MCPPath.
+	// Default: not served.
+	MCP MCPOptions
+
 	// Webhooks configure POST /api/v1/webhooks/{provider}: the secrets
 	// that enable each provider, the body limit and the replay cache.
 	// Default: no secrets, every provider disabled.
@@ -195,7 +199,14 @@ func New(opts Options) http.Handler {
 		root.Handle("GET /ui/", http.StripPrefix("/ui", opts.UI))
 		root.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	}
-	root.Handle("/", s.authenticate(s.guardWrites(s.standbyRefusesWrites(mux))))
+	routes := s.standbyRefusesWrites(mux)
+	root.Handle("/", s.authenticate(s.guardWrites(routes)))
+	// The MCP endpoint authenticates like every route, then serves each
+	// tool call through the same routes; its own POSTs carry JSON-RPC, not
+	// writes, so they are not audited themselves (the writes they make are).
+	if opts.MCP.Enabled {
+		root.Handle(MCPPath, s.authenticate(s.newMCPHandler(routes)))
+	}
 
 	var h http.Handler = root
 	if opts.NoAuth {
