@@ -73,6 +73,12 @@ func (s *server) newMCPHandler(inner http.Handler) http.Handler {
 		Logger:       s.log.With("component", "mcp"),
 		// The same bound as every other body the API reads.
 		MaxRequestBodyBytes: maxBodyBytes,
+		// The SDK's own check refuses a loopback connection for another
+		// Host, which would refuse a reverse proxy on the same machine.
+		// loopbackOnly already makes that check, more strictly, for the
+		// one API that answers without a token; with tokens, a page that
+		// rebinds a name to the controller has no token to send.
+		DisableLocalhostProtection: true,
 	})
 	// A browser page must not drive the endpoint with an operator's
 	// session cookie: cross-origin writes are refused, as guardWrites

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -285,5 +286,46 @@ func TestMCP_theEndpointIsBoundLikeTheRestOfTheAPI(t *testing.T) {
 	text, isErr := callTool(t, standby.mustConnect(t, adminToken), api.ToolSync, map[string]any{"name": "shop"})
 	if !isErr || !strings.Contains(text, `controller "a" leads`) {
 		t.Errorf("sync on a standby: %v %s", isErr, text)
+	}
+}
+
+func TestMCP_theTransportRefusesWhatItDoesNotServe(t *testing.T) {
+	e := newMCPEnv(t, false)
+	send := func(method string, header map[string]string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, e.srv.URL+api.MCPPath,
+			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// Stateless: no standalone stream, no session to end.
+	for _, m := range []string{http.MethodGet, http.MethodDelete} {
+		if code, body := send(m, nil); code != http.StatusMethodNotAllowed {
+			t.Errorf("%s: %d %s, want 405", m, code, body)
+		}
+	}
+	// A page of another origin cannot drive it, whatever it holds.
+	if code, body := send(http.MethodPost, map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}); code != http.StatusForbidden {
+		t.Errorf("cross-origin POST: %d %s, want 403", code, body)
+	}
+	// An unlisted tool is unknown, not forbidden: the agent was never
+	// offered it.
+	text, isErr := callToolOrProtocolError(t, e.mustConnect(t, adminToken), api.ToolSync, map[string]any{"name": "shop"})
+	if !isErr || !strings.Contains(text, "unknown tool") {
+		t.Errorf("sync on a read-only endpoint: %v %s", isErr, text)
 	}
 }
