@@ -14,6 +14,11 @@
 // access log, authentication), and the event stream flushes through all of
 // it, which the tests check. Each route then asks package access whether the
 // caller may do what it does, and every write is audited.
+//
+// Options.MCP adds a Model Context Protocol endpoint for agents. Its tools
+// are served by the routes above, called in-process with the caller's
+// identity, so an agent meets the same authorization, redaction and audit
+// as the CLI does, and the endpoint has no decisions of its own to drift.
 package api
 
 import (

@@ -3,16 +3,20 @@ package api_test
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/api"
+	"github.com/flotilla-gitops/flotilla/api/apitest"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
 )
@@ -327,5 +331,26 @@ func TestMCP_theTransportRefusesWhatItDoesNotServe(t *testing.T) {
 	text, isErr := callToolOrProtocolError(t, e.mustConnect(t, adminToken), api.ToolSync, map[string]any{"name": "shop"})
 	if !isErr || !strings.Contains(text, "unknown tool") {
 		t.Errorf("sync on a read-only endpoint: %v %s", isErr, text)
+	}
+}
+
+// A waited sync outlasts the server's write timeout, as it does over REST:
+// the tool lifts the deadline of the MCP request that carries it.
+func TestMCP_aWaitedSyncOutlastsTheWriteTimeout(t *testing.T) {
+	ctl := apitest.NewController(apitest.Sample()...)
+	ctl.Hold = make(chan struct{})
+	h := api.New(api.Options{Controller: ctl, Logger: slog.New(slog.DiscardHandler),
+		Tokens: api.Tokens{{Name: "admin", Role: api.RoleAdmin, Secret: adminToken}},
+		MCP:    api.MCPOptions{Enabled: true, AllowWrites: true}})
+	addr := startServer(t, h, api.Timeouts{Read: time.Second, Write: 300 * time.Millisecond, Idle: time.Second})
+	e := &env{srv: &httptest.Server{URL: "http://" + addr}}
+	cs := e.mustConnect(t, adminToken)
+
+	released := time.AfterFunc(time.Second, func() { close(ctl.Hold) })
+	defer released.Stop()
+	text, isErr := callTool(t, cs, api.ToolSync, map[string]any{"name": "shop", "wait": true, "timeout": "10s"})
+	var res api.OperationResponse
+	if isErr || json.Unmarshal([]byte(text), &res) != nil || res.Phase != api.Succeeded {
+		t.Fatalf("waited sync past the write timeout: %v %s", isErr, text)
 	}
 }
