@@ -140,20 +140,17 @@ func (e *toolError) Unwrap() error { return errToolRefused }
 // standby's refusal of writes are the ones REST has; the endpoint adds
 // nothing to them and leaves nothing out.
 func (e *mcpEndpoint) serve(ctx context.Context, call *mcpCall, method, path string, q url.Values, body any) (json.RawMessage, error) {
-	var rd *bytes.Reader
+	var b []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
 			return nil, fmt.Errorf("encode %s %s: %w", method, path, err)
 		}
-		rd = bytes.NewReader(b)
-	} else {
-		rd = bytes.NewReader(nil)
 	}
 	u := url.URL{Path: path, RawQuery: q.Encode()}
 	p, _ := principalFrom(call.outer.Context())
 	ctx = context.WithValue(withPrincipal(ctx, p), viaKey{}, "mcp")
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(b))
 	if err != nil {
 		return nil, fmt.Errorf("build %s %s: %w", method, path, err)
 	}
