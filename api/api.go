@@ -14,6 +14,11 @@
 // access log, authentication), and the event stream flushes through all of
 // it, which the tests check. Each route then asks package access whether the
 // caller may do what it does, and every write is audited.
+//
+// Options.MCP adds a Model Context Protocol endpoint for agents. Its tools
+// are served by the routes above, called in-process with the caller's
+// identity, so an agent meets the same authorization, redaction and audit
+// as the CLI does, and the endpoint has no decisions of its own to drift.
 package api
 
 import (
@@ -85,6 +90,10 @@ type Options struct {
 	// Audit records every write; nil keeps an audit of
 	// access.DefaultAuditSize entries logging to Logger.
 	Audit *access.Audit
+
+	// MCP configures the Model Context Protocol endpoint at MCPPath.
+	// Default: not served.
+	MCP MCPOptions
 
 	// Webhooks configure POST /api/v1/webhooks/{provider}: the secrets
 	// that enable each provider, the body limit and the replay cache.
@@ -195,7 +204,14 @@ func New(opts Options) http.Handler {
 		root.Handle("GET /ui/", http.StripPrefix("/ui", opts.UI))
 		root.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	}
-	root.Handle("/", s.authenticate(s.guardWrites(s.standbyRefusesWrites(mux))))
+	routes := s.standbyRefusesWrites(mux)
+	root.Handle("/", s.authenticate(s.guardWrites(routes)))
+	// The MCP endpoint authenticates like every route, then serves each
+	// tool call through the same routes; its own POSTs carry JSON-RPC, not
+	// writes, so they are not audited themselves (the writes they make are).
+	if opts.MCP.Enabled {
+		root.Handle(MCPPath, s.authenticate(s.newMCPHandler(routes)))
+	}
 
 	var h http.Handler = root
 	if opts.NoAuth {

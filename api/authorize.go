@@ -162,6 +162,9 @@ func (s *server) audited(pattern string, next http.Handler) http.Handler {
 			return
 		}
 		note := &auditNote{}
+		if via := viaFrom(r.Context()); via != "" {
+			note.opts = map[string]string{"via": via}
+		}
 		rec := &statusRecorder{ResponseWriter: w}
 		r = r.WithContext(context.WithValue(r.Context(), auditKey{}, note))
 		next.ServeHTTP(rec, r)

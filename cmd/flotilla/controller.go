@@ -60,6 +60,7 @@ type controllerOptions struct {
 	tlsCert         string
 	tlsKey          string
 	ui              bool
+	mcp             api.MCPOptions
 
 	// Deadlines of the external calls.
 	gitTimeout      time.Duration
@@ -145,6 +146,8 @@ redeploys nothing.`,
 	f.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate file for the API (with --tls-key)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "TLS private key file for the API (with --tls-cert)")
 	f.BoolVar(&o.ui, "ui", true, "serve the web UI at / and /ui/ (static files; every data call still needs a token)")
+	f.BoolVar(&o.mcp.Enabled, "mcp", false, "serve a Model Context Protocol endpoint for agents at "+api.MCPPath+" (streamable HTTP, the API's tokens and roles): tools that list, get, diff, plan and read the history of applications")
+	f.BoolVar(&o.mcp.AllowWrites, "mcp-allow-writes", false, "with --mcp, also offer the sync, refresh and rollback tools (each still needs the operator role on the application)")
 	f.BoolVar(&o.prune, "prune", false, "remove the stacks of applications that were removed from the applications file (only what this controller's records prove it created)")
 	f.DurationVar(&o.gitTimeout, "git-timeout", source.DefaultRemoteTimeout, "deadline of the cheap remote check (ls-remote) every pass makes; a remote that does not answer within it fails that pass")
 	f.DurationVar(&o.gitFetchTimeout, "git-fetch-timeout", source.DefaultFetchTimeout, "deadline of one git fetch or first clone, and of writing one commit's tree to disk")
@@ -386,6 +389,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 				Policy:        policy,
 				Webhooks:      api.WebhookOptions{Secrets: webhooks},
 				UI:            uiHandler(o.ui),
+				MCP:           api.MCPOptions{Enabled: o.mcp.Enabled, AllowWrites: o.mcp.AllowWrites, Version: version},
 				Logger:        logger,
 				Stopping:      stopping,
 				Leadership:    lead,

@@ -37,6 +37,9 @@ func (o *controllerOptions) validate() error {
 			return usageError{fmt.Errorf("%s must be positive, not %s", name, d)}
 		}
 	}
+	if o.mcp.AllowWrites && !o.mcp.Enabled {
+		return usageError{errors.New("--mcp-allow-writes needs --mcp")}
+	}
 	if o.ha {
 		if o.once {
 			return usageError{fmt.Errorf("--ha and --once do not go together: a single pass has no one to hand over to")}

@@ -30,6 +30,7 @@ func TestControllerOptions_validate(t *testing.T) {
 		"zero orphan sweep timeout": with(func(o *controllerOptions) { o.orphanSweepTimeout = 0 }),
 		"no queue":                  with(func(o *controllerOptions) { o.queueLimit = 0 }),
 		"no pass may run":           with(func(o *controllerOptions) { o.maxPasses = 0 }),
+		"MCP writes without MCP":    with(func(o *controllerOptions) { o.mcp.AllowWrites = true }),
 	} {
 		if err := o.validate(); err == nil || !isUsageError(err) {
 			t.Errorf("%s: %v, want a usage error", name, err)
