@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 )
 
 // GitLab is the kind of a GitLab API (https://gitlab.com/api/v4). It is
@@ -171,7 +170,3 @@ func (c *Client) timeout(ctx context.Context) (context.Context, context.CancelFu
 	}
 	return context.WithTimeout(ctx, d)
 }
-
-// WriteTimeout is the default bound of a feedback operation; Timeout,
-// thirty seconds, is meant for a listing that may read many pages.
-const WriteTimeout = 15 * time.Second

@@ -218,22 +218,29 @@ func (p *Poster) Handle(e events.Event) {
 	fb := app.Feedback
 	f := *fb.Forge
 	repo := fb.ForgeRepo(app.Source.RepoURL)
+	n := fb.PullRequestNumber()
+	if !fb.Statuses && n == 0 {
+		return
+	}
 	stalled, _ := e.Data["kind"].(string)
-	if fb.Statuses && p.wantStatus(e.App, e.Revision, state, stalled == "stalled") {
+	if !p.wantPost(e.App, e.Revision, state, stalled == "stalled") {
+		return
+	}
+	if fb.Statuses {
 		p.push(f, job{kind: "status", app: e.App, repo: repo, commit: e.Revision, state: state, message: e.Message})
 	}
-	if n := fb.PullRequestNumber(); n > 0 && state != forge.StatePending {
+	if n > 0 && state != forge.StatePending {
 		p.push(f, job{kind: "comment", app: e.App, repo: repo, commit: e.Revision, state: state, message: e.Message, pr: n})
 	}
 }
 
-// wantStatus decides whether a status is worth posting and notes it as
-// the newest. A failure is the deploy's when this poster saw its sync
+// wantPost decides whether an outcome is worth posting (a status, the
+// comment) and notes it as the newest. A failure is the deploy's when this poster saw its sync
 // start, or when the commit itself is bad (a stalled pass: it does not
 // render, a guard refuses it); any other failure belongs to a pass that
 // found nothing to deploy and failed to read something, which says
 // nothing about the commit.
-func (p *Poster) wantStatus(app, commit string, state forge.State, stalled bool) bool {
+func (p *Poster) wantPost(app, commit string, state forge.State, stalled bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	prev, ok := p.last[app]
@@ -350,14 +357,12 @@ func (p *Poster) post(ctx context.Context, lim *rate.Limiter, f application.Forg
 		return
 	}
 	if err != nil {
-		if j.kind == "status" {
-			// Let the next event of this commit try again.
-			p.mu.Lock()
-			if prev := p.last[j.app]; prev.commit == j.commit && prev.state == j.state {
-				delete(p.last, j.app)
-			}
-			p.mu.Unlock()
+		// Let the next event of this commit try again.
+		p.mu.Lock()
+		if prev := p.last[j.app]; prev.commit == j.commit && prev.state == j.state {
+			delete(p.last, j.app)
 		}
+		p.mu.Unlock()
 		log.Warn("forge feedback not posted; the deploy is not affected", "error", err)
 		p.failed.Add(1)
 		p.observe(j.kind, "failed")
