@@ -174,26 +174,46 @@ func (c *Client) findComment(ctx context.Context, base *url.URL, thread, threadE
 		if err != nil {
 			return nil, err
 		}
-		var cs []comment
-		if err := json.Unmarshal(b, &cs); err != nil {
+		cs, err := decodeComments(b)
+		if err != nil {
 			return nil, fmt.Errorf("forge: list %s: %w", what, err)
 		}
-		fresh := 0
-		for i := range cs {
-			cm := &cs[i]
-			if seen[cm.ID] {
-				continue
-			}
-			seen[cm.ID] = true
-			fresh++
-			if !cm.System && strings.EqualFold(cm.author(), me) && strings.HasPrefix(cm.Body, marker) {
-				return cm, nil
-			}
+		found, fresh := pickComment(cs, seen, marker, me)
+		if found != nil {
+			return found, nil
 		}
 		if c.Kind == Gitea || len(cs) < per || fresh == 0 {
 			return nil, nil
 		}
 	}
+}
+
+// decodeComments reads one page of comments or notes.
+func decodeComments(body []byte) ([]comment, error) {
+	var cs []comment
+	if err := json.Unmarshal(body, &cs); err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
+// pickComment returns the first comment of cs not seen before that me
+// wrote (not a GitLab system note) and that starts with marker, and how
+// many of cs were new.
+func pickComment(cs []comment, seen map[int64]bool, marker, me string) (*comment, int) {
+	fresh := 0
+	for i := range cs {
+		cm := &cs[i]
+		if seen[cm.ID] || cm.ID <= 0 {
+			continue
+		}
+		seen[cm.ID] = true
+		fresh++
+		if me != "" && !cm.System && strings.EqualFold(cm.author(), me) && strings.HasPrefix(cm.Body, marker) {
+			return cm, fresh
+		}
+	}
+	return nil, fresh
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
