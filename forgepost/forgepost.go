@@ -183,7 +183,7 @@ func (p *Poster) Run(ctx context.Context, b *events.Broker) {
 				break
 			}
 			last = e.ID
-			p.Handle(e)
+			p.handle(e)
 		}
 		stop()
 		if !lagged || ctx.Err() != nil {
@@ -193,10 +193,9 @@ func (p *Poster) Run(ctx context.Context, b *events.Broker) {
 	}
 }
 
-// Handle queues what event e asks of the forge of its application, if
-// anything, without waiting. Run calls it for every event; tests may call
-// it directly after Run started.
-func (p *Poster) Handle(e events.Event) {
+// handle queues what event e asks of the forge of its application, if
+// anything, without waiting.
+func (p *Poster) handle(e events.Event) {
 	var state forge.State
 	switch e.Type {
 	case events.SyncStarted:
@@ -227,10 +226,10 @@ func (p *Poster) Handle(e events.Event) {
 		return
 	}
 	if fb.Statuses {
-		p.push(f, job{kind: "status", app: e.App, repo: repo, commit: e.Revision, state: state, message: e.Message})
+		p.push(job{kind: "status", forge: f, app: e.App, repo: repo, commit: e.Revision, state: state, message: e.Message})
 	}
 	if n > 0 && state != forge.StatePending {
-		p.push(f, job{kind: "comment", app: e.App, repo: repo, commit: e.Revision, state: state, message: e.Message, pr: n})
+		p.push(job{kind: "comment", forge: f, app: e.App, repo: repo, commit: e.Revision, state: state, message: e.Message, pr: n})
 	}
 }
 
@@ -255,7 +254,10 @@ func (p *Poster) wantPost(app, commit string, state forge.State, stalled bool) b
 
 // job is one post.
 type job struct {
-	kind    string // "status" or "comment"
+	kind string // "status" or "comment"
+	// forge is as the application declared it when the event came: two
+	// applications on one forge may hold different tokens.
+	forge   application.Forge
 	app     string
 	repo    string
 	commit  string
@@ -266,7 +268,6 @@ type job struct {
 
 // queue is one forge's: its posts, in order, and its token bucket.
 type queue struct {
-	forge   application.Forge
 	limiter *rate.Limiter
 	mu      sync.Mutex
 	jobs    []job
@@ -275,12 +276,13 @@ type queue struct {
 
 // push queues j on its forge's queue without waiting, starting the forge's
 // goroutine on its first post.
-func (p *Poster) push(f application.Forge, j job) {
+func (p *Poster) push(j job) {
+	f := j.forge
 	key := f.Kind + " " + f.API
 	p.mu.Lock()
 	q, ok := p.queues[key]
 	if !ok {
-		q = &queue{forge: f, limiter: rate.NewLimiter(p.opts.Rate, p.opts.Burst), wake: make(chan struct{}, 1)}
+		q = &queue{limiter: rate.NewLimiter(p.opts.Rate, p.opts.Burst), wake: make(chan struct{}, 1)}
 		p.queues[key] = q
 		if p.ctx != nil {
 			ctx := p.ctx
@@ -289,9 +291,6 @@ func (p *Poster) push(f application.Forge, j job) {
 	}
 	p.mu.Unlock()
 	q.mu.Lock()
-	// The newest token file and repository win: the queue keeps the
-	// forge's settings as last configured.
-	q.forge = f
 	if len(q.jobs) >= p.opts.QueueSize {
 		dropped := q.jobs[0]
 		q.jobs = q.jobs[1:]
@@ -317,7 +316,6 @@ func (p *Poster) run(ctx context.Context, q *queue) {
 			j = q.jobs[0]
 			q.jobs = q.jobs[1:]
 		}
-		f := q.forge
 		q.mu.Unlock()
 		if !ok {
 			select {
@@ -327,7 +325,7 @@ func (p *Poster) run(ctx context.Context, q *queue) {
 				continue
 			}
 		}
-		p.post(ctx, q.limiter, f, j)
+		p.post(ctx, q.limiter, j)
 		if ctx.Err() != nil {
 			return
 		}
@@ -335,7 +333,8 @@ func (p *Poster) run(ctx context.Context, q *queue) {
 }
 
 // post makes one post, retrying what may pass, and logs its failure.
-func (p *Poster) post(ctx context.Context, lim *rate.Limiter, f application.Forge, j job) {
+func (p *Poster) post(ctx context.Context, lim *rate.Limiter, j job) {
+	f := j.forge
 	log := p.log.With("app", j.app, "revision", j.commit, "forge", f.API, "kind", j.kind)
 	var err error
 	for attempt := 1; attempt <= p.opts.Attempts; attempt++ {

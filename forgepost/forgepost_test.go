@@ -248,3 +248,28 @@ func TestPoster_againstARealGitea(t *testing.T) {
 		t.Fatalf("failures: %+v\n%s", p.Stats(), logs)
 	}
 }
+
+// Two applications on one forge share its queue and token bucket, but each
+// post carries its own application's token and repository.
+func TestPoster_applicationsOnOneForgeKeepTheirOwnTokens(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]string{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.URL.Path] = r.Header.Get("Authorization")
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	a := application.Forge{Kind: forge.GitHub, API: srv.URL, Repo: "ann/a", TokenFile: tokenFile(t, "token-a")}
+	b := application.Forge{Kind: forge.GitHub, API: srv.URL, Repo: "bob/b", TokenFile: tokenFile(t, "token-b")}
+	p, br := start(t, forgepost.Options{}, app("a", a, true, ""), app("b", b, true, ""))
+	br.Publish(events.Event{Type: events.SyncStarted, App: "a", Revision: commitA})
+	br.Publish(events.Event{Type: events.SyncStarted, App: "b", Revision: commitA})
+	waitFor(t, "two statuses", func() bool { return p.Stats().Posted == 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	if seen["/repos/ann/a/statuses/"+commitA] != "token token-a" || seen["/repos/bob/b/statuses/"+commitA] != "token token-b" {
+		t.Fatalf("requests %v", seen)
+	}
+}
