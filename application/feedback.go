@@ -70,6 +70,9 @@ func (c *checker) feedback(app, p string, a *Application) {
 		return
 	}
 	p += ".feedback"
+	if a.Source.FromRepository() {
+		c.report(app, p, ErrInvalid, "a chart from a chart repository has no commit to report on; feedback is for applications deployed from git")
+	}
 	if !fb.Statuses && fb.PullRequest == "" {
 		c.report(app, p, ErrInvalid, "says nothing to post: set statuses: true, pullRequest, or both")
 	}
