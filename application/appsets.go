@@ -223,6 +223,7 @@ func (c *checker) applicationSets(f *File) {
 		if k := s.Template.SOPS; k != nil && strings.Contains(k.AgeKeyFile, "{{") {
 			c.report("", p+".template.sops.ageKeyFile", ErrInvalid, "must be a fixed path, not a template: generated input must not choose which key decrypts")
 		}
+		c.templateFeedback(p, s.Template.Feedback)
 		WalkStrings(&s.Template, func(field, v string) (string, error) {
 			if _, err := template.New("").Funcs(TemplateFuncs).Option("missingkey=error").Parse(v); err != nil {
 				c.report("", p+".template"+field, ErrInvalid, "not a valid template: %v", err)

@@ -104,6 +104,10 @@ type Application struct {
 	// their current revision before this one syncs. Default: none.
 	DependsOn []string `yaml:"dependsOn,omitempty"`
 
+	// Feedback posts deploy statuses and the plan back to the forge; see
+	// Feedback. Default: none.
+	Feedback *Feedback `yaml:"feedback,omitempty"`
+
 	// Generated is set on an application an ApplicationSet made; it is
 	// never read from the file.
 	Generated *Generated `yaml:"-"`

@@ -177,6 +177,7 @@ func (e *Expander) expandSet(ctx context.Context, s *application.ApplicationSet,
 			if s.Preview != nil {
 				a.Allow = s.Preview.Allow
 			}
+			previewFeedback(&a, s, ps)
 		}
 		a.Generated = &application.Generated{Set: s.Name, Prune: prune, Preview: preview, Index: index, Element: describe(ps)}
 		out = append(out, a)

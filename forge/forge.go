@@ -5,6 +5,10 @@
 // closed, and creates them for pull requests from any fork. Only the
 // forge's API knows.
 //
+// It also writes what the controller reports back (status.go, comment.go):
+// commit statuses and a pull request comment edited in place, on GitHub,
+// Gitea/Forgejo and GitLab.
+//
 // The applications file that names the forge is trusted; the forge's
 // answers are not. Every answer is bounded in size, pages and time, and
 // nothing in an answer chooses where the client goes next.
@@ -66,17 +70,19 @@ const (
 
 // Client reads one forge's API.
 type Client struct {
-	// Kind is GitHub or Gitea.
+	// Kind is GitHub or Gitea; GitLab for statuses and comments only.
 	Kind string
-	// API is the API's base URL: https://api.github.com, or a Gitea's
-	// https://git.example.com/api/v1.
+	// API is the API's base URL: https://api.github.com, a Gitea's
+	// https://git.example.com/api/v1, or a GitLab's .../api/v4.
 	API string
-	// Token, when set, is sent as "Authorization: token ..." (both forges
-	// accept it). Only ever to API's origin.
+	// Token, when set, is sent as "Authorization: token ..." (GitHub and
+	// Gitea accept it), or as GitLab's PRIVATE-TOKEN. Only ever to API's
+	// origin.
 	Token string
 	// HTTP is the client used; nil means one without redirects.
 	HTTP *http.Client
-	// Timeout bounds a whole listing; zero means Timeout.
+	// Timeout bounds a whole listing, status or comment update; zero
+	// means Timeout.
 	Timeout time.Duration
 }
 

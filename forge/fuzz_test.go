@@ -30,3 +30,31 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// A listing of comments is untrusted too: whatever it holds, the comment
+// picked to be edited is one the token's user wrote with the marker, with
+// an id, never a system note, and never one picked before.
+func FuzzPickComment(f *testing.F) {
+	m := PlanMarker("web")
+	f.Add([]byte(`[{"id":1,"body":"` + m + `\nplan","user":{"login":"bot"}}]`))
+	f.Add([]byte(`[{"id":1,"body":"` + m + `","user":{"login":"eve"}},{"id":2,"body":"` + m + `","author":{"username":"BOT"}}]`))
+	f.Add([]byte(`[{"id":3,"body":"` + m + `","system":true,"author":{"username":"bot"}},{"id":-4,"body":"` + m + `","user":{"login":"bot"}}]`))
+	f.Add([]byte(`[null,{},{"id":5,"user":null,"author":null}]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		cs, err := decodeComments(body)
+		if err != nil {
+			return
+		}
+		seen := map[int64]bool{}
+		got, _ := pickComment(cs, seen, m, "bot")
+		if got == nil {
+			return
+		}
+		if got.ID <= 0 || got.System || !strings.EqualFold(got.author(), "bot") || !strings.HasPrefix(got.Body, m) {
+			t.Fatalf("picked %+v", got)
+		}
+		if again, _ := pickComment([]comment{*got}, seen, m, "bot"); again != nil {
+			t.Fatalf("picked %d twice", got.ID)
+		}
+	})
+}

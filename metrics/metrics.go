@@ -75,6 +75,7 @@ type Metrics struct {
 	swarmWrites      *prometheus.CounterVec
 	driftFields      *prometheus.GaugeVec
 	webhooks         *prometheus.CounterVec
+	forgePosts       *prometheus.CounterVec
 	chartFetches     *prometheus.CounterVec
 	chartBytes       *prometheus.CounterVec
 	swarmReachable   *prometheus.GaugeVec
@@ -131,6 +132,10 @@ func New() *Metrics {
 			Name: "flotilla_drift_fields",
 			Help: "Fields whose live value differs from the repository, per application, at the last pass.",
 		}, []string{"app"}),
+		forgePosts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flotilla_forge_posts_total",
+			Help: "Commit statuses and pull request comments posted to forges, by kind (status, comment) and result (ok, failed, dropped).",
+		}, []string{"kind", "result"}),
 		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flotilla_webhook_deliveries_total",
 			Help: "Webhook deliveries by provider and result.",
@@ -159,7 +164,7 @@ func New() *Metrics {
 	m.reg.MustRegister(m.rolloutWeight, m.rolloutSteps)
 	m.reg.MustRegister(
 		m.syncStatus, m.healthStatus, m.reconcileSeconds, m.stepSeconds, m.gitFetchSeconds, m.gitFetchErrors,
-		m.dockerRequests, m.swarmWrites, m.driftFields, m.webhooks, m.chartFetches, m.chartBytes, m.swarmReachable, m.buildInfo,
+		m.dockerRequests, m.swarmWrites, m.driftFields, m.webhooks, m.forgePosts, m.chartFetches, m.chartBytes, m.swarmReachable, m.buildInfo,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -350,6 +355,15 @@ func (m *Metrics) WebhookDelivery(provider string, result WebhookResult) {
 		return
 	}
 	m.webhooks.WithLabelValues(provider, string(result)).Inc()
+}
+
+// ForgePost counts one forge feedback post: kind is status or comment,
+// result ok, failed or dropped.
+func (m *Metrics) ForgePost(kind, result string) {
+	if m == nil {
+		return
+	}
+	m.forgePosts.WithLabelValues(kind, result).Inc()
 }
 
 func boolf(b bool) float64 {

@@ -69,6 +69,10 @@ type controllerOptions struct {
 	dockerTimeout   time.Duration
 	notifyTimeout   time.Duration
 
+	// consoleURL is the controller's public base URL, for the links of
+	// forge feedback.
+	consoleURL string
+
 	// Bounds of the scheduler.
 	swarmReadTimeout   time.Duration
 	orphanSweepTimeout time.Duration
@@ -157,6 +161,7 @@ redeploys nothing.`,
 	f.Int64Var(&o.gitTreeBudget.Blob, "git-max-file-bytes", source.DefaultMaxBlobBytes, "largest single file a commit's tree may hold; -1 for no limit")
 	f.DurationVar(&o.dockerTimeout, "docker-timeout", backend.DefaultRequestTimeout, "deadline of every request to the Docker daemon (event streams exempt)")
 	f.DurationVar(&o.notifyTimeout, "notify-timeout", notify.DefaultAttemptTimeout, "deadline of one notification delivery attempt")
+	f.StringVar(&o.consoleURL, "console-url", "", "the controller's public base URL (https://flotilla.example.com); commit statuses link to the application's page under it")
 	f.DurationVar(&o.swarmReadTimeout, "swarm-read-timeout", reconcile.DefaultSwarmReadTimeout, "deadline of the one read of the swarm a batch of passes shares; past it those passes report health Unknown")
 	f.DurationVar(&o.orphanSweepTimeout, "orphan-sweep-timeout", reconcile.DefaultOrphanSweepTimeout, "deadline of one look for (and, with --prune, removal of) the stacks of removed applications")
 	f.IntVar(&o.queueLimit, "queue-limit", reconcile.DefaultQueueLimit, "explicit requests (sync, rollback) that may wait per application; identical ones merge, one more is refused at once")
@@ -366,9 +371,13 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	if err != nil {
 		return err
 	}
+	poster, err := newForgePoster(o, ctl, logger, m)
+	if err != nil {
+		return usageError{fmt.Errorf("--console-url: %w", err)}
+	}
 	policy := access.NewPolicy(file.Projects)
 	rl.policy = policy
-	r := &runner{opts: o, ctl: ctl, policy: policy, reloader: rl, notifier: notifier, broker: broker,
+	r := &runner{opts: o, ctl: ctl, policy: policy, reloader: rl, notifier: notifier, poster: poster, broker: broker,
 		log: logger.With("component", "controller"), apiLog: logger.With("component", "api"), lease: ls}
 	var lead func() api.Leadership
 	if ls != nil {

@@ -57,6 +57,9 @@ type planOptions struct {
 	// record), and lists the live drift it reports.
 	Server  string
 	DataDir string
+	// Comment, with a number, also posts the markdown plan as a pull
+	// request comment, edited in place on later runs.
+	Comment planComment
 }
 
 func newPlanCmd() *cobra.Command {
@@ -72,7 +75,9 @@ it, --path (and -f, --env-file) is the compose project. With --server, each
 application's head is also compared with the manifest the controller last
 deployed, and live drift the controller reports is listed.
 
---format markdown writes a pull-request comment.
+--format markdown writes a pull-request comment; --comment N posts it on pull
+request N (GitLab: merge request), editing the comment of an earlier run in
+place.
 
 Exit status: 0 no changes, 2 changes, 1 error (bad flags included).`,
 		Args: cobra.NoArgs,
@@ -97,6 +102,11 @@ Exit status: 0 no changes, 2 changes, 1 error (bad flags included).`,
 	f.StringVar(&o.Format, "format", "text", "output: text or markdown")
 	f.StringVar(&o.Server, "server", "", "controller API URL to also compare against what it deployed (token from "+envToken+" or "+envTokenFile+")")
 	f.StringVar(&o.DataDir, "data", "", "git cache directory (default: a temporary one)")
+	f.IntVar(&o.Comment.Number, "comment", 0, "also post the plan as a comment on this pull request (GitLab: merge request), edited in place on later runs")
+	f.StringVar(&o.Comment.Kind, "forge", "", "with --comment: github, gitea or gitlab (default: the application's feedback.forge in --config)")
+	f.StringVar(&o.Comment.API, "forge-api", "", "with --comment: the forge's API base URL")
+	f.StringVar(&o.Comment.Repo, "forge-repo", "", "with --comment: the repository's owner/name on the forge")
+	f.StringVar(&o.Comment.TokenFile, "forge-token-file", "", "with --comment: file holding the forge API token")
 	return cmd
 }
 
@@ -125,6 +135,8 @@ func (o *planOptions) check() error {
 	switch {
 	case o.Repo == "" || o.Base == "" || o.Head == "":
 		return errors.New("--repo, --base and --head are required")
+	case o.Comment.Number < 0:
+		return fmt.Errorf("--comment %d: want a pull request number", o.Comment.Number)
 	case o.Format != "text" && o.Format != "markdown":
 		return fmt.Errorf("--format %q: use text or markdown", o.Format)
 	case o.Config != "" && (o.Path != "." || len(o.Files) > 0 || len(o.EnvFiles) > 0 || o.Stack != ""):
@@ -201,6 +213,11 @@ func runPlan(ctx context.Context, o planOptions, stdout, stderr io.Writer) int {
 		printPlanMarkdown(stdout, plans, shortSHA(head.Commit))
 	} else {
 		printPlanText(stdout, plans, shortSHA(head.Commit))
+	}
+	if o.Comment.Number > 0 {
+		if err := postPlanComments(ctx, o, plans, shortSHA(head.Commit), stderr); err != nil {
+			return fail(err)
+		}
 	}
 	for _, p := range plans {
 		if len(p.Services) > 0 {

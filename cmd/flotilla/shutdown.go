@@ -13,6 +13,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/forgepost"
 	"github.com/flotilla-gitops/flotilla/lease"
 	"github.com/flotilla-gitops/flotilla/notify"
 	"github.com/flotilla-gitops/flotilla/reconcile"
@@ -67,6 +68,7 @@ type runner struct {
 	policy   *access.Policy // the applications file's projects
 	reloader *reloader      // keeps ctl's applications in step with the file
 	notifier *notify.Dispatcher
+	poster   *forgepost.Poster // forge feedback, fed by the same events
 	broker   *events.Broker
 	log      *slog.Logger
 	apiLog   *slog.Logger // for the HTTP server's own errors
@@ -125,6 +127,14 @@ func (r *runner) run(ctx context.Context) error {
 		defer close(notified)
 		r.notifier.Run(notifyCtx, r.broker)
 	}()
+	if r.poster != nil {
+		posted := make(chan struct{})
+		go func() {
+			defer close(posted)
+			r.poster.Run(notifyCtx, r.broker)
+		}()
+		defer func() { stopNotify(); <-posted }()
+	}
 	go r.reloader.watch(work)
 	ran := make(chan error, 1)
 	go func() { ran <- r.runPasses(work) }()

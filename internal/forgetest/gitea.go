@@ -255,3 +255,70 @@ func (g *Gitea) ClosePR(name string, n int) {
 	g.t.Helper()
 	g.call("ann", http.MethodPatch, fmt.Sprintf("/repos/ann/%s/pulls/%d", name, n), map[string]any{"state": "closed"}, nil)
 }
+
+// Token creates an API token of user that may write statuses and comments
+// and read the user, and returns it.
+func (g *Gitea) Token(user string) string {
+	g.t.Helper()
+	var out struct {
+		SHA1 string `json:"sha1"`
+	}
+	name := fmt.Sprintf("flotilla-%d", time.Now().UnixNano())
+	g.call(user, http.MethodPost, "/users/"+user+"/tokens", map[string]any{"name": name,
+		"scopes": []string{"write:repository", "write:issue", "read:user"}}, &out)
+	if out.SHA1 == "" {
+		g.t.Fatalf("token of %s: none returned", user)
+	}
+	return out.SHA1
+}
+
+// Status is one commit status as Gitea reports it.
+type Status struct {
+	State       string `json:"status"`
+	Context     string `json:"context"`
+	Description string `json:"description"`
+	TargetURL   string `json:"target_url"`
+}
+
+// Statuses lists the statuses of commit sha of repo (owner/name), newest
+// first, every state a context went through included.
+func (g *Gitea) Statuses(repo, sha string) []Status {
+	g.t.Helper()
+	var out []Status
+	g.call("ann", http.MethodGet, "/repos/"+repo+"/statuses/"+sha+"?sort=newest&limit=50", nil, &out)
+	return out
+}
+
+// Comment is one comment of an issue or pull request.
+type Comment struct {
+	ID   int64  `json:"id"`
+	Body string `json:"body"`
+	User struct {
+		Login string `json:"login"`
+	} `json:"user"`
+}
+
+// Comments lists the comments of pull request n of ann/<name>.
+func (g *Gitea) Comments(name string, n int) []Comment {
+	g.t.Helper()
+	var out []Comment
+	g.call("ann", http.MethodGet, fmt.Sprintf("/repos/ann/%s/issues/%d/comments", name, n), nil, &out)
+	return out
+}
+
+// CommentAs writes a comment on pull request n of ann/<name> as user.
+func (g *Gitea) CommentAs(user, name string, n int, body string) {
+	g.t.Helper()
+	g.call(user, http.MethodPost, fmt.Sprintf("/repos/ann/%s/issues/%d/comments", name, n), map[string]any{"body": body}, nil)
+}
+
+// CombinedState is the state Gitea shows for commit sha of repo: the
+// newest status of every context, combined.
+func (g *Gitea) CombinedState(repo, sha string) string {
+	g.t.Helper()
+	var out struct {
+		State string `json:"state"`
+	}
+	g.call("ann", http.MethodGet, "/repos/"+repo+"/commits/"+sha+"/status", nil, &out)
+	return out.State
+}
