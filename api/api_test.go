@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/internal/syncbuf"
 	"github.com/flotilla-gitops/flotilla/metrics"
 )
 
@@ -33,22 +33,7 @@ const (
 )
 
 // syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 type env struct {
 	srv    *httptest.Server

@@ -26,6 +26,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/backend"
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
+	"github.com/flotilla-gitops/flotilla/internal/syncbuf"
 )
 
 // A controller stopped by Swarm, systemd or Ctrl-C gets SIGTERM or SIGINT
@@ -39,22 +40,7 @@ const stopDeadline = 15 * time.Second
 
 // lockedBuffer collects a process's output for the test to read while the
 // process writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = syncbuf.Buffer
 
 // stoppable is one controller process.
 type stoppable struct {

@@ -21,27 +21,13 @@ import (
 	"github.com/flotilla-gitops/flotilla/forge"
 	"github.com/flotilla-gitops/flotilla/forgepost"
 	"github.com/flotilla-gitops/flotilla/internal/forgetest"
+	"github.com/flotilla-gitops/flotilla/internal/syncbuf"
 )
 
 const secret = "tok-3c1f9a-very-secret"
 
 // logBuffer collects log output from several goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuffer = syncbuf.Buffer
 
 func tokenFile(t *testing.T, token string) string {
 	t.Helper()

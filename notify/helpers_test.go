@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/internal/syncbuf"
 )
 
 // fakeClock stands still until advanced, and records every wait asked of
@@ -58,22 +58,7 @@ func (c *fakeClock) Waits() []time.Duration {
 }
 
 // logBuffer collects log output from several goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuffer = syncbuf.Buffer
 
 // request is what a receiver got.
 type request struct {

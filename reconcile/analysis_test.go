@@ -124,10 +124,10 @@ func TestAFailingAnalysisIntervalAbortsTheCanary(t *testing.T) {
 			t.Fatalf("dry run: status rollouts %+v, want step 0 with no verdict", r)
 		}
 	}
-	res, c, _, state := analysedCanary(t, "b", "1-healthy", "2-b-failing", dryRun)
+	res, c, clk, state := analysedCanary(t, "b", "1-healthy", "2-b-failing", dryRun)
 	st, n := state()
-	if st.Phase != rollout.Aborted || st.Weight != 0 || n != 0 {
-		t.Fatalf("after a failing interval: %+v at %d replicas, want Aborted with no traffic and no replicas", st, n)
+	if st.Phase != rollout.Aborted || st.Weight != 0 || n != 1 {
+		t.Fatalf("after a failing interval: %+v at %d replicas, want Aborted with no traffic, its task kept for the scale-down delay", st, n)
 	}
 	r := res.Status.Rollouts
 	if len(r) != 1 || r[0].Phase != "Aborted" || r[0].Weight != 0 || r[0].Metric != "error ratio" || r[0].Values != "1.00 > 0.05 (stable 0.00)" {
@@ -139,6 +139,11 @@ func TestAFailingAnalysisIntervalAbortsTheCanary(t *testing.T) {
 	routes, _ := c.RolloutRoutes()
 	if len(routes) != 1 || routes[0].Weights != (rollout.Weights{Stable: 100}) {
 		t.Fatalf("routes %+v, want all traffic on stable", routes)
+	}
+	clk.add(rollout.DefaultScaleDownDelay)
+	reconcileOK(t, c)
+	if st, n := state(); st.Phase != rollout.Aborted || n != 0 {
+		t.Fatalf("after the scale-down delay: %+v at %d replicas, want no replicas", st, n)
 	}
 }
 

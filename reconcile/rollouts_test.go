@@ -388,11 +388,18 @@ func TestABlueGreenReleasePreviewsSwitchesAndPromotes(t *testing.T) {
 		t.Fatalf("after a window of 0: %+v web %s, want Promoting with web:2", st, web)
 	}
 	reconcileOK(t, c)
-	if st, web, _, n = preview(); st.Phase != rollout.Completed || n != 0 || web != "example/web:2" {
-		t.Fatalf("after promote: %+v web %s preview x%d", st, web, n)
+	// Traffic is back on web; the preview keeps its tasks until the
+	// router has polled that (scaleDownDelay, 30s by default).
+	if st, web, _, n = preview(); st.Phase != rollout.Completed || n != 3 || web != "example/web:2" || !st.ScaleDownAt.Equal(clk.Now().Add(rollout.DefaultScaleDownDelay)) {
+		t.Fatalf("after promote: %+v web %s preview x%d, want the preview's 3 tasks kept for the delay", st, web, n)
 	}
 	if r, _ := c.RolloutRoutes(); len(r) != 1 || r[0].Weights != (rollout.Weights{Stable: 100}) {
 		t.Fatalf("routes after the release: %+v", r)
+	}
+	clk.add(rollout.DefaultScaleDownDelay)
+	reconcileOK(t, c)
+	if st, _, _, n = preview(); st.Phase != rollout.Completed || n != 0 || !st.ScaleDownAt.IsZero() {
+		t.Fatalf("after the scale-down delay: %+v preview x%d, want it at zero", st, n)
 	}
 }
 

@@ -4,15 +4,15 @@
 package traefiktest
 
 import (
-	"bytes"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/flotilla-gitops/flotilla/internal/syncbuf"
 )
 
 // Buckets are the request duration histogram bounds the test Traefik uses,
@@ -119,19 +119,4 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = syncbuf.Buffer
