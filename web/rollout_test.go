@@ -94,7 +94,7 @@ func TestBrowser_theRolloutsPanelShowsTheCanarysStepAndSplitAndTheAbortedOnesEvi
 			t.Errorf("the panel shows %q: %s", leak, text)
 		}
 	}
-	screenshot(t, ctx, "rollouts")
+	shots(t, ctx, "rollouts", "#rollouts")
 
 	// An application without rollouts has no panel.
 	run(t, ctx, chromedp.Evaluate[chromedp.Void](`location.hash = '#/app/billing'`))
@@ -146,7 +146,7 @@ func TestBrowser_anOperatorAbortsARolloutAfterConfirmingAndThePanelFollowsTheEve
 		t.Errorf("an aborted rollout offers %q, want promote retry", got)
 	}
 	assertNoMarkup(t, ctx)
-	screenshot(t, ctx, "rollouts-aborted")
+	shots(t, ctx, "rollouts-aborted", "#rollouts")
 }
 
 func TestBrowser_aViewerSeesTheRolloutsButNoCommands(t *testing.T) {
