@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/source"
@@ -72,9 +73,16 @@ func (s *server) getApplication(w http.ResponseWriter, r *http.Request) error {
 	if !s.mayReadHookLogs(r, st.Name) {
 		st = statusWithoutHookLogs(st)
 	}
+	w.Header().Set(OperateHeader, strconv.FormatBool(s.callerMay(r, access.Operate, st.Name)))
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }
+
+// OperateHeader says on GET …/applications/{name} whether the caller may
+// operate the application ("true" or "false"): sync, refresh, rollback and
+// the rollout commands. The console shows the rollout buttons only to a
+// caller who may use them; the routes themselves still decide each write.
+const OperateHeader = "X-Flotilla-Operate"
 
 func (s *server) getHistory(w http.ResponseWriter, r *http.Request) error {
 	st, err := s.lookup(r)

@@ -80,3 +80,16 @@ func TestAPI_routerConfigIsServedOnceEveryRouteIsKnown(t *testing.T) {
 		t.Fatalf("an unrenderable route: status %d", resp.StatusCode)
 	}
 }
+
+func TestAPI_anApplicationsAnswerSaysWhetherTheCallerMayOperateIt(t *testing.T) {
+	e := newEnv(t, nil)
+	for token, want := range map[string]string{adminToken: "true", readToken: "false"} {
+		resp, b := e.do(t, "GET", "/api/v1/applications/shop", token, "")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET shop: status %d: %s", resp.StatusCode, b)
+		}
+		if got := resp.Header.Get(api.OperateHeader); got != want {
+			t.Errorf("%s for the %s token = %q, want %q", api.OperateHeader, map[string]string{adminToken: "admin", readToken: "read"}[token], got, want)
+		}
+	}
+}

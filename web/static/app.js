@@ -17,6 +17,7 @@ const state = {
   apps: new Map(),     // name -> status (summary or full)
   history: new Map(),  // name -> {items} or {error}
   ops: new Map(),      // name -> last Sync/Refresh answer, kept across re-renders
+  operate: new Map(),  // name -> whether the caller may operate it (X-Flotilla-Operate), once read
   forbidden: '',       // the API's 403 message, once a write was refused
   lastEventId: '',
   retry: 2000,
@@ -49,8 +50,9 @@ class ApiError extends Error {
 }
 
 // api calls /api/v1 with the token, if any, and returns the decoded JSON. A
-// failure throws ApiError carrying the API's own message.
-async function api(method, path, body) {
+// failure throws ApiError carrying the API's own message. seen, if given,
+// gets the response, for its headers.
+async function api(method, path, body, seen) {
   const headers = { Accept: 'application/json' };
   if (token()) headers.Authorization = 'Bearer ' + token();
   if (method !== 'GET' && method !== 'HEAD') {
@@ -63,6 +65,7 @@ async function api(method, path, body) {
     method, headers, cache: 'no-store',
     body: body === undefined ? undefined : JSON.stringify(body),
   });
+  if (seen) seen(res);
   let data = null;
   try { data = await res.json(); } catch { /* an empty or non-JSON answer */ }
   if (!res.ok) {
@@ -157,7 +160,11 @@ async function loadAll() {
 // refreshApp re-reads one application, and its history when it is open.
 async function refreshApp(name) {
   try {
-    state.apps.set(name, await api('GET', 'applications/' + enc(name)));
+    state.apps.set(name, await api('GET', 'applications/' + enc(name), undefined, (res) => {
+      // A controller that does not say is older: the buttons show, and its 403 hides them.
+      const may = res.headers.get('X-Flotilla-Operate');
+      if (res.ok) state.operate.set(name, may === null || may === 'true');
+    }));
   } catch (e) {
     if (e.status === 404) state.apps.delete(name);
     else return showError(`Cannot read ${name}: ${e.message}`);

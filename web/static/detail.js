@@ -1,7 +1,7 @@
 // Flotilla operator UI: one application's view. Its status, the resource
 // tree, a side-by-side diff (against the live swarm or a recorded revision),
 // history with a confirmed rollback, sync with a dry-run preview, a live
-// timeline and the service logs.
+// timeline and the service logs; rollout.js adds the rollouts panel.
 //
 // It uses app.js's helpers (el, api, state, enc, ...), which exist by the
 // time anything here runs: this file only defines functions and state, and
@@ -92,6 +92,7 @@ function renderDetail(name) {
     el('div', { class: 'notes' }, notes(a)),
     actions(a),
     syncPanel(a),
+    rolloutPanel(a), // rollout.js
     hooksSection(a),
     el('h3', {}, 'Services'),
     table(['Service', 'Health', 'Running', 'Message'], services, 'No services reported.'),
