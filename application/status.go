@@ -343,6 +343,9 @@ type RolloutStatus struct {
 	// Aborted; empty when nothing was ever rolled out.
 	Phase string `json:"phase,omitempty"`
 	Step  int    `json:"step"`
+	// Steps are a canary's declared step weights, in percent, in order:
+	// the whole plan Step is a place in.
+	Steps []int `json:"steps,omitempty"`
 	// Weight is the extra colour's share of traffic in percent, Replicas
 	// its replica count.
 	Weight   int  `json:"weight"`

@@ -224,6 +224,9 @@ func (c *Controller) rolloutOf(ctx context.Context, p *pass, svc string, spec ro
 		Paused: d.State.Paused, Verdict: string(d.State.Verdict), Metric: d.State.Metric, Values: d.State.Values,
 		Reason: d.Reason, NextCheck: d.NextCheck,
 	}
+	for _, s := range spec.Steps {
+		rs.Steps = append(rs.Steps, s.Weight)
+	}
 	if d.Err != nil {
 		rs.Error = d.Err.Error()
 		rs.Weight = 0

@@ -25,7 +25,7 @@ func rolloutApp(reason string) (application.Status, []application.RolloutStatus)
 	}
 	rs := []application.RolloutStatus{
 		{Service: "web", Colour: "web-canary", Strategy: "canary", Revision: strings.Repeat("e", 40), Phase: "Progressing",
-			Step: 1, Weight: 50, Replicas: 2, Verdict: "Pass", Reason: "step 1 (weight 50%) for 5m0s",
+			Step: 1, Steps: []int{20, 50, 100}, Weight: 50, Replicas: 2, Verdict: "Pass", Reason: "step 1 (weight 50%) for 5m0s",
 			NextCheck: time.Date(2026, 3, 1, 12, 0, 30, 0, time.UTC)},
 		{Service: "api", Colour: "api-canary", Strategy: "canary", Phase: "Aborted", Step: 0, Weight: 0, Replicas: 0,
 			Verdict: "Fail", Metric: "errorRatio", Values: "0.31 > 0.05", Reason: reason},
@@ -67,6 +67,9 @@ func TestBrowser_theRolloutsPanelShowsTheCanarysStepAndSplitAndTheAbortedOnesEvi
 			t.Errorf("web's rollout lacks %q: %s", want, web)
 		}
 	}
+	if got := evalString(t, ctx, webCard+`.querySelector('.rollout-steps').textContent + ' current ' + `+webCard+`.querySelector('.rollout-steps li[aria-current=step]').textContent`); got != "20%50%100% current 50%" {
+		t.Errorf("web's declared steps: %q, want 20%%, 50%%, 100%% with 50%% current", got)
+	}
 	if got := evalString(t, ctx, webCard+`.querySelector('.weight-bar').getAttribute('aria-label')`); got != "Traffic: web (stable) 50%, web-canary (canary) 50%" {
 		t.Errorf("the bar says %q", got)
 	}
@@ -82,6 +85,9 @@ func TestBrowser_theRolloutsPanelShowsTheCanarysStepAndSplitAndTheAbortedOnesEvi
 			t.Errorf("api's abort note lacks %q: %s", want, abort)
 		}
 	}
+	// The buttons come with the application's own answer (whether the
+	// caller may operate it), which can follow the panel.
+	waitJS(t, ctx, "the rollout commands", apiCard+`.querySelectorAll('button.rollout-cmd').length > 0`)
 	if got := evalString(t, ctx, `[...`+webCard+`.querySelectorAll('button.rollout-cmd')].map(b => b.dataset.command).join(' ')`); got != "promote abort pause" {
 		t.Errorf("web's commands = %q, want promote abort pause", got)
 	}

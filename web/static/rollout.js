@@ -82,6 +82,7 @@ function rolloutCard(name, r, can) {
     row('Colour', r.colour || '—'),
     canary ? row('Step', el('span', { class: 'rollout-step' }, `step ${r.step ?? 0}`),
       el('span', { class: 'muted small' }, ` at ${r.weight ?? 0}% (steps count from 0)`)) : null,
+    canary && Array.isArray(r.steps) && r.steps.length ? row('Steps', stepList(r)) : null,
     row('Replicas', String(r.replicas ?? 0), el('span', { class: 'muted small' }, ` of ${r.colour || 'the new colour'}`)),
     row('Revision', r.revision ? el('code', { title: r.revision }, shortRev(r.revision)) : '—'),
     row('Analysis', r.verdict ? el('span', { class: 'badge verdict-' + r.verdict }, r.verdict) : el('span', { class: 'muted' }, 'no verdict yet'),
@@ -91,6 +92,15 @@ function rolloutCard(name, r, can) {
       : el('span', { class: 'muted' }, 'on a new revision or a command'))),
   can ? rolloutButtons(name, r) : null,
   op ? el('output', { class: 'rollout-result small ' + (op.ok ? 'ok' : 'error') }, op.text) : null);
+}
+
+// stepList is the canary's declared steps, the current one marked: where
+// the rollout stands in its whole plan.
+function stepList(r) {
+  const cur = Number(r.step) || 0;
+  const items = r.steps.map((w, i) => el('li', i === cur && r.phase === 'Progressing'
+    ? { class: 'current', 'aria-current': 'step' } : {}, `${Number(w) || 0}%`));
+  return el('ol', { class: 'rollout-steps', start: '0' }, ...items);
 }
 
 // trafficBar draws the split between the stable service and the new colour
