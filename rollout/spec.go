@@ -158,11 +158,18 @@ type TraefikMetrics struct {
 	Metrics string
 }
 
-// PrometheusCheck is one query against a Prometheus server.
+// PrometheusCheck is one query against a Prometheus server, evaluated at
+// the end of each interval.
 type PrometheusCheck struct {
-	Address string // base URL of the server
-	Query   string // PromQL; its single value is compared with Max
-	Max     float64
+	// Address is the server's base URL, e.g. http://prometheus:9090; it
+	// may carry basic-auth credentials, so it is never shown.
+	Address string
+	// Query is PromQL whose single value (one sample or a scalar) is
+	// compared with Max; $interval in it stands for the length of the
+	// interval judged, e.g. 30s.
+	Query string
+	// Max is the highest value that passes.
+	Max float64
 }
 
 // WebhookCheck is one HTTP endpoint that judges an interval.
