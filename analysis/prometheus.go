@@ -25,7 +25,8 @@ const MaxPrometheusAnswer = 1 << 20
 
 // IntervalPlaceholder in a query is replaced by the length of the interval
 // judged, in PromQL's duration syntax ("30s", "1m30s"), so that
-// `rate(x[$interval])` covers exactly the traffic the verdict is about.
+// `rate(x[$interval])` covers exactly the traffic the verdict is about. A
+// compose file spells it $$interval: compose interpolation makes that "$".
 const IntervalPlaceholder = "$interval"
 
 // errAnswerTooLong is the read error of an answer past MaxPrometheusAnswer.

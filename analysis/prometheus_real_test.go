@@ -88,6 +88,7 @@ func TestRunner_judgesWhatARealPrometheusAnswers(t *testing.T) {
 		{"shop_error_ratio[1m]", 1, rollout.Inconclusive, "matrix"},
 	} {
 		v := judge(c.query, c.max)
+		t.Logf("%s (max %v): %s %s %s", c.query, c.max, v.Result, v.Metric, v.Values)
 		if v.Result != c.result || (c.result == rollout.Fail && v.Values != c.values) || !strings.Contains(v.Values, c.values) {
 			t.Errorf("query %q: verdict %+v, want %s %q", c.query, v, c.result, c.values)
 		}
