@@ -6,14 +6,14 @@
 // A verdict judges one interval of the current step's traffic. The Runner
 // keeps, in memory, when each rollout's current interval began and what
 // Traefik's metrics said then; once the interval is over it reads them
-// again and judges the difference (Judge), and calls the webhook if the
-// spec has one. That memory is lost when the controller restarts: the
-// first interval after a restart starts afresh, which costs one interval
-// and nothing else, since a rollout without a passing verdict only waits.
+// again and judges the difference (Judge), and calls the webhook and runs
+// the Prometheus query if the spec has them. That memory is lost when the
+// controller restarts: the first interval after a restart starts afresh,
+// which costs one interval and nothing else, since a rollout without a
+// passing verdict only waits.
 //
-// Prometheus queries (analysis.prometheus) are not run yet: such a check
-// is reported Inconclusive, which holds the step until an operator's
-// promote.
+// A Prometheus query (analysis.prometheus) is evaluated once, at the end
+// of each interval, by the server it names; it needs no start.
 package analysis
 
 import (

@@ -33,9 +33,9 @@ func ColourBackend(s rollout.Strategy) string {
 	return "canary"
 }
 
-// CallTimeout bounds one scrape or webhook call (less when the interval is
-// shorter): a check that cannot answer in time proves nothing, and the pass
-// waits for it.
+// CallTimeout bounds one scrape, webhook call or query (less when the
+// interval is shorter): a check that cannot answer in time proves nothing,
+// and the pass waits for it.
 const CallTimeout = 10 * time.Second
 
 // Target is one rollout as the pass sees it before deciding.
@@ -127,7 +127,7 @@ func (r *Runner) Verdict(ctx context.Context, t Target, now time.Time) (rollout.
 		js = append(js, r.callWebhook(ctx, webhookTo, t, ended.start, now))
 	}
 	if a.Prometheus != nil {
-		js = append(js, Judgement{rollout.Inconclusive, "prometheus", "prometheus queries are not run yet; promote by hand"})
+		js = append(js, r.queryPrometheus(ctx, *a.Prometheus, a.Interval, ended.start, now))
 	}
 	j := combine(js)
 	v := rollout.Verdict{Result: j.Result, Metric: j.Metric, Values: j.Values, From: ended.start, To: now}

@@ -311,17 +311,6 @@ func TestRunner_webhookJudgesAPreviewAndAFailureOutweighsTraefik(t *testing.T) {
 	}
 }
 
-func TestRunner_prometheusIsNotRunYetAndSaysSo(t *testing.T) {
-	a := rollout.Analysis{Prometheus: &rollout.PrometheusCheck{Address: "http://prom:9090", Query: "q", Max: 1}}
-	tg := canaryTarget(a)
-	r := &Runner{}
-	r.Verdict(context.Background(), tg, t0)
-	v, _ := r.Verdict(context.Background(), tg, t0.Add(time.Minute))
-	if v.Result != rollout.Inconclusive || v.Metric != "prometheus" {
-		t.Errorf("verdict = %+v, want Inconclusive naming prometheus", v)
-	}
-}
-
 // A step begun by the pass that made its traffic flow is judged one
 // interval later: the pass after it, at the interval's end, has a verdict
 // from the step's start, which Decide counts.

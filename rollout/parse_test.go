@@ -178,6 +178,7 @@ func TestParse_refusesNamingTheField(t *testing.T) {
 		{"webhook unknown key", `{strategy: canary, steps: [{weight: 5}], analysis: {webhook: {url: "http://h", token: x}}}`, "analysis.webhook.token"},
 		{"prometheus without max", `{strategy: canary, steps: [{weight: 5}], analysis: {prometheus: {address: "http://p", query: q}}}`, "analysis.prometheus.max"},
 		{"prometheus without query", `{strategy: canary, steps: [{weight: 5}], analysis: {prometheus: {address: "http://p", max: 1}}}`, "analysis.prometheus.query"},
+		{"prometheus with an empty range", `{strategy: canary, steps: [{weight: 5}], analysis: {prometheus: {address: "http://p", query: "rate(x[])", max: 1}}}`, "analysis.prometheus.query"},
 		{"prometheus bad address", `{strategy: canary, steps: [{weight: 5}], analysis: {prometheus: {address: "ftp://p", query: q, max: 1}}}`, "analysis.prometheus.address"},
 		{"analysis unknown key", `{strategy: canary, steps: [{weight: 5}], analysis: {webhook: {url: "http://h"}, retries: 3}}`, "analysis.retries"},
 	}

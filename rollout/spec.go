@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -158,11 +159,19 @@ type TraefikMetrics struct {
 	Metrics string
 }
 
-// PrometheusCheck is one query against a Prometheus server.
+// PrometheusCheck is one query against a Prometheus server, evaluated at
+// the end of each interval.
 type PrometheusCheck struct {
-	Address string // base URL of the server
-	Query   string // PromQL; its single value is compared with Max
-	Max     float64
+	// Address is the server's base URL, e.g. http://prometheus:9090; it
+	// may carry basic-auth credentials, so it is never shown.
+	Address string
+	// Query is PromQL whose single value (one sample or a scalar) is
+	// compared with Max; $interval in it stands for the length of the
+	// interval judged, e.g. 30s (a compose file writes $$interval, since
+	// its interpolation reads $interval as a variable).
+	Query string
+	// Max is the highest value that passes.
+	Max float64
 }
 
 // WebhookCheck is one HTTP endpoint that judges an interval.
@@ -350,6 +359,10 @@ func (a *Analysis) validate(p Provider) error {
 		}
 		if pc.Query == "" {
 			return refuse("analysis.prometheus.query", "a prometheus check needs a query")
+		}
+		if strings.Contains(pc.Query, "[]") {
+			// Compose interpolation turns an unset $interval into nothing.
+			return refuse("analysis.prometheus.query", "the query has an empty range []: in a compose file write $$interval, since compose reads $interval as a variable")
 		}
 		if pc.Max != pc.Max {
 			return refuse("analysis.prometheus.max", "max must be a number")

@@ -50,6 +50,14 @@ eval "$(bash scripts/traefik.sh | sed 's/^/export /')"
 export FLOTILLA_REQUIRE_TRAEFIK=1
 echo "traefik: $FLOTILLA_TRAEFIK ($("$FLOTILLA_TRAEFIK" version 2>/dev/null | head -1 | tr -s ' '))"
 
+# The analysis's Prometheus check is tested against a real Prometheus, built
+# once from its Go module and cached (scripts/prometheus.sh); without it the
+# test would fail, not skip.
+step "prometheus (the real server of the analysis's query test; cached after the first build)"
+eval "$(bash scripts/prometheus.sh | sed 's/^/export /')"
+export FLOTILLA_REQUIRE_PROMETHEUS=1
+echo "prometheus: $FLOTILLA_PROMETHEUS ($("$FLOTILLA_PROMETHEUS" --version 2>/dev/null | head -1))"
+
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then
