@@ -46,7 +46,9 @@ type edge struct {
 	listen            string
 	admin, read       string
 	ctl               *stoppable
-	cli               cli
+	// http reaches the daemon's host network: the controller's API and
+	// Traefik's published ports.
+	http *http.Client
 }
 
 func randomToken(t *testing.T) string {
@@ -57,8 +59,10 @@ func randomToken(t *testing.T) string {
 	return hex.EncodeToString(b)
 }
 
-// gatewayAddr is an address of this machine that a task on an overlay
-// network reaches: the docker_gwbridge gateway, with a free port.
+// gatewayAddr is an address of the daemon's host that a task on an
+// overlay network reaches: the docker_gwbridge gateway, with a port free on
+// that host's loopback (the controller runs where the daemon's host network
+// is: see swarmtest.Command).
 func gatewayAddr(t *testing.T) string {
 	t.Helper()
 	out, err := exec.Command("docker", "network", "inspect", "docker_gwbridge", "--format", "{{range .IPAM.Config}}{{.Gateway}}{{end}}").CombinedOutput()
@@ -66,12 +70,7 @@ func gatewayAddr(t *testing.T) string {
 	if err != nil || net.ParseIP(gw) == nil {
 		t.Fatalf("the docker_gwbridge gateway: %v %s", err, out)
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(gw, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort(gw, strconv.Itoa(freePort(t)))
 }
 
 // routerStackFile is the router stack of examples/rollout, which
@@ -84,7 +83,8 @@ func newEdge(t *testing.T, poll time.Duration) *edge {
 	t.Helper()
 	e := &edge{t: t, app: swarmtest.Name(t, "edge"), repo: gittest.New(t),
 		web: strconv.Itoa(freePort(t)), metrics: strconv.Itoa(freePort(t)), api: strconv.Itoa(freePort(t)),
-		admin: randomToken(t), read: randomToken(t), listen: gatewayAddr(t), data: filepath.Join(t.TempDir(), "data")}
+		admin: randomToken(t), read: randomToken(t), listen: gatewayAddr(t), data: filepath.Join(t.TempDir(), "data"),
+		http: swarmtest.HTTPClient(10 * time.Second)}
 	e.routerStack, e.network, e.host = e.app+"-router", e.app+"-edge", e.app+".test"
 	// Cleanups run last first: the application leaves the network
 	// before the router's stack removes it.
@@ -108,15 +108,42 @@ applications:
 }
 
 // start runs the built controller on the gateway address with the
-// tokens; the data directory is the same across restarts.
+// tokens, where the daemon's host network is (in the engine's namespace
+// for a current engine, so that the gateway and Traefik's published ports
+// are its own); the data directory is the same across restarts.
 func (e *edge) start() {
 	e.t.Helper()
-	e.ctl = startController(e.t, e.appsFile, "edge-"+e.app,
-		[]string{"FLOTILLA_ADMIN_TOKEN=" + e.admin, "FLOTILLA_READ_TOKEN=" + e.read},
-		"--data", e.data, "--listen", e.listen, "--log-level", "debug")
-	server := "http://" + e.listen
-	e.cli = cli{t: e.t, bin: flotillaBinary(e.t), server: server,
-		env: []string{"FLOTILLA_SERVER=" + server, "FLOTILLA_TOKEN=" + e.admin}}
+	cmd := swarmtest.Command(flotillaBinary(e.t), "controller", "--config", e.appsFile, "--data", e.data,
+		"--controller-id", "edge-"+e.app, "--listen", e.listen, "--log-level", "debug")
+	cmd.Env = append(os.Environ(), "FLOTILLA_ADMIN_TOKEN="+e.admin, "FLOTILLA_READ_TOKEN="+e.read)
+	e.ctl = startProcess(e.t, cmd)
+}
+
+// call makes an admin request to the controller's API and decodes its
+// JSON answer into out, if given.
+func (e *edge) call(method, path string, out any) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, "http://"+e.listen+path, strings.NewReader("{}"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.admin)
+	req.Header.Set("X-Flotilla-Request", "1")
+	req.Header.Set("Content-Type", "application/json")
+	res, err := e.http.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	if res.StatusCode >= 300 {
+		e.t.Fatalf("%s %s: %s %s", method, path, res.Status, body)
+	}
+	if out != nil {
+		if err := json.Unmarshal(body, out); err != nil {
+			e.t.Fatalf("%s %s: %v", method, path, err)
+		}
+	}
 }
 
 // answer is one response the client saw through Traefik.
@@ -154,7 +181,7 @@ func (e *edge) get(c *http.Client) answer {
 
 func (e *edge) startClient() *loadClient {
 	c := &loadClient{stop: make(chan struct{}), done: make(chan struct{})}
-	hc := &http.Client{Timeout: 10 * time.Second}
+	hc := swarmtest.HTTPClient(10 * time.Second)
 	go func() {
 		defer close(c.done)
 		tick := time.NewTicker(20 * time.Millisecond) // 50 requests a second at most
@@ -214,7 +241,7 @@ func (e *edge) waitServing(c *loadClient, version string) {
 // (stable, canary, preview) to weight; nil while it has no such route.
 func (e *edge) weights(service string) map[string]int {
 	route := e.app + "-" + service
-	res, err := http.Get("http://127.0.0.1:" + e.api + "/api/http/services/" + route + "@http")
+	res, err := e.http.Get("http://127.0.0.1:" + e.api + "/api/http/services/" + route + "@http")
 	if err != nil {
 		return nil
 	}
@@ -351,9 +378,7 @@ func (e *edge) commit(s stage) {
 	e.repo.Commit(s.version, map[string]string{"deploy/compose.yaml": e.stackFile(s)})
 	// A webhook-free controller finds the commit at its interval; a
 	// refresh makes it look now, as an operator would.
-	if _, code := e.cli.run("app", "sync", e.app); code != 0 {
-		e.t.Fatalf("app sync %s: exit %d", e.app, code)
-	}
+	e.call(http.MethodPost, "/api/v1/applications/"+e.app+"/sync", nil)
 }
 
 // share counts the answers between from and to (an answer's start), and
@@ -482,7 +507,9 @@ func TestCanaryThroughTraefikOnTheSwarm(t *testing.T) {
 	if st.Metric == "" || !strings.Contains(st.Reason, "analysis failed") {
 		t.Fatalf("abort record %+v names no metric", st)
 	}
-	if a := statuses(e.cli)[e.app]; a.Health != "Degraded" {
+	var a struct{ Health, HealthMessage string }
+	e.call(http.MethodGet, "/api/v1/applications/"+e.app, &a)
+	if a.Health != "Degraded" {
 		t.Fatalf("health after the abort: %+v", a)
 	}
 	swarmtest.Eventually(t, time.Minute, func() (bool, string) {

@@ -59,6 +59,13 @@ func startController(t *testing.T, appsFile, id string, env []string, flags ...s
 		"--controller-id", id, "--log-level", "debug"}, flags...)
 	cmd := exec.Command(flotillaBinary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
+	return startProcess(t, cmd)
+}
+
+// startProcess starts a controller's command; its process is killed at
+// cleanup if a test left it, and its log shown if the test failed.
+func startProcess(t *testing.T, cmd *exec.Cmd) *stoppable {
+	t.Helper()
 	s := &stoppable{t: t, cmd: cmd, logs: &lockedBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	if err := cmd.Start(); err != nil {

@@ -66,6 +66,11 @@ up() {
     docker -H "$main" image inspect "$img" >/dev/null 2>&1 ||
       { DOCKER_HOST=$main bash "$root/scripts/build-test-image.sh"; break; }
   done
+  # The router of the rollout tests (scripts/traefik.sh imports it into the
+  # main daemon) goes along when the main daemon has it.
+  local extra
+  extra=$(docker -H "$main" image ls --format '{{.Repository}}:{{.Tag}}' flotilla-test/traefik 2>/dev/null || true)
+  [[ -z "$extra" ]] || images+=($extra)
   for img in "${images[@]}"; do
     want=$(docker -H "$main" image inspect --format '{{.Id}}' "$img")
     have=$(dk image inspect --format '{{.Id}}' "$img" 2>/dev/null || true)
