@@ -1,7 +1,6 @@
 package analysis_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -12,12 +11,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/analysis"
+	"github.com/flotilla-gitops/flotilla/internal/syncbuf"
 	"github.com/flotilla-gitops/flotilla/rollout"
 )
 
@@ -155,19 +154,4 @@ func startPrometheus(t *testing.T, target string) string {
 	}
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = syncbuf.Buffer

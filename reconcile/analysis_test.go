@@ -53,6 +53,13 @@ func (f *recordedTraefik) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // analysedCanaryCompose is canaryCompose behind Traefik, each step gated
 // on the canary's error ratio read from metrics.
 func analysedCanaryCompose(tag, metrics string) string {
+	return gatedCanaryCompose(tag, `maxErrorRatio: 0.05
+          traefik: {metrics: "`+metrics+`"}`)
+}
+
+// gatedCanaryCompose is canaryCompose behind Traefik, each step gated by
+// the analysis checks given (indented for the analysis mapping).
+func gatedCanaryCompose(tag, checks string) string {
 	return `version: "3.8"
 services:
   web:
@@ -68,8 +75,7 @@ services:
         router: {provider: traefik, rule: "Host(` + "`shop`" + `)", port: 80}
         analysis:
           interval: 30s
-          maxErrorRatio: 0.05
-          traefik: {metrics: "` + metrics + `"}
+          ` + checks + `
 `
 }
 

@@ -29,26 +29,10 @@ func TestAFailingPrometheusQueryAbortsTheCanary(t *testing.T) {
 	}))
 	t.Cleanup(prom.Close)
 	compose := func(tag string) string {
-		return `version: "3.8"
-services:
-  web:
-    image: example/web:` + tag + `
-    deploy:
-      replicas: 4
-    x-flotilla:
-      rollout:
-        strategy: canary
-        steps:
-          - {weight: 25, pause: 45s}
-          - {weight: 50, pause: 1m}
-        router: {provider: traefik, rule: "Host(` + "`shop`" + `)", port: 80}
-        analysis:
-          interval: 30s
-          prometheus:
-            address: "` + strings.Replace(prom.URL, "http://", "http://reader:s3cret@", 1) + `"
+		return gatedCanaryCompose(tag, `prometheus:
+            address: "`+strings.Replace(prom.URL, "http://", "http://reader:s3cret@", 1)+`"
             query: 'sum(rate(errors_total{job="shop-canary"}[$$interval]))'
-            max: 0.05
-`
+            max: 0.05`)
 	}
 	b, f, c, clk := canaryOnMinimal(t)
 	f.commit(t, map[string]string{"docker-compose.yml": compose("1")})
