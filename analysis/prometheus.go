@@ -130,29 +130,16 @@ func queryError(ctx context.Context, err error) string {
 	return "query: " + hideURL(err).Error()
 }
 
-// prometheusClient is r.Client, or a default, limited to answers of
-// MaxPrometheusAnswer and to redirects within the same host and scheme:
-// the spec names one server, and the query goes nowhere else.
+// prometheusClient is r.httpClient limited to answers of
+// MaxPrometheusAnswer.
 func (r *Runner) prometheusClient() *http.Client {
-	c := http.Client{}
-	if r.Client != nil {
-		c = *r.Client
-	}
+	c := r.httpClient()
 	next := c.Transport
 	if next == nil {
 		next = http.DefaultTransport
 	}
 	c.Transport = limitedTransport{next}
-	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if len(via) >= 5 {
-			return errors.New("too many redirects")
-		}
-		if req.URL.Host != via[0].URL.Host || req.URL.Scheme != via[0].URL.Scheme {
-			return errors.New("redirected to another host; not followed")
-		}
-		return nil
-	}
-	return &c
+	return c
 }
 
 // limitedTransport fails the reading of a body past MaxPrometheusAnswer.

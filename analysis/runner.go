@@ -215,7 +215,28 @@ func stepKey(st rollout.State) (string, bool) {
 func (r *Runner) scrape(ctx context.Context, to string, every time.Duration) (router.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, min(CallTimeout, every))
 	defer cancel()
-	return router.Scrape(ctx, r.Client, to)
+	return router.Scrape(ctx, r.httpClient(), to)
+}
+
+// httpClient is r.Client, or a default, following redirects only within
+// the same scheme and host: the applications file grants each URL an
+// analysis calls (allow.analysisURLs), and a redirect must not carry the
+// call past that grant.
+func (r *Runner) httpClient() *http.Client {
+	c := http.Client{}
+	if r.Client != nil {
+		c = *r.Client
+	}
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 5 {
+			return errors.New("too many redirects")
+		}
+		if req.URL.Host != via[0].URL.Host || req.URL.Scheme != via[0].URL.Scheme {
+			return errors.New("redirected to another host; not followed")
+		}
+		return nil
+	}
+	return &c
 }
 
 // WebhookRequest is the body POSTed to an analysis webhook at the end of
@@ -265,11 +286,7 @@ func (r *Runner) callWebhook(ctx context.Context, to string, t Target, from, now
 		return inconclusive("build the request: " + hideURL(err).Error())
 	}
 	req.Header.Set("Content-Type", "application/json")
-	client := r.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
+	resp, err := r.httpClient().Do(req)
 	if err != nil {
 		return inconclusive("call: " + hideURL(err).Error())
 	}

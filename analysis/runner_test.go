@@ -336,3 +336,47 @@ func TestRunner_aBegunStepIsJudgedOneIntervalAfterItsStart(t *testing.T) {
 		t.Fatalf("Begin kept %v for a step whose traffic does not flow", r2.runs)
 	}
 }
+
+// Each URL an analysis calls is granted in the applications file
+// (allow.analysisURLs); a redirect must not carry the call past that grant,
+// so the Traefik scrape and the webhook, like the Prometheus query, follow
+// a redirect only to the same scheme and host, and say why they stopped
+// without showing the URL's token.
+func TestRunner_aRedirectToAnotherHostIsNotFollowed(t *testing.T) {
+	var reached sync.Map
+	inside := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Store(r.URL.Path, true)
+		_, _ = w.Write([]byte(`{"result":"pass"}`))
+	}))
+	t.Cleanup(inside.Close)
+	granted := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, inside.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(granted.Close)
+
+	for _, tc := range []struct {
+		name, metric string
+		a            rollout.Analysis
+	}{
+		{"traefik metrics", "traefik metrics", ratioFrom(granted.URL + "/metrics?token=s3cret")},
+		{"webhook", "webhook", rollout.Analysis{Webhook: &rollout.WebhookCheck{URL: granted.URL + "/judge?token=s3cret"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.a.Interval = time.Second
+			tg := canaryTarget(tc.a)
+			r := &Runner{}
+			r.Verdict(context.Background(), tg, t0.Add(time.Second))
+			v, _ := r.Verdict(context.Background(), tg, t0.Add(3*time.Second))
+			if v.Result != rollout.Inconclusive || v.Metric != tc.metric || !strings.Contains(v.Values, "redirected to another host") {
+				t.Errorf("verdict = %+v, want Inconclusive saying the redirect was not followed", v)
+			}
+			if strings.Contains(v.Values, "s3cret") {
+				t.Errorf("the verdict shows the URL's token: %q", v.Values)
+			}
+		})
+	}
+	reached.Range(func(k, _ any) bool {
+		t.Errorf("the redirect reached the other host at %v", k)
+		return true
+	})
+}

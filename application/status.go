@@ -364,4 +364,10 @@ type RolloutStatus struct {
 	// Error is set when the rollout could not be decided: all traffic
 	// stays on the stable service.
 	Error string `json:"error,omitempty"`
+	// Pending is an operator's command (promote, abort, pause, resume,
+	// retry) accepted and not yet deployed by a pass. It lives in the
+	// controller's memory only: one that restarts before its next pass
+	// forgets it, and Pending going empty without the rollout changing
+	// says so; send the command again.
+	Pending string `json:"pending,omitempty"`
 }

@@ -507,6 +507,17 @@ func (c *checker) allow(app, p string, al *Allow) {
 			c.report(app, fmt.Sprintf("%s.sysctls[%d]", p, j), ErrInvalid, "%q is not a sysctl name (net.core.somaxconn); each is listed whole", v)
 		}
 	}
+	for j, v := range al.AnalysisURLs {
+		u, err := url.Parse(v)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			c.report(app, fmt.Sprintf("%s.analysisURLs[%d]", p, j), ErrInvalid, "want an http or https URL prefix with a host, e.g. http://traefik:8082/metrics")
+		case u.User != nil:
+			c.report(app, fmt.Sprintf("%s.analysisURLs[%d]", p, j), ErrInvalid, "a prefix carries no credentials; the repository's URL may")
+		case u.RawQuery != "" || u.Fragment != "":
+			c.report(app, fmt.Sprintf("%s.analysisURLs[%d]", p, j), ErrInvalid, "a prefix is scheme, host, port and path, without query or fragment")
+		}
+	}
 	for j, v := range al.HostPorts {
 		if v == 0 || v > 65535 {
 			c.report(app, fmt.Sprintf("%s.hostPorts[%d]", p, j), ErrInvalid, "%d is not a port (1-65535)", v)

@@ -102,8 +102,8 @@ applications:
   - name: %[1]s
     source: {repoURL: %[2]s, revision: main, path: deploy}
     syncPolicy: {automated: {}, interval: 1m}
-    allow: {networks: [%[3]s]}
-`, e.app, e.repo.Dir, e.network))
+    allow: {networks: [%[3]s], analysisURLs: ["http://127.0.0.1:%[4]s/metrics"]}
+`, e.app, e.repo.Dir, e.network, e.metrics))
 	return e
 }
 

@@ -90,7 +90,7 @@ func analysedCanary(t *testing.T, canaryIs, first, then string, atTheEnd ...func
 	t.Cleanup(srv.Close)
 	metrics := srv.URL + "/metrics"
 
-	b, f, c, clk := canaryOnMinimal(t)
+	b, f, c, clk := canaryOnMinimal(t, srv.URL+"/metrics")
 	f.commit(t, map[string]string{"docker-compose.yml": analysedCanaryCompose("1", metrics)})
 	reconcileOK(t, c)
 	f.commit(t, map[string]string{"docker-compose.yml": analysedCanaryCompose("2", metrics)})

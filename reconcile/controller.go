@@ -199,6 +199,9 @@ type appState struct {
 	// rolloutCmds are operators' commands waiting for the next pass, by
 	// service (see RolloutCommand).
 	rolloutCmds map[string]rollout.Command
+	// takenCmds are the commands the running pass took, shown as pending
+	// until it publishes its status.
+	takenCmds map[string]rollout.Command
 	// routes are the traffic splits as of the newest pass that worked
 	// them out, and routesKnown whether one did (see RolloutRoutes).
 	routes      []RolloutRoute
@@ -524,7 +527,7 @@ func (c *Controller) Status(name string) (application.Status, bool) {
 	if !ok {
 		return application.Status{}, false
 	}
-	return a.status, true
+	return a.published(), true
 }
 
 // Statuses returns every application's status, sorted by name.
@@ -532,7 +535,7 @@ func (c *Controller) Statuses() []application.Status {
 	c.mu.Lock()
 	out := make([]application.Status, 0, len(c.apps))
 	for _, a := range c.apps {
-		out = append(out, a.status)
+		out = append(out, a.published())
 	}
 	c.mu.Unlock()
 	slices.SortFunc(out, func(a, b application.Status) int {
@@ -667,6 +670,7 @@ func (c *Controller) publish(p *pass) {
 	c.mu.Lock()
 	if a, ok := c.apps[p.app.Name]; ok {
 		a.status = p.status
+		a.takenCmds = nil
 	}
 	c.mu.Unlock()
 }

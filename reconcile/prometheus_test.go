@@ -34,7 +34,7 @@ func TestAFailingPrometheusQueryAbortsTheCanary(t *testing.T) {
             query: 'sum(rate(errors_total{job="shop-canary"}[$$interval]))'
             max: 0.05`)
 	}
-	b, f, c, clk := canaryOnMinimal(t)
+	b, f, c, clk := canaryOnMinimal(t, prom.URL)
 	f.commit(t, map[string]string{"docker-compose.yml": compose("1")})
 	reconcileOK(t, c)
 	f.commit(t, map[string]string{"docker-compose.yml": compose("2")})

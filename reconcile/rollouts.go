@@ -50,6 +50,11 @@ func (c *Controller) rollouts(ctx context.Context, p *pass) error {
 		}
 	}
 	slices.Sort(services)
+	for _, svc := range services {
+		if err := analysisGranted(&p.app.Allow, svc, *o.order.Of(svc).Rollout); err != nil {
+			return stalled("rollout", err)
+		}
+	}
 	if p.latest == nil {
 		for _, svc := range services {
 			p.stableRoute(svc, *o.order.Of(svc).Rollout)
@@ -496,7 +501,35 @@ func (c *Controller) takeRolloutCommand(app, service string) rollout.Command {
 	if !ok {
 		return rollout.NoCommand
 	}
-	cmd := a.rolloutCmds[service]
+	cmd, ok := a.rolloutCmds[service]
+	if !ok {
+		return rollout.NoCommand
+	}
 	delete(a.rolloutCmds, service)
+	if a.takenCmds == nil {
+		a.takenCmds = map[string]rollout.Command{}
+	}
+	a.takenCmds[service] = cmd
 	return cmd
+}
+
+// published is a's status as the API and the console show it: the last
+// pass's, with each rollout's command that no pass has published the
+// outcome of yet (waiting, or taken by the pass running now) as Pending.
+// Called with c.mu held.
+func (a *appState) published() application.Status {
+	st := a.status
+	if len(a.rolloutCmds)+len(a.takenCmds) == 0 || len(st.Rollouts) == 0 {
+		return st
+	}
+	st.Rollouts = slices.Clone(st.Rollouts)
+	for i := range st.Rollouts {
+		svc := st.Rollouts[i].Service
+		cmd, ok := a.rolloutCmds[svc]
+		if !ok {
+			cmd = a.takenCmds[svc]
+		}
+		st.Rollouts[i].Pending = string(cmd)
+	}
+	return st
 }

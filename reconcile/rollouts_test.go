@@ -53,20 +53,24 @@ func (c *testClock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func canaryOnMinimal(t *testing.T) (*chartstest.MinimalBackend, *fakeFetcher, *Controller, *testClock) {
+// canaryOnMinimal is canaryWithEvents without the events. grants are the
+// application's allow.analysisURLs.
+func canaryOnMinimal(t *testing.T, grants ...string) (*chartstest.MinimalBackend, *fakeFetcher, *Controller, *testClock) {
 	t.Helper()
-	b, f, c, clk, _ := canaryWithEvents(t)
+	b, f, c, clk, _ := canaryWithEvents(t, grants...)
 	return b, f, c, clk
 }
 
-func canaryWithEvents(t *testing.T) (*chartstest.MinimalBackend, *fakeFetcher, *Controller, *testClock, *eventLog) {
+func canaryWithEvents(t *testing.T, grants ...string) (*chartstest.MinimalBackend, *fakeFetcher, *Controller, *testClock, *eventLog) {
 	t.Helper()
 	b := chartstest.NewMinimal()
 	f := newFakeFetcher()
 	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("1")})
 	clk := &testClock{now: time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)}
 	log := &eventLog{}
-	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet, Clock: clk.Now, Events: log}, []application.Application{testApp("shop", true)})
+	app := testApp("shop", true)
+	app.Allow.AnalysisURLs = grants
+	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet, Clock: clk.Now, Events: log}, []application.Application{app})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +221,21 @@ func TestAnOperatorAbortKeepsTheStableServiceAndScalesTheCanaryToZero(t *testing
 	if err := c.RolloutCommand("shop", "web", rollout.CommandAbort); err != nil {
 		t.Fatal(err)
 	}
+	// Until a pass deploys it, the command shows as pending: an operator
+	// can see it is not done (and, after a restart, that it was lost).
+	if st, _ := c.Status("shop"); len(st.Rollouts) != 1 || st.Rollouts[0].Pending != "abort" {
+		t.Fatalf("status rollouts before the pass %+v, want abort pending", st.Rollouts)
+	}
+	if sts := c.Statuses(); len(sts) != 1 || len(sts[0].Rollouts) != 1 || sts[0].Rollouts[0].Pending != "abort" {
+		t.Fatalf("statuses before the pass %+v, want abort pending", sts)
+	}
 	res := reconcileOK(t, c)
+	if r := res.Status.Rollouts; len(r) != 1 || r[0].Pending != "" {
+		t.Fatalf("the pass's own status %+v shows a command pending", r)
+	}
+	if st, _ := c.Status("shop"); len(st.Rollouts) != 1 || st.Rollouts[0].Pending != "" {
+		t.Fatalf("status rollouts after the pass %+v, want nothing pending", st.Rollouts)
+	}
 	st, web, canary, n := rolloutState(t, b)
 	if st.Phase != rollout.Aborted || st.Weight != 0 || n != 0 || web != "example/web:1" || canary != "example/web:2" {
 		t.Fatalf("after abort: state %+v web %s canary %s at %d", st, web, canary, n)

@@ -2,10 +2,12 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -53,26 +55,26 @@ type durationSeries struct {
 
 // Scrape reads Traefik's metrics endpoint (e.g. http://traefik:8082/metrics)
 // in the Prometheus text format, with client (http.DefaultClient when nil).
-func Scrape(ctx context.Context, client *http.Client, url string) (Snapshot, error) {
+func Scrape(ctx context.Context, client *http.Client, to string) (Snapshot, error) {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, to, nil)
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("router: scrape %s: %w", url, err)
+		return Snapshot{}, fmt.Errorf("router: scrape: %w", hideURL(err))
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := client.Do(req)
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("router: scrape: %w", err)
+		return Snapshot{}, fmt.Errorf("router: scrape: %w", hideURL(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return Snapshot{}, fmt.Errorf("router: scrape %s: %s", url, resp.Status)
+		return Snapshot{}, fmt.Errorf("router: scrape: answered %s", resp.Status)
 	}
 	s, err := ParseMetrics(io.LimitReader(resp.Body, maxMetricsBytes))
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("router: scrape %s: %w", url, err)
+		return Snapshot{}, fmt.Errorf("router: scrape: %w", err)
 	}
 	return s, nil
 }
@@ -306,3 +308,13 @@ func quantileBucket(buckets map[float64]float64, count, q float64) (low, high ti
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// hideURL keeps the URL, which may carry a token, out of an error that a
+// status shows: the caller knows which endpoint it scraped.
+func hideURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
+	}
+	return err
+}

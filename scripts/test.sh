@@ -35,6 +35,12 @@ bash scripts/swarm-up.sh
 step "test images"
 bash scripts/build-test-image.sh
 
+# The real servers of the tests and the current Docker Engine are built once
+# from their Go modules and cached; on a cold machine the builds run side by
+# side (scripts/prebuild.sh), and each step below then finds its build done.
+step "servers and the current engine (built once from Go modules, cached; side by side)"
+time bash scripts/prebuild.sh gitea traefik prometheus engine
+
 # The preview tests talk to a real forge: Gitea, built once from its Go
 # module and cached (scripts/gitea.sh); without it they would fail, not skip.
 step "gitea (the real forge of the preview tests; cached after the first build)"

@@ -28,7 +28,7 @@ func rolloutApp(reason string) (application.Status, []application.RolloutStatus)
 			Step: 1, Steps: []int{20, 50, 100}, Weight: 50, Replicas: 2, Verdict: "Pass", Reason: "step 1 (weight 50%) for 5m0s",
 			NextCheck: time.Date(2026, 3, 1, 12, 0, 30, 0, time.UTC)},
 		{Service: "api", Colour: "api-canary", Strategy: "canary", Phase: "Aborted", Step: 0, Weight: 0, Replicas: 0,
-			Verdict: "Fail", Metric: "errorRatio", Values: "0.31 > 0.05", Reason: reason},
+			Verdict: "Fail", Metric: "errorRatio", Values: "0.31 > 0.05", Reason: reason, Pending: "retry"},
 	}
 	return st, rs
 }
@@ -75,6 +75,12 @@ func TestBrowser_theRolloutsPanelShowsTheCanarysStepAndSplitAndTheAbortedOnesEvi
 	}
 	if got := evalString(t, ctx, `[...`+webCard+`.querySelectorAll('.weight-bar .seg')].map(s => s.style.width).join(' ')`); got != "50% 50%" {
 		t.Errorf("the bar's segments are %q wide, want 50%% 50%%", got)
+	}
+	if got := evalString(t, ctx, apiCard+`.querySelector('.rollout-pending')?.textContent ?? 'none'`); got != "retry pending" {
+		t.Errorf("api's pending command shows as %q, want \"retry pending\"", got)
+	}
+	if evalBool(t, ctx, webCard+`.querySelector('.rollout-pending') !== null`) {
+		t.Error("web, with no command waiting, shows one pending")
 	}
 	if evalBool(t, ctx, webCard+`.classList.contains('aborted')`) || !evalBool(t, ctx, apiCard+`.classList.contains('aborted')`) {
 		t.Error("only api's rollout should be marked aborted")

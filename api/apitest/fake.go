@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
@@ -129,15 +130,38 @@ func (c *Controller) SetRollouts(app string, rs []application.RolloutStatus) {
 	c.apps[app] = st
 }
 
-// RolloutCommand records "app/service command".
+// RolloutCommand records "app/service command" and, as the controller
+// does, shows it as the rollout's Pending command until RunPass.
 func (c *Controller) RolloutCommand(app, service, command string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.apps[app]; !ok {
+	st, ok := c.apps[app]
+	if !ok {
 		return fmt.Errorf("application %q: %w", app, api.ErrNotFound)
 	}
 	c.commands = append(c.commands, app+"/"+service+" "+command)
+	st.Rollouts = slices.Clone(st.Rollouts)
+	for i := range st.Rollouts {
+		if service == "" || st.Rollouts[i].Service == service {
+			st.Rollouts[i].Pending = command
+		}
+	}
+	c.apps[app] = st
 	return nil
+}
+
+// RunPass stands for the pass that deploys app's pending commands: none
+// is pending after it, and LastPass is now.
+func (c *Controller) RunPass(app string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.apps[app]
+	st.Rollouts = slices.Clone(st.Rollouts)
+	for i := range st.Rollouts {
+		st.Rollouts[i].Pending = ""
+	}
+	st.LastPass = time.Now()
+	c.apps[app] = st
 }
 
 // RouterRoutes answers Routes and RoutesComplete.

@@ -22,12 +22,15 @@ type appRolloutOptions struct {
 	Command string // status or one of api.RolloutCommands
 	Name    string
 	Service string // empty: every rollout (status) or the only one
+	// Wait is how long a command waits for the pass that deploys it;
+	// 0 returns once the controller has accepted it.
+	Wait time.Duration
 }
 
 func newAppRolloutCmd(parent *apiOptions) *cobra.Command {
 	o := appRolloutOptions{apiOptions: parent}
 	verbs := append([]string{"status"}, api.RolloutCommands...)
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "rollout " + strings.Join(verbs, "|") + " NAME [SERVICE]",
 		Short: "Show or steer the canary and blue/green rollouts of an application",
 		Long: `status shows each rollout: phase, step, traffic weight, replicas and the
@@ -39,7 +42,12 @@ by the next pass, once:
   abort    all traffic back on the stable service, the new colour scaled to zero
   pause    freeze the weights until resume
   resume   lift a pause; the current step's pause starts again
-  retry    start an aborted rollout again from its first step`,
+  retry    start an aborted rollout again from its first step
+
+A command waiting for its pass shows as PENDING in status. It is kept in the
+controller's memory only, so a controller that restarts first forgets it: with
+--wait, the command returns once a pass has deployed it (and prints the
+rollout), or fails when it is still pending at the deadline.`,
 		Args:      cobra.RangeArgs(2, 3),
 		ValidArgs: verbs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -55,13 +63,19 @@ by the next pass, once:
 			})
 		},
 	}
+	cmd.Flags().DurationVar(&o.Wait, "wait", 0, "wait up to this long for the pass that deploys the command, then show the rollout (0: return once accepted)")
+	return cmd
 }
 
 func runAppRollout(ctx context.Context, c *client.Client, o appRolloutOptions, w io.Writer) error {
 	if o.Command != "status" {
+		sent := time.Now()
 		r, err := c.RolloutCommand(ctx, o.Name, o.Command, o.Service)
 		if err != nil {
 			return fmt.Errorf("rollout %s %s: %w", o.Command, o.Name, err)
+		}
+		if o.Wait > 0 {
+			return waitRolloutCommand(ctx, c, o, sent, w)
 		}
 		if o.Output != outputTable {
 			return printObject(w, o.Output, r)
@@ -90,6 +104,40 @@ func runAppRollout(ctx context.Context, c *client.Client, o appRolloutOptions, w
 	return printRollouts(w, rs)
 }
 
+// waitRolloutCommand polls the application until a pass that began after
+// the command was sent has run with the command no longer pending, then
+// shows the rollout. The command's own clock is compared with the
+// controller's, so a skew between them only makes it wait one pass longer.
+func waitRolloutCommand(ctx context.Context, c *client.Client, o appRolloutOptions, sent time.Time, w io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, o.Wait)
+	defer cancel()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := c.Application(ctx, o.Name)
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("rollout %s %s: wait: %w", o.Command, o.Name, err)
+		}
+		if err == nil {
+			rs := slices.DeleteFunc(slices.Clone(st.Rollouts), func(r application.RolloutStatus) bool {
+				return o.Service != "" && r.Service != o.Service
+			})
+			pending := slices.ContainsFunc(rs, func(r application.RolloutStatus) bool { return r.Pending != "" })
+			if !pending && st.LastPass.After(sent) {
+				if o.Output != outputTable {
+					return printObject(w, o.Output, rs)
+				}
+				return printRollouts(w, rs)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("rollout %s %s: no pass deployed it within %s; `flotilla app rollout status %s` shows it PENDING while the controller still holds it", o.Command, o.Name, o.Wait, o.Name)
+		case <-tick.C:
+		}
+	}
+}
+
 // printRollouts writes rollouts as a table, one row per service.
 func printRollouts(w io.Writer, rs []application.RolloutStatus) error {
 	tw := newTable(w)
@@ -101,6 +149,9 @@ func printRollouts(w io.Writer, rs []application.RolloutStatus) error {
 		}
 		if r.Error != "" {
 			phase, r.Reason = "Error", r.Error
+		}
+		if r.Pending != "" {
+			r.Reason = "PENDING " + r.Pending + "; " + r.Reason
 		}
 		next := "-"
 		if !r.NextCheck.IsZero() {

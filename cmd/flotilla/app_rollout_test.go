@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flotilla-gitops/flotilla/application"
 )
@@ -46,5 +47,51 @@ func TestAppRolloutShowsStatusAndQueuesCommands(t *testing.T) {
 	err = runAppRollout(t.Context(), e.client(t, cliReadToken), appRolloutOptions{apiOptions: opts(outputTable), Command: "promote", Name: "shop"}, &out)
 	if err == nil || !strings.Contains(err.Error(), "needs operator") {
 		t.Fatalf("promote with a read token: %v", err)
+	}
+}
+
+// --wait returns once a pass has deployed the command and shows the
+// rollout; a command still pending at the deadline fails, saying where to
+// see it.
+func TestAppRolloutWaitsForThePassThatDeploysTheCommand(t *testing.T) {
+	e := newCLIEnv(t)
+	e.ctl.SetRollouts("shop", []application.RolloutStatus{{Service: "web", Colour: "web-canary", Strategy: "canary",
+		Phase: "Progressing", Step: 1, Weight: 50, Replicas: 2, Reason: "step 1 (weight 50%): held until 04:00"}})
+	c := e.client(t, cliAdminToken)
+
+	var out bytes.Buffer
+	if err := runAppRollout(t.Context(), c, appRolloutOptions{apiOptions: opts(outputTable), Command: "status", Name: "shop"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "PENDING") {
+		t.Fatalf("nothing sent, yet:\n%s", out.String())
+	}
+	err := runAppRollout(t.Context(), c, appRolloutOptions{apiOptions: opts(outputTable), Command: "pause", Name: "shop", Wait: 600 * time.Millisecond}, &out)
+	if err == nil || !strings.Contains(err.Error(), "no pass deployed it within") {
+		t.Fatalf("a command no pass took: %v, want it reported as not deployed", err)
+	}
+	out.Reset()
+	if err := runAppRollout(t.Context(), c, appRolloutOptions{apiOptions: opts(outputTable), Command: "status", Name: "shop"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "PENDING pause") {
+		t.Fatalf("status does not show the pending command:\n%s", out.String())
+	}
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for len(e.ctl.Commands()) < 2 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		e.ctl.RunPass("shop")
+	}()
+	out.Reset()
+	if err := runAppRollout(t.Context(), c, appRolloutOptions{apiOptions: opts(outputTable), Command: "promote", Name: "shop", Wait: time.Minute}, &out); err != nil {
+		t.Fatalf("a command a pass deployed: %v", err)
+	}
+	<-done
+	if s := out.String(); !strings.Contains(s, "ROLLOUT") || !strings.Contains(s, "Progressing") || strings.Contains(s, "PENDING") {
+		t.Fatalf("after the pass, want the rollout without a pending command:\n%s", s)
 	}
 }

@@ -69,7 +69,11 @@ function rolloutCard(name, r, can) {
   el('h4', {}, r.service || '', ' ',
     el('span', { class: 'badge rollout-strategy' }, canary ? 'canary' : 'blue/green'), ' ',
     el('span', { class: 'badge rollout-phase phase-' + (r.phase || 'None') }, r.phase || 'not started'),
-    r.paused ? [' ', el('span', { class: 'badge rollout-paused' }, 'paused')] : null),
+    r.paused ? [' ', el('span', { class: 'badge rollout-paused' }, 'paused')] : null,
+    // A command accepted and not yet deployed by a pass; the controller
+    // holds it in memory only, so one that restarts first forgets it.
+    r.pending ? [' ', el('span', { class: 'badge rollout-pending', title: 'accepted; the next pass deploys it' },
+      `${r.pending} pending`)] : null),
   aborted ? el('div', { class: 'rollout-abort error', role: 'note' },
     el('strong', {}, 'Aborted: '), r.reason || 'no reason given',
     r.metric || r.values ? el('div', { class: 'rollout-evidence' }, 'Evidence: ',
