@@ -24,7 +24,7 @@ type Allow struct {
 	HostPaths []string `yaml:"hostPaths,omitempty" json:"hostPaths,omitempty"`
 
 	// The keys below grant what a service may ask of the node that runs it
-	// (docs: README "Guards"). Each defaults to nothing.
+	// (docs/security.md, "The guards in short"). Each defaults to nothing.
 
 	// Capabilities are Linux capabilities cap_add may grant beyond Docker's
 	// default set, written with or without CAP_ and in any case. ALL must

@@ -1,5 +1,8 @@
 // Package reconcile runs the loop that converges each application's stack to
-// its repository: fetch, render, plan, observe, gate, apply, confirm. It holds
+// its repository. A pass is the step table in pass.go, in order: fetch,
+// render, plan, rollout, observe, drift, gate, the sync steps (presync,
+// waves, postsync, apply), correct, wait, sweep, hooks, confirm, rollback
+// (docs/design.md walks through it). It holds
 // only a charts.Backend; every richer feature is asked for through package
 // capability, and a missing one is reported in the application's status.
 //

@@ -1,6 +1,7 @@
 // Command flotilla is the whole product in one binary: the controller, the
-// offline tools (validate, render) and, later, the CLI that talks to a running
-// controller. This file only wires subcommands and maps errors to exit codes.
+// offline tools (validate, render, plan) and the CLI that talks to a running
+// controller's API. This file only wires subcommands and maps errors to exit
+// codes.
 package main
 
 import (
