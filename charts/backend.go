@@ -193,6 +193,12 @@ type Release struct {
 	// Manifest is the rendered manifest that was deployed. It never holds
 	// secret plaintext.
 	Manifest string `json:"manifest"`
+	// Desired is, when a rollout wrote its colours into Manifest (the
+	// stable service kept on its old definition, the extra colour beside
+	// it), the manifest as the source declared it; empty when the two are
+	// the same. A rollback, and the passes that hold it, roll Desired out
+	// through the same steps and analysis as a commit would be.
+	Desired string `json:"desired,omitempty"`
 	// Commit is the source commit the manifest was rendered from.
 	Commit string `json:"commit,omitempty"`
 	// Time is when the deploy finished.

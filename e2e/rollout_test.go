@@ -271,4 +271,44 @@ func TestTheControllerLoopCarriesACanaryOnTheSwarm(t *testing.T) {
 		v := h.colours()
 		return v.state.Phase == rollout.Completed && v.web == "2" && v.canaryScale == 0, v.String()
 	})
+
+	// A rollback to revision 1 goes out through the same steps: v1 as
+	// the canary beside web on v2, then promoted, the application pinned
+	// to the rollback all along.
+	ch, err := ctl.Rollback(h.app.Name, 1, "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			t.Fatalf("rollback: %v", res.Err)
+		}
+		if v := h.colours(); v.web != "2" || v.canary != "1" || v.state.Phase != rollout.Progressing || v.state.Step != 0 {
+			t.Fatalf("after the rollback's pass: %s, want v1 as the canary at step 0 beside web on v2", v)
+		}
+		if res.Status.Pinned == "" {
+			t.Fatal("the rollback does not pin the application")
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("rollback not served")
+	}
+	var seen []string
+	swarmtest.Eventually(t, 4*time.Minute, func() (bool, string) {
+		v := h.colours()
+		if s := fmt.Sprintf("%s/%d/%d", v.state.Phase, v.state.Step, v.state.Weight); len(seen) == 0 || seen[len(seen)-1] != s {
+			seen = append(seen, s)
+		}
+		if v.state.Phase == rollout.Progressing && v.web != "2" {
+			t.Fatalf("web left v2 before the rollback's promote: %s", v)
+		}
+		return v.state.Phase == rollout.Completed && v.web == "1" && v.canaryScale == 0, v.String()
+	})
+	if !strings.Contains(strings.Join(seen, " "), "Progressing/1/100") {
+		t.Fatalf("the rollback's steps seen %v skip step 1", seen)
+	}
+	t.Logf("the rollback's steps seen: %v", seen)
+	if st, _ := ctl.Status(h.app.Name); st.Pinned == "" {
+		t.Fatalf("after the rollback's rollout the application is not pinned: %+v", st)
+	}
 }

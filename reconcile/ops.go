@@ -8,6 +8,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/rollout"
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
@@ -118,12 +119,21 @@ func (c *Controller) renderRollback(ctx context.Context, p *pass, revision int) 
 // before, on its secrets still being on the swarm, which rotation retention
 // provides.
 func (c *Controller) useRecord(ctx context.Context, p *pass, rec *charts.Release) error {
-	declared, err := compose.Convert(ctx, rec.Manifest, p.app.Stack, nil)
+	// What the record's source declared is what is deployed again: the
+	// rollout step then decides its colours, so a rollback goes through
+	// the same steps and analysis as a commit.
+	manifest := rec.Manifest
+	if rec.Desired != "" {
+		manifest = rec.Desired
+	} else {
+		p.asRecorded = strings.Contains(manifest, rollout.LabelPrefix)
+	}
+	declared, err := compose.Convert(ctx, manifest, p.app.Stack, nil)
 	if err != nil {
 		return stalled("render", fmt.Errorf("revision %d: %w", rec.Revision, err))
 	}
-	r := &compose.Rendered{Manifest: rec.Manifest}
-	if need := compose.SealedValues(rec.Manifest); len(need) > 0 {
+	r := &compose.Rendered{Manifest: manifest}
+	if need := compose.SealedValues(manifest); len(need) > 0 {
 		at, err := c.renderRecordCommit(ctx, p, rec)
 		if err != nil {
 			return err

@@ -92,6 +92,13 @@ type pass struct {
 
 	// rollbackOf is the record a rollback pass redeploys.
 	rollbackOf *charts.Release
+	// uncoloured is the manifest as declared, before the rollout step
+	// wrote its colours into p.rendered; empty when it wrote none.
+	uncoloured string
+	// asRecorded is set when the pass deploys a record that cannot be
+	// rolled out again: one made before records kept their Desired
+	// manifest, whose Manifest already holds a rollout's colours.
+	asRecorded bool
 
 	deployed *charts.DeployResult
 	healed   *charts.DeployResult
@@ -513,6 +520,7 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 		Revision: next,
 		Owner:    p.owner,
 		Manifest: p.rendered.Manifest,
+		Desired:  p.uncoloured,
 		Commit:   p.rev.Commit,
 		Author:   p.rev.Author,
 		Message:  p.rev.Message,
@@ -520,6 +528,13 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 		Trigger:  TriggerAutomated,
 		Chart:    p.chart,
 		Set:      setRef(p.app),
+	}
+	if p.request == nil && pinned(p.latest, p) {
+		// A rollback's rollout goes on under its pin: each step's record
+		// is still that rollback, of the same commit, pinned the same.
+		l := p.latest
+		rec.Commit, rec.Author, rec.Message, rec.Trigger = l.Commit, l.Author, l.Message, l.Trigger
+		rec.PinnedCommit, rec.PinnedValuesCommit = l.PinnedCommit, l.PinnedValuesCommit
 	}
 	if p.request != nil {
 		rec.Trigger = TriggerSync

@@ -34,9 +34,11 @@ import (
 // deploy goes as without the key.
 func (c *Controller) rollouts(ctx context.Context, p *pass) error {
 	p.status.Rollouts = nil
-	if p.rendered == nil || p.rollbackOf != nil || p.status.Pinned != "" {
-		// A rollback or a pin deploys a record as it is: the routes
-		// the router serves stay as the last pass left them.
+	if p.rendered == nil || p.asRecorded {
+		// A record that holds colours and not what they were made
+		// from is deployed as it is: the routes the router serves stay
+		// as the last pass left them. Any other rollback, and the
+		// passes that hold it, go through the rollouts like a commit.
 		return nil
 	}
 	o, err := p.ordering()
@@ -104,6 +106,7 @@ func (c *Controller) rollouts(ctx context.Context, p *pass) error {
 	// The render is shared with the render cache: the pass gets a copy.
 	r := *p.rendered
 	r.Manifest = manifest
+	p.uncoloured = p.rendered.Manifest
 	p.rendered, p.declared, p.ord = &r, declared, nil
 	p.action = charts.Plan(manifest, p.owner, p.latest)
 	return nil
