@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/flotilla-gitops/flotilla/internal/gittest"
+	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
+	"github.com/flotilla-gitops/flotilla/rollout"
+)
+
+// haRolloutStack is web released by a canary whose first step holds for
+// haRolloutPause: long enough for a leader to be killed inside it and for
+// the standby to take over before it ends.
+const haRolloutStack = `version: "3.8"
+services:
+  web:
+    image: flotilla-test/app:%s
+    command: ["serve", ":8080"]
+    stop_grace_period: 1s
+    deploy: {replicas: 2}
+    x-flotilla:
+      rollout:
+        strategy: canary
+        steps:
+          - {weight: 50, pause: 25s}
+          - {weight: 100, pause: 2s}
+`
+
+const haRolloutPause = 25 * time.Second
+
+// stackCanary reads web's image and web-canary's recorded rollout state
+// from the swarm.
+func stackCanary(t *testing.T, stack string) (web string, st rollout.State, ok bool) {
+	t.Helper()
+	for _, s := range stackServices(t, stack) {
+		switch s.Spec.Name {
+		case stack + "_web":
+			web = imageTag(s)
+		case stack + "_web-canary":
+			var err error
+			if st, err = rollout.StateFromLabels(s.Spec.Labels); err != nil {
+				t.Fatal(err)
+			}
+			ok = true
+		}
+	}
+	return web, st, ok
+}
+
+// A leader killed while a canary step holds hands the rollout to the
+// standby, which resumes it from the state the swarm records: the same
+// step, its pause counted from when it really began, never back to the
+// first step and never past a step before its pause is over.
+func TestHAStandbyResumesARolloutAtItsRecordedStepWhenTheLeaderIsKilled(t *testing.T) {
+	t.Parallel()
+	stack := swarmtest.Name(t, "harollout")
+	swarmtest.Cleanup(t, stack)
+	t.Cleanup(func() {
+		_, _ = swarmtest.Client(t).ConfigRemove(context.Background(), "flotilla-lease."+stack, client.ConfigRemoveOptions{})
+	})
+	repo := gittest.New(t)
+	repo.Commit("v1", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(haRolloutStack, "1")})
+	apps := shutdownApps(t, stack, repo.Dir, "")
+	a := startHA(t, apps, stack, "a-"+stack)
+	a.waitRole(t, "leader", "", 30*time.Second)
+	a.ctl.waitLog("deployed revision", 60*time.Second)
+	b := startHA(t, apps, stack, "b-"+stack)
+	b.waitRole(t, "standby", a.id, 30*time.Second)
+
+	repo.Commit("v2", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(haRolloutStack, "2")})
+	if code, e := a.post(t, "/api/v1/applications/"+stack+"/sync"); code != http.StatusAccepted {
+		t.Fatalf("sync on the leader: %d %+v", code, e)
+	}
+	var held rollout.State
+	swarmtest.Eventually(t, 2*time.Minute, func() (bool, string) {
+		web, st, _ := stackCanary(t, stack)
+		held = st
+		return st.Phase == rollout.Progressing && st.Step == 0 && st.Weight == 50 && !st.StepStarted.IsZero(),
+			fmt.Sprintf("web %s, canary %+v", web, st)
+	})
+	if err := a.ctl.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-a.ctl.exited
+	killed := time.Now()
+	b.waitRole(t, "leader", "", 4*haLease)
+	t.Logf("leader killed %s into step 0; the standby leads %s later", killed.Sub(held.StepStarted).Round(100*time.Millisecond), time.Since(killed).Round(100*time.Millisecond))
+
+	var seen []string
+	var stepOneAt time.Time
+	swarmtest.Eventually(t, 3*time.Minute, func() (bool, string) {
+		web, st, ok := stackCanary(t, stack)
+		if !ok {
+			t.Fatalf("the canary is gone after the takeover (web %s)", web)
+		}
+		s := fmt.Sprintf("%s/%d/%d", st.Phase, st.Step, st.Weight)
+		if len(seen) == 0 || seen[len(seen)-1] != s {
+			seen = append(seen, s)
+		}
+		switch {
+		case st.Phase == rollout.Progressing && st.Step == 0 && (st.Weight != 50 || !st.StepStarted.Equal(held.StepStarted)):
+			t.Fatalf("step 0 began again after the takeover: %+v, it began at %s", st, held.StepStarted)
+		case st.Phase == rollout.Progressing && web != "1":
+			t.Fatalf("web left v1 before the promote: %s %+v", web, st)
+		case st.Step == 1 && stepOneAt.IsZero():
+			stepOneAt = time.Now()
+		}
+		return st.Phase == rollout.Completed && web == "2", fmt.Sprintf("web %s, canary %s", web, s)
+	})
+	t.Logf("states after the takeover: %v", seen)
+	if !strings.Contains(strings.Join(seen, " "), "Progressing/1/100") {
+		t.Errorf("the standby skipped step 1: %v", seen)
+	}
+	if early := held.StepStarted.Add(haRolloutPause).Sub(stepOneAt); early > 0 {
+		t.Errorf("step 1 began %s before step 0's pause was over", early)
+	}
+	if code, _ := b.ctl.stop(syscall.SIGTERM, stopDeadline); code != 0 {
+		t.Errorf("the new leader exited %d on SIGTERM", code)
+	}
+}
