@@ -108,6 +108,10 @@ type Application struct {
 	// Feedback. Default: none.
 	Feedback *Feedback `yaml:"feedback,omitempty"`
 
+	// ImageUpdates commits newer image tags or digests to the source
+	// repository; see ImageUpdates. Default: none.
+	ImageUpdates *ImageUpdates `yaml:"imageUpdates,omitempty"`
+
 	// Generated is set on an application an ApplicationSet made; it is
 	// never read from the file.
 	Generated *Generated `yaml:"-"`

@@ -58,6 +58,14 @@ eval "$(bash scripts/prometheus.sh | sed 's/^/export /')"
 export FLOTILLA_REQUIRE_PROMETHEUS=1
 echo "prometheus: $FLOTILLA_PROMETHEUS ($("$FLOTILLA_PROMETHEUS" --version 2>/dev/null | head -1))"
 
+# Image automation is tested against a real registry (CNCF Distribution),
+# built once from its Go module and cached (scripts/registry.sh); without it
+# the registry tests would fail, not skip.
+step "registry (the real registry of the image automation tests; cached after the first build)"
+eval "$(bash scripts/registry.sh | sed 's/^/export /')"
+export FLOTILLA_REQUIRE_REGISTRY=1
+echo "registry: $FLOTILLA_REGISTRY ($("$FLOTILLA_REGISTRY" --version 2>/dev/null | head -1))"
+
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then
