@@ -53,7 +53,7 @@ func (r *remote) pushFrom(dir string) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if err := rem.Push(&git.PushOptions{RefSpecs: []config.RefSpec{"refs/heads/main:refs/heads/main"}}); err != nil {
+	if err := rem.Push(&git.PushOptions{RemoteName: "anonymous", RefSpecs: []config.RefSpec{"refs/heads/main:refs/heads/main"}}); err != nil {
 		r.t.Fatalf("push to origin: %v", err)
 	}
 }

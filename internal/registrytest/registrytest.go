@@ -87,6 +87,7 @@ storage:
     enabled: true
 http:
   addr: %s
+  secret: flotilla-test-upload-state
 `, filepath.Join(dir, "data"), r.Direct)
 	if opts.Token {
 		r.tokens = startTokenService(t, dir, opts.User, opts.Password)
