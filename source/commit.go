@@ -130,6 +130,11 @@ func Commit(ctx context.Context, req CommitRequest) (res CommitResult, err error
 	if attempts <= 0 {
 		attempts = 3
 	}
+	if req.ScratchDir != "" {
+		if err := os.MkdirAll(req.ScratchDir, 0o700); err != nil {
+			return res, fmt.Errorf("scratch clone: %w", err)
+		}
+	}
 	dir, err := os.MkdirTemp(req.ScratchDir, "flotilla-commit-")
 	if err != nil {
 		return res, fmt.Errorf("scratch clone: %w", err)

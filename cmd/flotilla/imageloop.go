@@ -1,0 +1,44 @@
+package main
+
+import (
+	"log/slog"
+	"path/filepath"
+
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/imagewrite"
+	"github.com/flotilla-gitops/flotilla/lease"
+	"github.com/flotilla-gitops/flotilla/reconcile"
+	"github.com/flotilla-gitops/flotilla/regauth"
+	"github.com/flotilla-gitops/flotilla/registryclient"
+)
+
+// newImageLoop is the controller's image automation: one registry client
+// for every application (so an image is asked once per interval however
+// many use it), scratch clones under the data directory, and with --ha only
+// the lease holder committing.
+func newImageLoop(o *controllerOptions, ctl *reconcile.Controller, ls *lease.Lease, logger *slog.Logger) *imagewrite.Loop {
+	loop := &imagewrite.Loop{
+		Updater: &imagewrite.Updater{
+			Registry:   registryclient.New(registryclient.Options{Logger: logger}),
+			Logger:     logger,
+			ScratchDir: filepath.Join(o.dataDir, "image-commits"),
+		},
+		Apps:    ctl.Applications,
+		Refresh: ctl.Refresh,
+		Credentials: func(a *application.Application) (regauth.Resolver, error) {
+			if a.RegistryAuth == nil {
+				return nil, nil
+			}
+			c, err := regauth.FromFile(a.RegistryAuth.Path())
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		},
+		Logger: logger,
+	}
+	if ls != nil {
+		loop.Leader = func() bool { return ls.State().Leader }
+	}
+	return loop
+}

@@ -1,0 +1,127 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/moby/moby/client"
+
+	"github.com/flotilla-gitops/flotilla/internal/gittest"
+	"github.com/flotilla-gitops/flotilla/internal/registrytest"
+	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
+)
+
+// The controller binary with a real registry and a repository on disk: a
+// newer semver tag in the registry is committed to the repository by the
+// image loop, and the pass it makes due deploys it onto the swarm (the
+// sync interval is 10m, so only the loop's refresh can make it). The node
+// has both images locally, tagged with the registry's name; nothing is
+// pulled, and the registry holds the tags the policy reads.
+func TestImageUpdateIsCommittedAndThenDeployed(t *testing.T) {
+	swarmtest.Need(t)
+	t.Parallel()
+	reg := registrytest.Start(t, registrytest.Options{})
+	stack := swarmtest.Name(t, "img")
+	swarmtest.Cleanup(t, stack)
+	ctx := context.Background()
+	docker := swarmtest.Client(t)
+	for _, tag := range []string{"1.0.0", "1.1.0"} {
+		local := "flotilla-test/app:1"
+		if tag == "1.1.0" {
+			local = "flotilla-test/app:2"
+		}
+		target := reg.Ref(stack, tag)
+		if _, err := docker.ImageTag(ctx, client.ImageTagOptions{Source: local, Target: target}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			// Only the name this test added; the image stays under its own.
+			_, _ = docker.ImageRemove(context.Background(), target, client.ImageRemoveOptions{})
+		})
+		reg.Push(t, stack, tag, registrytest.Image{Content: tag})
+	}
+
+	compose := fmt.Sprintf(`services:
+  web:
+    # bumped by flotilla's image automation
+    image: %s
+    command: ["serve", ":8080"]
+    stop_grace_period: 1s
+`, reg.Ref(stack, "1.0.0"))
+	src := gittest.New(t)
+	src.Commit("initial", map[string]string{"deploy/compose.yaml": compose})
+	origin := filepath.Join(t.TempDir(), "origin.git")
+	if _, err := git.PlainClone(origin, true, &git.CloneOptions{URL: src.Dir}); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	appsFile := filepath.Join(dir, "applications.yaml")
+	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
+applications:
+  - name: %[1]s
+    source:
+      repoURL: %[2]s
+      revision: main
+      path: deploy
+      compose: {files: [compose.yaml]}
+    stack: %[1]s
+    syncPolicy:
+      automated: {}
+      interval: 10m
+    imageUpdates:
+      author: {name: Flotilla E2E, email: e2e@flotilla.invalid}
+      images:
+        - image: %[3]s/%[1]s
+          semver: "^1"
+          compose:
+            - file: compose.yaml
+              services: [web]
+`, stack, origin, reg.Host)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := (cli{t: t, bin: flotillaBinary(t)}).run("image", "plan", "-f", appsFile); code != 2 || !strings.Contains(out, reg.Ref(stack, "1.1.0")) {
+		t.Fatalf("image plan: exit %d, want 2 and the update:\n%s", code, out)
+	}
+	startController(t, appsFile, "e2eimg", nil, "--listen", "", "--log-level", "info")
+
+	swarmtest.Eventually(t, 90*time.Second, func() (bool, string) {
+		s, err := docker.ServiceInspect(ctx, stack+"_web", client.ServiceInspectOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		img := s.Service.Spec.TaskTemplate.ContainerSpec.Image
+		return img == reg.Ref(stack, "1.1.0"), img
+	})
+	repo, err := git.PlainOpen(origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := repo.Reference(plumbing.NewBranchReferenceName("main"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := repo.CommitObject(ref.Hash())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head.Author.Email != "e2e@flotilla.invalid" || !strings.Contains(head.Message, reg.Ref(stack, "1.0.0")+" -> "+reg.Ref(stack, "1.1.0")) {
+		t.Fatalf("origin's head is not the image commit: %s <%s>\n%s", head.Author.Name, head.Author.Email, head.Message)
+	}
+	f, _ := head.File("deploy/compose.yaml")
+	got, _ := f.Contents()
+	if want := strings.Replace(compose, ":1.0.0", ":1.1.0", 1); got != want {
+		t.Fatalf("compose.yaml:\n%s\nwant\n%s", got, want)
+	}
+	// A second plan finds nothing to commit.
+	if out, code := (cli{t: t, bin: flotillaBinary(t)}).run("image", "plan", "-f", appsFile); code != 0 || !strings.Contains(out, "nothing to commit") {
+		t.Fatalf("second plan: exit %d\n%s", code, out)
+	}
+}
