@@ -3,11 +3,16 @@ package imagewrite
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/imagepolicy"
+	"github.com/flotilla-gitops/flotilla/metrics"
 	"github.com/flotilla-gitops/flotilla/regauth"
+	"github.com/flotilla-gitops/flotilla/source"
 )
 
 // Loop runs the Updater for every application that has imageUpdates, each
@@ -28,12 +33,17 @@ type Loop struct {
 	// commits, as only it writes to the swarm.
 	Leader func() bool
 	Logger *slog.Logger
+	// Publish, when set, receives ImageCommitted and ImageHeld events.
+	Publish func(events.Event)
+	// Metrics records each run (nil records nothing).
+	Metrics *metrics.Metrics
 	// Tick is how often due applications are looked for. Default 10s.
 	Tick time.Duration
 
 	mu     sync.Mutex
 	next   map[string]time.Time
 	status map[string]LoopStatus
+	held   map[string]map[string]string // app -> file/field -> outcome: reason
 }
 
 // LoopStatus is what the loop last did for one application.
@@ -68,7 +78,7 @@ func (l *Loop) Run(ctx context.Context) {
 	log = log.With("component", "imagewrite")
 	l.mu.Lock()
 	if l.next == nil {
-		l.next, l.status = map[string]time.Time{}, map[string]LoopStatus{}
+		l.next, l.status, l.held = map[string]time.Time{}, map[string]LoopStatus{}, map[string]map[string]string{}
 	}
 	l.mu.Unlock()
 	t := time.NewTicker(tick)
@@ -109,6 +119,59 @@ func (l *Loop) runDue(ctx context.Context, log *slog.Logger) {
 		}
 		l.status[a.Name] = st
 		l.mu.Unlock()
+		l.report(a, st)
+	}
+}
+
+// report records a run in metrics and publishes its commit, and each field
+// newly held back (or held back for a new reason): a tag that stays
+// vanished is one event, not one per interval.
+func (l *Loop) report(a *application.Application, st LoopStatus) {
+	fields := map[string]int{}
+	held := map[string]string{}
+	var heldTargets []Target
+	for _, t := range st.Result.Targets {
+		o := string(t.Outcome)
+		switch {
+		case t.Err != nil:
+			o = "error"
+			held[t.File+" "+t.Field] = o + ": " + t.Err.Error()
+			heldTargets = append(heldTargets, t)
+		case t.Outcome == imagepolicy.Backwards || t.Outcome == imagepolicy.Vanished || t.Outcome == imagepolicy.NoCandidate:
+			held[t.File+" "+t.Field] = o + ": " + t.Reason
+			heldTargets = append(heldTargets, t)
+		}
+		fields[o]++
+	}
+	committed := st.Err == nil && st.Result.Commit.Commit != ""
+	l.Metrics.ObserveImageRun(a.Name, fields, committed, st.Err != nil)
+	if l.Publish == nil {
+		return
+	}
+	if committed {
+		subject, _, _ := strings.Cut(st.Result.Commit.Message, "\n")
+		l.Publish(events.Event{Type: events.ImageCommitted, App: a.Name, Stack: a.Stack, Revision: st.Result.Commit.Commit,
+			Message: subject, Data: map[string]any{"updates": len(st.Result.Updates())}})
+	}
+	if st.Err != nil {
+		return // the run said nothing about the fields
+	}
+	l.mu.Lock()
+	before := l.held[a.Name]
+	l.held[a.Name] = held
+	l.mu.Unlock()
+	for _, t := range heldTargets {
+		key := t.File + " " + t.Field
+		if before[key] == held[key] {
+			continue
+		}
+		msg := t.Reason
+		outcome := string(t.Outcome)
+		if t.Err != nil {
+			msg, outcome = source.SanitizeString(t.Err.Error()), "error"
+		}
+		l.Publish(events.Event{Type: events.ImageHeld, App: a.Name, Stack: a.Stack, Message: msg,
+			Data: map[string]any{"image": t.Image, "file": t.File, "field": t.Field, "outcome": outcome}})
 	}
 }
 

@@ -367,7 +367,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	logger.Info("controller started", "component", "controller", "applications", len(apps), "controller_id", o.controllerID)
 	// Image automation commits to the applications' repositories on its
 	// own intervals; the passes deploy what it committed.
-	go newImageLoop(o, ctl, ls, logger).Run(ctx)
+	go newImageLoop(o, ctl, ls, broker, m, logger).Run(ctx)
 	// Notifications follow the event stream on their own goroutines, so a
 	// slow sink never holds up a pass.
 	notifier, err := notify.New(file.Notifications, notify.Options{Logger: logger, AttemptTimeout: o.notifyTimeout})

@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 
 	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/imagewrite"
 	"github.com/flotilla-gitops/flotilla/lease"
+	"github.com/flotilla-gitops/flotilla/metrics"
 	"github.com/flotilla-gitops/flotilla/reconcile"
 	"github.com/flotilla-gitops/flotilla/regauth"
 	"github.com/flotilla-gitops/flotilla/registryclient"
@@ -16,7 +18,7 @@ import (
 // for every application (so an image is asked once per interval however
 // many use it), scratch clones under the data directory, and with --ha only
 // the lease holder committing.
-func newImageLoop(o *controllerOptions, ctl *reconcile.Controller, ls *lease.Lease, logger *slog.Logger) *imagewrite.Loop {
+func newImageLoop(o *controllerOptions, ctl *reconcile.Controller, ls *lease.Lease, broker *events.Broker, m *metrics.Metrics, logger *slog.Logger) *imagewrite.Loop {
 	loop := &imagewrite.Loop{
 		Updater: &imagewrite.Updater{
 			Registry:   registryclient.New(registryclient.Options{Logger: logger}),
@@ -35,7 +37,9 @@ func newImageLoop(o *controllerOptions, ctl *reconcile.Controller, ls *lease.Lea
 			}
 			return c, nil
 		},
-		Logger: logger,
+		Logger:  logger,
+		Publish: func(e events.Event) { broker.Publish(e) },
+		Metrics: m,
 	}
 	if ls != nil {
 		loop.Leader = func() bool { return ls.State().Leader }
