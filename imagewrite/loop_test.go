@@ -10,9 +10,9 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/events"
-	"github.com/flotilla-gitops/flotilla/metrics"
 	"github.com/flotilla-gitops/flotilla/imagewrite"
 	"github.com/flotilla-gitops/flotilla/internal/registrytest"
+	"github.com/flotilla-gitops/flotilla/metrics"
 	"github.com/flotilla-gitops/flotilla/registryclient"
 )
 
