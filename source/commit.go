@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -13,7 +14,9 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/flotilla-gitops/flotilla/application"
 )
@@ -21,6 +24,10 @@ import (
 // ErrPushRejected is returned when every attempt's push was refused
 // because the branch moved on meanwhile.
 var ErrPushRejected = errors.New("push rejected: the branch moved on")
+
+// MaxEditFile bounds a file Files reads or writes: the files image
+// automation edits (compose files, values files) are a few KiB.
+const MaxEditFile = 4 << 20
 
 // CommitRequest asks for a change to be committed to a branch and pushed,
 // the one write to git Flotilla makes (image automation). The push goes
@@ -31,17 +38,17 @@ type CommitRequest struct {
 	Branch      string
 	Credentials *application.Credentials
 	Author      application.CommitAuthor
-	// Change computes the edit on a fresh checkout of the branch's head,
-	// writing through files; it returns the commit message, or "" when
-	// nothing is to be committed (then nothing is written). After a
-	// rejected push it is called again on the new head, so it must decide
-	// from the files, not from what it did before.
+	// Change computes the edit from the branch head's files, writing
+	// through files; it returns the commit message, or "" when nothing is
+	// to be committed (then nothing is written). After a rejected push it
+	// is called again on the new head, so it must decide from the files,
+	// not from what it did before.
 	Change func(ctx context.Context, files *Files) (message string, err error)
 	// DryRun runs Change and reports, without committing or pushing.
 	DryRun bool
 	// Attempts bounds push retries. Default 3.
 	Attempts int
-	// ScratchDir holds the temporary clone. Default os.TempDir().
+	// ScratchDir holds the temporary bare clone. Default os.TempDir().
 	ScratchDir string
 }
 
@@ -59,63 +66,154 @@ type CommitResult struct {
 	Attempts int
 }
 
-// Files gives Change the checkout's files: reads and writes stay inside
-// the repository (a symlink out of it, or to anything but a regular file,
-// is refused, since the repository's author does not decide what the
-// controller writes), and the paths written are what the commit stages.
+// Files gives Change the head commit's files. Nothing is checked out: reads
+// come from the commit's tree and writes become new blobs and trees, so a
+// repository's shape (a git bomb, a symlink out of it, a huge file) never
+// reaches the controller's disk. Only existing regular files are read or
+// written; the repository's author does not decide what the controller
+// writes.
 type Files struct {
-	root    string
-	written []string
+	store   storer.EncodedObjectStorer
+	tree    *object.Tree
+	written map[string][]byte
+	order   []string
 }
 
-// ReadFile reads the repository file rel (slash-separated).
+// ReadFile reads the repository file rel (slash-separated), as written so
+// far.
 func (f *Files) ReadFile(rel string) ([]byte, error) {
-	p, err := f.regular(rel)
+	name, err := cleanRel(rel)
 	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(p)
+	if b, ok := f.written[name]; ok {
+		return slices.Clone(b), nil
+	}
+	entry, err := f.regular(name)
+	if err != nil {
+		return nil, err
+	}
+	blob, err := object.GetBlob(f.store, entry.Hash)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if blob.Size > MaxEditFile {
+		return nil, fmt.Errorf("%s is larger than %d bytes; it is not edited", name, MaxEditFile)
+	}
+	r, err := blob.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	defer r.Close()
+	return io.ReadAll(io.LimitReader(r, MaxEditFile))
 }
 
-// WriteFile replaces the content of the existing repository file rel,
-// keeping its mode.
+// WriteFile replaces the content of the existing regular file rel.
 func (f *Files) WriteFile(rel string, data []byte) error {
-	p, err := f.regular(rel)
+	name, err := cleanRel(rel)
 	if err != nil {
 		return err
 	}
-	info, err := os.Stat(p)
-	if err != nil {
+	if _, err := f.regular(name); err != nil {
 		return err
 	}
-	if err := os.WriteFile(p, data, info.Mode().Perm()); err != nil {
-		return err
+	if len(data) > MaxEditFile {
+		return fmt.Errorf("%s: %d bytes is more than %d", name, len(data), MaxEditFile)
 	}
-	if !slices.Contains(f.written, rel) {
-		f.written = append(f.written, rel)
+	if _, ok := f.written[name]; !ok {
+		f.order = append(f.order, name)
 	}
+	f.written[name] = slices.Clone(data)
 	return nil
 }
 
-func (f *Files) regular(rel string) (string, error) {
-	p, err := Contain(f.root, rel)
-	if err != nil {
-		return "", err
+func cleanRel(rel string) (string, error) {
+	name := path.Clean(strings.TrimPrefix(rel, "./"))
+	if rel == "" || path.IsAbs(name) || name == "." || name == ".." || strings.HasPrefix(name, "../") {
+		return "", fmt.Errorf("%q is not a path inside the repository", rel)
 	}
-	info, err := os.Lstat(filepath.Join(f.root, filepath.FromSlash(rel)))
-	if err != nil {
-		return "", err
-	}
-	if !info.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file (a symlink or other); it is not written", rel)
-	}
-	return p, nil
+	return name, nil
 }
 
-// Commit clones req.Branch, runs req.Change, and commits and pushes what it
-// wrote. A push the remote rejects (the branch moved) fetches the new head,
-// resets onto it and runs Change again, up to req.Attempts times; it never
-// force-pushes. Errors are sanitised.
+func (f *Files) regular(name string) (*object.TreeEntry, error) {
+	entry, err := f.tree.FindEntry(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not in the repository", name)
+	}
+	if entry.Mode != filemode.Regular && entry.Mode != filemode.Executable {
+		return nil, fmt.Errorf("%s is not a regular file (a symlink, a directory or a submodule); it is not edited", name)
+	}
+	return entry, nil
+}
+
+// commit writes the changed files as a commit on parent and returns its
+// hash.
+func (f *Files) commit(parent *object.Commit, msg string, sig object.Signature) (plumbing.Hash, error) {
+	root := parent.TreeHash
+	for _, name := range f.order {
+		blob := f.store.NewEncodedObject()
+		blob.SetType(plumbing.BlobObject)
+		w, err := blob.Writer()
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		if _, err := w.Write(f.written[name]); err != nil {
+			return plumbing.ZeroHash, err
+		}
+		if err := w.Close(); err != nil {
+			return plumbing.ZeroHash, err
+		}
+		bh, err := f.store.SetEncodedObject(blob)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		if root, err = replaceInTree(f.store, root, strings.Split(name, "/"), bh); err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	c := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: root, ParentHashes: []plumbing.Hash{parent.Hash}}
+	obj := f.store.NewEncodedObject()
+	if err := c.Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return f.store.SetEncodedObject(obj)
+}
+
+// replaceInTree returns the hash of tree th with the blob at parts set to
+// blob, writing the new trees along the path; every other entry, and its
+// mode, is kept.
+func replaceInTree(s storer.EncodedObjectStorer, th plumbing.Hash, parts []string, blob plumbing.Hash) (plumbing.Hash, error) {
+	t, err := object.GetTree(s, th)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	entries := slices.Clone(t.Entries)
+	i := slices.IndexFunc(entries, func(e object.TreeEntry) bool { return e.Name == parts[0] })
+	if i < 0 {
+		return plumbing.ZeroHash, errors.New("not in the tree")
+	}
+	if len(parts) == 1 {
+		entries[i].Hash = blob
+	} else {
+		if entries[i].Mode != filemode.Dir {
+			return plumbing.ZeroHash, fmt.Errorf("%s is not a directory", parts[0])
+		}
+		if entries[i].Hash, err = replaceInTree(s, entries[i].Hash, parts[1:], blob); err != nil {
+			return plumbing.ZeroHash, err
+		}
+	}
+	obj := s.NewEncodedObject()
+	if err := (&object.Tree{Entries: entries}).Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return s.SetEncodedObject(obj)
+}
+
+// Commit clones req.Branch (bare: nothing is checked out), runs
+// req.Change, and commits and pushes what it wrote. A push the remote
+// rejects (the branch moved) fetches the new head and runs Change again on
+// it, up to req.Attempts times; it never force-pushes. Errors are
+// sanitised.
 func Commit(ctx context.Context, req CommitRequest) (res CommitResult, err error) {
 	loc, err := parseLocation(req.RepoURL)
 	if err != nil {
@@ -141,43 +239,44 @@ func Commit(ctx context.Context, req CommitRequest) (res CommitResult, err error
 	}
 	defer os.RemoveAll(dir)
 	branch := plumbing.NewBranchReferenceName(req.Branch)
-	repo, err := git.PlainCloneContext(ctx, dir, false, &git.CloneOptions{
+	repo, err := git.PlainCloneContext(ctx, dir, true, &git.CloneOptions{
 		URL: loc.remote, Auth: a.method, ReferenceName: branch, SingleBranch: true, Tags: git.NoTags,
 		ProxyOptions: connDeadline(ctx, loc),
 	})
 	if err != nil {
 		return res, fmt.Errorf("clone %s branch %s: %w", loc.safe, req.Branch, err)
 	}
-	wt, err := repo.Worktree()
-	if err != nil {
-		return res, err
-	}
 	for res.Attempts < attempts {
 		res.Attempts++
-		head, err := repo.Head()
+		ref, err := repo.Reference(branch, true)
+		if err != nil {
+			return res, fmt.Errorf("branch %s: %w", req.Branch, err)
+		}
+		head, err := repo.CommitObject(ref.Hash())
 		if err != nil {
 			return res, err
 		}
-		res.Base = head.Hash().String()
-		files := &Files{root: dir}
+		tree, err := head.Tree()
+		if err != nil {
+			return res, err
+		}
+		res.Base = head.Hash.String()
+		files := &Files{store: repo.Storer, tree: tree, written: map[string][]byte{}}
 		msg, err := req.Change(ctx, files)
 		if err != nil {
 			return res, err
 		}
-		res.Message, res.Files = msg, files.written
-		if msg == "" || len(files.written) == 0 || req.DryRun {
+		res.Message, res.Files = msg, files.order
+		if msg == "" || len(files.order) == 0 || req.DryRun {
 			return res, nil
 		}
-		for _, p := range files.written {
-			if _, err := wt.Add(p); err != nil {
-				return res, fmt.Errorf("stage %s: %w", p, err)
-			}
-		}
-		now := time.Now()
-		sig := &object.Signature{Name: req.Author.Name, Email: req.Author.Email, When: now}
-		h, err := wt.Commit(msg, &git.CommitOptions{Author: sig, Committer: sig})
+		sig := object.Signature{Name: req.Author.Name, Email: req.Author.Email, When: time.Now()}
+		h, err := files.commit(head, msg, sig)
 		if err != nil {
 			return res, fmt.Errorf("commit: %w", err)
+		}
+		if err := repo.Storer.SetReference(plumbing.NewHashReference(branch, h)); err != nil {
+			return res, err
 		}
 		spec := config.RefSpec(branch + ":" + branch) // no "+": never forced
 		err = repo.PushContext(ctx, &git.PushOptions{RemoteName: "origin", Auth: a.method, RefSpecs: []config.RefSpec{spec}, ProxyOptions: connDeadline(ctx, loc)})
@@ -189,21 +288,10 @@ func Commit(ctx context.Context, req CommitRequest) (res CommitResult, err error
 			return res, fmt.Errorf("push to %s branch %s: %w", loc.safe, req.Branch, err)
 		}
 		// The branch moved: start again from its new head.
-		remoteRef := plumbing.NewRemoteReferenceName("origin", req.Branch)
 		err = repo.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", Auth: a.method, Tags: git.NoTags,
-			RefSpecs: []config.RefSpec{config.RefSpec("+" + branch + ":" + remoteRef)}, ProxyOptions: connDeadline(ctx, loc)})
+			RefSpecs: []config.RefSpec{config.RefSpec("+" + branch + ":" + branch)}, ProxyOptions: connDeadline(ctx, loc)})
 		if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 			return res, fmt.Errorf("fetch %s branch %s after a rejected push: %w", loc.safe, req.Branch, err)
-		}
-		ref, err := repo.Reference(remoteRef, true)
-		if err != nil {
-			return res, err
-		}
-		if err := repo.Storer.SetReference(plumbing.NewHashReference(branch, ref.Hash())); err != nil {
-			return res, err
-		}
-		if err := wt.Reset(&git.ResetOptions{Commit: ref.Hash(), Mode: git.HardReset}); err != nil {
-			return res, fmt.Errorf("reset onto the new head: %w", err)
 		}
 	}
 	return res, fmt.Errorf("%s branch %s: %w (%d attempts)", loc.safe, req.Branch, ErrPushRejected, attempts)
