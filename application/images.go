@@ -2,6 +2,7 @@ package application
 
 import (
 	"fmt"
+	"path"
 	"regexp"
 	"strings"
 	"time"
@@ -31,8 +32,12 @@ type ImageUpdates struct {
 	// Interval is how often the registries are asked. Default 5m,
 	// minimum 1m.
 	Interval Duration `yaml:"interval,omitempty"`
-	// Author signs the commits as committer and author. Required.
+	// Author is the commits' author and committer. Required.
 	Author CommitAuthor `yaml:"author"`
+	// SigningKeyFile is an unencrypted OpenSSH private key (absolute path
+	// on the controller's host, typically a swarm secret) the commits are
+	// signed with, as git does with gpg.format=ssh. Default: unsigned.
+	SigningKeyFile string `yaml:"signingKeyFile,omitempty"`
 	// Images are the policies, one per image repository. At least one.
 	Images []ImagePolicy `yaml:"images"`
 }
@@ -129,6 +134,9 @@ func (c *checker) imageUpdates(app, p string, a *Application) {
 	}
 	if !strings.Contains(iu.Author.Email, "@") || strings.ContainsAny(iu.Author.Email, "<>\n") {
 		c.report(app, p+".author.email", ErrInvalid, "%q is not an e-mail address", iu.Author.Email)
+	}
+	if iu.SigningKeyFile != "" && !path.IsAbs(iu.SigningKeyFile) {
+		c.report(app, p+".signingKeyFile", ErrInvalid, "%q must be an absolute path on the controller's host", iu.SigningKeyFile)
 	}
 	if len(iu.Images) == 0 {
 		c.report(app, p+".images", ErrRequired, "at least one image policy")

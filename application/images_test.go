@@ -64,6 +64,7 @@ func TestValidate_imageUpdates(t *testing.T) {
 		{"bad values path", func(a *Application) { a.ImageUpdates.Images[1].Values[0].Path = "a..b" }, "applications[0].imageUpdates.images[1].values[0].path"},
 		{"no author", func(a *Application) { a.ImageUpdates.Author.Email = "" }, "applications[0].imageUpdates.author.email"},
 		{"interval too short", func(a *Application) { a.ImageUpdates.Interval.Duration = time.Second }, "applications[0].imageUpdates.interval"},
+		{"relative signing key", func(a *Application) { a.ImageUpdates.SigningKeyFile = "keys/id" }, "applications[0].imageUpdates.signingKeyFile"},
 		{"no branch to push to", func(a *Application) { a.ImageUpdates.Branch = "HEAD" }, "applications[0].imageUpdates.branch"},
 	}
 	for _, tt := range tests {

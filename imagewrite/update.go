@@ -99,12 +99,13 @@ func (u *Updater) Run(ctx context.Context, app *application.Application, creds r
 	// the client shares it further, across runs and applications.
 	ask := newAsker(u.Registry, creds)
 	cr, err := source.Commit(ctx, source.CommitRequest{
-		RepoURL:     app.Source.RepoURL,
-		Branch:      iu.Branch,
-		Credentials: app.Source.Credentials,
-		Author:      iu.Author,
-		DryRun:      dryRun,
-		ScratchDir:  u.ScratchDir,
+		RepoURL:        app.Source.RepoURL,
+		Branch:         iu.Branch,
+		Credentials:    app.Source.Credentials,
+		Author:         iu.Author,
+		SigningKeyFile: iu.SigningKeyFile,
+		DryRun:         dryRun,
+		ScratchDir:     u.ScratchDir,
 		Change: func(ctx context.Context, files *source.Files) (string, error) {
 			targets, err := edit(ctx, app, policies, ask, files)
 			res.Targets = targets

@@ -38,6 +38,10 @@ type CommitRequest struct {
 	Branch      string
 	Credentials *application.Credentials
 	Author      application.CommitAuthor
+	// SigningKeyFile, when set, is an unencrypted OpenSSH private key the
+	// commit is signed with (git's gpg.format=ssh); read on every call,
+	// so a rotated key applies to the next commit.
+	SigningKeyFile string
 	// Change computes the edit from the branch head's files, writing
 	// through files; it returns the commit message, or "" when nothing is
 	// to be committed (then nothing is written). After a rejected push it
@@ -148,7 +152,7 @@ func (f *Files) regular(name string) (*object.TreeEntry, error) {
 
 // commit writes the changed files as a commit on parent and returns its
 // hash.
-func (f *Files) commit(parent *object.Commit, msg string, sig object.Signature) (plumbing.Hash, error) {
+func (f *Files) commit(parent *object.Commit, msg string, sig object.Signature, signer *sshSigner) (plumbing.Hash, error) {
 	root := parent.TreeHash
 	for _, name := range f.order {
 		blob := f.store.NewEncodedObject()
@@ -172,6 +176,25 @@ func (f *Files) commit(parent *object.Commit, msg string, sig object.Signature) 
 		}
 	}
 	c := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: root, ParentHashes: []plumbing.Hash{parent.Hash}}
+	if signer != nil {
+		unsigned := &plumbing.MemoryObject{}
+		if err := c.EncodeWithoutSignature(unsigned); err != nil {
+			return plumbing.ZeroHash, err
+		}
+		r, err := unsigned.Reader()
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		message, err := io.ReadAll(r)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		armored, err := signer.sign(message)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		c.PGPSignature = string(armored)
+	}
 	obj := f.store.NewEncodedObject()
 	if err := c.Encode(obj); err != nil {
 		return plumbing.ZeroHash, err
@@ -224,6 +247,12 @@ func Commit(ctx context.Context, req CommitRequest) (res CommitResult, err error
 		return res, err
 	}
 	defer func() { err = sanitize(err, a.secrets) }()
+	var signer *sshSigner
+	if req.SigningKeyFile != "" {
+		if signer, err = newSSHSigner(req.SigningKeyFile); err != nil {
+			return res, err
+		}
+	}
 	attempts := req.Attempts
 	if attempts <= 0 {
 		attempts = 3
@@ -271,7 +300,7 @@ func Commit(ctx context.Context, req CommitRequest) (res CommitResult, err error
 			return res, nil
 		}
 		sig := object.Signature{Name: req.Author.Name, Email: req.Author.Email, When: time.Now()}
-		h, err := files.commit(head, msg, sig)
+		h, err := files.commit(head, msg, sig, signer)
 		if err != nil {
 			return res, fmt.Errorf("commit: %w", err)
 		}

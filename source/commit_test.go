@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -94,5 +95,59 @@ func TestCommit_writesOnlyWhatChangeWroteAndNeverOutsideTheRepository(t *testing
 	stats, _ := c.Stats()
 	if len(stats) != 1 || stats[0].Name != "compose.yaml" || c.Author.Email != "bot@example.invalid" || c.Committer.Name != "Bot" {
 		t.Fatalf("commit touches %v by %s/%s", stats, c.Author, c.Committer)
+	}
+}
+
+func TestCommit_signsWithAnSSHKeyThatGitVerifies(t *testing.T) {
+	src := newTestRepo(t)
+	src.write(map[string]string{"compose.yaml": "services: {}\n"})
+	src.commit("initial")
+	origin := bareCopy(t, src)
+	dir := t.TempDir()
+	for _, kind := range []string{"ed25519", "rsa"} {
+		t.Run(kind, func(t *testing.T) {
+			key := filepath.Join(dir, kind)
+			args := []string{"-q", "-t", kind, "-N", "", "-C", "", "-f", key}
+			if kind == "rsa" {
+				args = append(args, "-b", "2048")
+			}
+			if out, err := exec.Command("ssh-keygen", args...).CombinedOutput(); err != nil {
+				t.Fatalf("ssh-keygen: %v\n%s", err, out)
+			}
+			pub, err := os.ReadFile(key + ".pub")
+			if err != nil {
+				t.Fatal(err)
+			}
+			allowed := filepath.Join(dir, kind+".allowed")
+			if err := os.WriteFile(allowed, []byte("bot@example.invalid "+string(pub)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			res, err := Commit(context.Background(), CommitRequest{
+				RepoURL: origin, Branch: "master", SigningKeyFile: key,
+				Author: application.CommitAuthor{Name: "Bot", Email: "bot@example.invalid"},
+				Change: func(_ context.Context, f *Files) (string, error) {
+					return "signed by " + kind, f.WriteFile("compose.yaml", []byte("services: {"+kind+": {image: x}}\n"))
+				},
+			})
+			if err != nil || res.Commit == "" {
+				t.Fatalf("commit: %+v, %v", res, err)
+			}
+			out, err := exec.Command("git", "--git-dir", origin, "-c", "gpg.format=ssh", "-c", "gpg.ssh.allowedSignersFile="+allowed,
+				"verify-commit", res.Commit).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), `Good "git" signature for bot@example.invalid`) {
+				t.Fatalf("git verify-commit: %v\n%s", err, out)
+			}
+		})
+	}
+	// A key file that is not a key is refused before anything is cloned,
+	// naming the file only.
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("-----BEGIN OPENSSH PRIVATE KEY-----\nsecretish\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Commit(context.Background(), CommitRequest{RepoURL: origin, Branch: "master", SigningKeyFile: bad,
+		Change: func(context.Context, *Files) (string, error) { t.Fatal("Change ran"); return "", nil }})
+	if err == nil || strings.Contains(err.Error(), "secretish") || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("bad key: %v", err)
 	}
 }
