@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/moby/moby/client"
 
+	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
 	"github.com/flotilla-gitops/flotilla/internal/registrytest"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
@@ -90,7 +93,9 @@ applications:
 	if out, code := (cli{t: t, bin: flotillaBinary(t)}).run("image", "plan", "-f", appsFile); code != 2 || !strings.Contains(out, reg.Ref(stack, "1.1.0")) {
 		t.Fatalf("image plan: exit %d, want 2 and the update:\n%s", code, out)
 	}
-	startController(t, appsFile, "e2eimg", nil, "--listen", "", "--log-level", "info")
+	addr := freeAddr(t)
+	const token = "e2e-images-admin-token-0123456789"
+	startController(t, appsFile, "e2eimg", []string{"FLOTILLA_ADMIN_TOKEN=" + token}, "--listen", addr, "--log-level", "info")
 
 	swarmtest.Eventually(t, 90*time.Second, func() (bool, string) {
 		s, err := docker.ServiceInspect(ctx, stack+"_web", client.ServiceInspectOptions{})
@@ -119,6 +124,25 @@ applications:
 	got, _ := f.Contents()
 	if want := strings.Replace(compose, ":1.0.0", ":1.1.0", 1); got != want {
 		t.Fatalf("compose.yaml:\n%s\nwant\n%s", got, want)
+	}
+	// The application's status says what image automation did.
+	var st application.Status
+	swarmtest.Eventually(t, 30*time.Second, func() (bool, string) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/api/v1/applications/"+stack, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		st = application.Status{}
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			return false, err.Error()
+		}
+		return st.Images != nil && st.Images.LastCommit == head.Hash.String(), fmt.Sprintf("%+v", st.Images)
+	})
+	if f := st.Images.Fields; len(f) != 1 || f[0].Field != "services.web.image" || f[0].Newest != "1.1.0" {
+		t.Fatalf("image fields in the status: %+v", f)
 	}
 	// A second plan finds nothing to commit.
 	if out, code := (cli{t: t, bin: flotillaBinary(t)}).run("image", "plan", "-f", appsFile); code != 0 || !strings.Contains(out, "nothing to commit") {

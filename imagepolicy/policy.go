@@ -131,6 +131,10 @@ type Decision struct {
 	Tag string
 	// Digest is set for Digest policies: the digest the tag points at.
 	Digest string
+	// Newest is the newest candidate the registry listed ("" for none),
+	// or for a Digest policy the digest the tag points at now: what a
+	// status shows beside the current value.
+	Newest string
 	// Reason explains a non-Update outcome to a person.
 	Reason string
 }
@@ -243,21 +247,21 @@ func (p *Policy) ChooseTag(current string, tags []string) Decision {
 	}
 	newest := cands[0]
 	if newest == current {
-		return Decision{Outcome: Current, Tag: current}
+		return Decision{Outcome: Current, Tag: current, Newest: newest}
 	}
 	r, comparable := p.Compare(newest, current)
 	switch {
 	case comparable && r < 0 && !listed:
-		return Decision{Outcome: Vanished, Tag: current, Reason: fmt.Sprintf("tag %s is no longer in the registry; the newest that fits, %s, is older: not followed", current, newest)}
+		return Decision{Outcome: Vanished, Tag: current, Newest: newest, Reason: fmt.Sprintf("tag %s is no longer in the registry; the newest that fits, %s, is older: not followed", current, newest)}
 	case comparable && r < 0:
-		return Decision{Outcome: Backwards, Tag: current, Reason: fmt.Sprintf("the newest tag that fits, %s, is older than %s: not followed", newest, current)}
+		return Decision{Outcome: Backwards, Tag: current, Newest: newest, Reason: fmt.Sprintf("the newest tag that fits, %s, is older than %s: not followed", newest, current)}
 	case comparable && r == 0:
 		// Same version spelled differently: keep what git has.
-		return Decision{Outcome: Current, Tag: current}
+		return Decision{Outcome: Current, Tag: current, Newest: newest}
 	}
 	// Newer, or the current tag is outside the policy (a first adoption
 	// from "latest" or from a tag the range no longer admits).
-	return Decision{Outcome: Update, Tag: newest}
+	return Decision{Outcome: Update, Tag: newest, Newest: newest}
 }
 
 // ChooseDigest decides a Digest policy: current is the digest the
@@ -268,7 +272,7 @@ func (p *Policy) ChooseDigest(current, resolved string) Decision {
 	case resolved == "":
 		return Decision{Outcome: Vanished, Tag: p.Tag, Digest: current, Reason: fmt.Sprintf("tag %s is not in the registry: the pinned digest is kept", p.Tag)}
 	case resolved == current:
-		return Decision{Outcome: Current, Tag: p.Tag, Digest: current}
+		return Decision{Outcome: Current, Tag: p.Tag, Digest: current, Newest: resolved}
 	}
-	return Decision{Outcome: Update, Tag: p.Tag, Digest: resolved}
+	return Decision{Outcome: Update, Tag: p.Tag, Digest: resolved, Newest: resolved}
 }

@@ -57,6 +57,34 @@ type LoopStatus struct {
 	LastCommitAt time.Time
 }
 
+// Application is s as an application's status shows it, errors
+// sanitised.
+func (s LoopStatus) Application() *application.ImageStatus {
+	out := &application.ImageStatus{LastRun: s.At, LastCommit: s.LastCommit, LastCommitTime: s.LastCommitAt}
+	if s.Err != nil {
+		out.LastError = source.SanitizeString(s.Err.Error())
+	}
+	for _, t := range s.Result.Targets {
+		f := application.ImageField{Image: t.Image, File: t.File, Field: t.Field, Current: t.Old, Newest: t.Newest,
+			Outcome: string(t.Outcome), Reason: t.Reason}
+		if t.Err != nil {
+			f.Outcome, f.Reason = "error", source.SanitizeString(t.Err.Error())
+		}
+		out.Fields = append(out.Fields, f)
+	}
+	return out
+}
+
+// ImageStatus is Status(app) for an application's status; nil before its
+// first run.
+func (l *Loop) ImageStatus(app string) *application.ImageStatus {
+	s, ok := l.Status(app)
+	if !ok {
+		return nil
+	}
+	return s.Application()
+}
+
 // Status returns what the loop last did for app.
 func (l *Loop) Status(app string) (LoopStatus, bool) {
 	l.mu.Lock()

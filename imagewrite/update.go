@@ -44,6 +44,9 @@ type Target struct {
 	// outcome is Update.
 	Old, New string
 	Outcome  imagepolicy.Outcome
+	// Newest is the newest tag the policy found (a digest for a digest
+	// policy); "" when the registry had none.
+	Newest string
 	// Reason explains a non-Update outcome.
 	Reason string
 	// Err is set when the field could not be decided (registry error,
@@ -262,7 +265,7 @@ func edit(ctx context.Context, app *application.Application, policies []*imagepo
 			}
 			d = p.ChooseTag(cur.Tag, tags)
 		}
-		t.Outcome, t.Reason = d.Outcome, d.Reason
+		t.Outcome, t.Reason, t.Newest = d.Outcome, d.Reason, d.Newest
 		if d.Outcome == imagepolicy.Update {
 			next := imagepolicy.Next(cur, d, p.Kind)
 			t.New = next.String()

@@ -367,7 +367,8 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	logger.Info("controller started", "component", "controller", "applications", len(apps), "controller_id", o.controllerID)
 	// Image automation commits to the applications' repositories on its
 	// own intervals; the passes deploy what it committed.
-	go newImageLoop(o, ctl, ls, broker, m, logger).Run(ctx)
+	images := newImageLoop(o, ctl, ls, broker, m, logger)
+	go images.Run(ctx)
 	// Notifications follow the event stream on their own goroutines, so a
 	// slow sink never holds up a pass.
 	notifier, err := notify.New(file.Notifications, notify.Options{Logger: logger, AttemptTimeout: o.notifyTimeout})
@@ -389,7 +390,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	if o.listen != "" {
 		r.handler = func(stopping <-chan struct{}) http.Handler {
 			return api.New(api.Options{
-				Controller:    apiwire.New(ctl).WithSwarms(reg),
+				Controller:    apiwire.New(ctl).WithSwarms(reg).WithImages(images),
 				ConfigProblem: rl.problem,
 				Events:        broker,
 				Metrics:       m,

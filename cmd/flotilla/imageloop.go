@@ -7,12 +7,15 @@ import (
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/imagewrite"
+	"github.com/flotilla-gitops/flotilla/internal/apiwire"
 	"github.com/flotilla-gitops/flotilla/lease"
 	"github.com/flotilla-gitops/flotilla/metrics"
 	"github.com/flotilla-gitops/flotilla/reconcile"
 	"github.com/flotilla-gitops/flotilla/regauth"
 	"github.com/flotilla-gitops/flotilla/registryclient"
 )
+
+var _ apiwire.ImageStatuses = (*imagewrite.Loop)(nil)
 
 // newImageLoop is the controller's image automation: one registry client
 // for every application (so an image is asked once per interval however
