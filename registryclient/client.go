@@ -298,7 +298,7 @@ func (c *Client) fail(host, cause string, retryAfter time.Duration) {
 	}
 	h.until = c.opts.Now().Add(wait)
 	h.cause = cause
-	c.opts.Logger.Warn("registry backing off; answers stay as last read", "registry", host, "until", h.until, "error", cause)
+	c.opts.Logger.Warn("registry backing off; its images are not checked until then", "registry", host, "until", h.until, "error", cause)
 }
 
 func (c *Client) succeeded(host string) {
