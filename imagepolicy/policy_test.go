@@ -1,6 +1,8 @@
 package imagepolicy
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/flotilla-gitops/flotilla/application"
@@ -134,3 +136,30 @@ func TestParseRef(t *testing.T) {
 }
 
 const hex64 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// Tags come from a registry, which the controller does not trust: no tag
+// list makes a decision panic or choose a tag the registry did not list,
+// and an update never moves a comparable current tag backwards.
+func FuzzPolicy_ChooseTag(f *testing.F) {
+	f.Add("1.0.0", "1.0.1\x001.0.0\x00v2.0.0-rc.1\x00latest", ">=1.0.0-0 <3")
+	f.Add("build-7", "build-10\x00build-x\x00build-99999999999999999999999", "")
+	f.Fuzz(func(t *testing.T, current, joined, rng string) {
+		tags := strings.Split(joined, "\x00")
+		for _, ip := range []application.ImagePolicy{{Semver: rng}, {Pattern: `build-(\d+)`}} {
+			ip.Image = "r/app"
+			p, err := Compile(ip)
+			if err != nil {
+				continue
+			}
+			d := p.ChooseTag(current, tags)
+			if d.Outcome == Update {
+				if !slices.Contains(tags, d.Tag) {
+					t.Fatalf("chose %q, not listed", d.Tag)
+				}
+				if r, ok := p.Compare(d.Tag, current); ok && r < 0 {
+					t.Fatalf("moved backwards from %q to %q", current, d.Tag)
+				}
+			}
+		}
+	})
+}

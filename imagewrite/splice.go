@@ -31,10 +31,15 @@ type Field struct {
 	style      yaml.Style
 }
 
-// ErrNotScalar is returned for a marked path that does not hold a plain or
-// quoted one-line scalar: a block scalar, a mapping, an alias, or a key
-// that is absent.
-var ErrNotScalar = errors.New("not a one-line scalar")
+// Sentinels of Find.
+var (
+	// ErrNotScalar: the marked path holds something other than a plain
+	// or quoted one-line scalar (a block scalar, a mapping, an alias).
+	ErrNotScalar = errors.New("not a one-line scalar")
+	// ErrNoField: the marked path is not in the file (a key is absent,
+	// comes from a merge key, or a parent is not a mapping).
+	ErrNoField = errors.New("no such field")
+)
 
 // Find locates the scalar at path in data.
 func Find(data []byte, path []string) (*Field, error) {
@@ -43,12 +48,12 @@ func Find(data []byte, path []string) (*Field, error) {
 		return nil, fmt.Errorf("parse: %w", err)
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
-		return nil, fmt.Errorf("%s: %w: the file is empty", strings.Join(path, "."), ErrNotScalar)
+		return nil, fmt.Errorf("%s: %w: the file is empty", strings.Join(path, "."), ErrNoField)
 	}
 	n := doc.Content[0]
 	for i, key := range path {
 		if n.Kind != yaml.MappingNode {
-			return nil, fmt.Errorf("%s: %w: %s is not a mapping", strings.Join(path, "."), ErrNotScalar, strings.Join(path[:i], "."))
+			return nil, fmt.Errorf("%s: %w: %s is not a mapping", strings.Join(path, "."), ErrNoField, strings.Join(path[:i], "."))
 		}
 		var next *yaml.Node
 		for j := 0; j+1 < len(n.Content); j += 2 {
@@ -57,7 +62,7 @@ func Find(data []byte, path []string) (*Field, error) {
 			}
 		}
 		if next == nil {
-			return nil, fmt.Errorf("%s: %w: no key %q", strings.Join(path, "."), ErrNotScalar, key)
+			return nil, fmt.Errorf("%s: %w: no key %q", strings.Join(path, "."), ErrNoField, key)
 		}
 		n = next
 	}

@@ -112,21 +112,24 @@ func TestApply_twoChangesInOneFile(t *testing.T) {
 
 func TestFind_refuses(t *testing.T) {
 	web := []string{"services", "web", "image"}
-	for name, in := range map[string]string{
-		"alias":            "x-img: &img r/app:1\nservices:\n  web:\n    image: *img\n",
-		"aliased anchor":   "services:\n  web:\n    image: &img r/app:1\n  db:\n    image: *img\n",
-		"block scalar":     "services:\n  web:\n    image: |\n      r/app:1\n",
-		"multi-line plain": "services:\n  web:\n    image: r/app\n      :1\n",
-		"missing key":      "services:\n  web:\n    command: x\n",
-		"through a merge":  "x: &b\n  image: r/app:1\nservices:\n  web:\n    <<: *b\n",
-		"mapping":          "services:\n  web:\n    image: {a: 1}\n",
-		"not a mapping":    "services: [web]\n",
-		"empty":            "",
+	for name, tt := range map[string]struct {
+		in   string
+		want error
+	}{
+		"alias":            {"x-img: &img r/app:1\nservices:\n  web:\n    image: *img\n", ErrNotScalar},
+		"aliased anchor":   {"services:\n  web:\n    image: &img r/app:1\n  db:\n    image: *img\n", ErrNotScalar},
+		"block scalar":     {"services:\n  web:\n    image: |\n      r/app:1\n", ErrNotScalar},
+		"multi-line plain": {"services:\n  web:\n    image: r/app\n      :1\n", ErrNotScalar},
+		"mapping":          {"services:\n  web:\n    image: {a: 1}\n", ErrNotScalar},
+		"missing key":      {"services:\n  web:\n    command: x\n", ErrNoField},
+		"through a merge":  {"x: &b\n  image: r/app:1\nservices:\n  web:\n    <<: *b\n", ErrNoField},
+		"not a mapping":    {"services: [web]\n", ErrNoField},
+		"empty":            {"", ErrNoField},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := Find([]byte(in), web)
-			if !errors.Is(err, ErrNotScalar) {
-				t.Fatalf("Find = %v, want ErrNotScalar", err)
+			_, err := Find([]byte(tt.in), web)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Find = %v, want %v", err, tt.want)
 			}
 		})
 	}

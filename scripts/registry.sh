@@ -9,10 +9,14 @@
 # Tests start it as a process on loopback with a temporary config
 # (filesystem storage) and push images to it over the HTTP API themselves.
 #
-# Built with the release's tags (include_oss include_gcs are for cloud
-# storage drivers and are left out: the tests use the filesystem driver).
-# Every module of its build list was served by the module proxy here; nothing
-# is patched. See the measured build time below.
+# Built without the release's optional tags (include_oss, include_gcs: cloud
+# storage drivers; the tests use the filesystem driver). Every module of its
+# build list was served by the module proxy here; nothing is patched.
+#
+# The first build took 10 min (600 s wall, 3m10s user, downloads included)
+# on two cores busy with three other helpers' builds (Vault, SOPS); the
+# binary is about 56 MB. v3.1.2 is the newest version the proxy listed
+# (v3.0.0, v3.1.1, v3.1.2).
 #
 # Safe to run concurrently (flock).
 set -euo pipefail

@@ -27,6 +27,10 @@ const (
 	imagePlanUpdates = 2
 )
 
+// defaultImagePlanTimeout bounds a whole plan: clones and registry
+// queries of every application.
+const defaultImagePlanTimeout = 5 * time.Minute
+
 // imagePlanOptions are the flags of `flotilla image plan`.
 type imagePlanOptions struct {
 	// File is the applications file.
@@ -70,7 +74,7 @@ and 1 when an application could not be planned.`,
 	plan.Flags().StringVarP(&opts.File, "file", "f", "", "applications file")
 	plan.Flags().StringVar(&opts.App, "app", "", "plan only this application")
 	plan.Flags().StringSliceVar(&opts.PlainHTTP, "plain-http", nil, "registries (host:port) to speak plain HTTP to; loopback registries always are")
-	plan.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "deadline of the whole plan")
+	plan.Flags().DurationVar(&opts.Timeout, "timeout", defaultImagePlanTimeout, "deadline of the whole plan")
 	cmd.AddCommand(plan)
 	return cmd
 }
@@ -164,6 +168,10 @@ func printImagePlan(w io.Writer, a *application.Application, res imagewrite.Resu
 	}
 	fmt.Fprintf(w, "  would commit %s:\n", strings.Join(slices.Sorted(slices.Values(res.Commit.Files)), ", "))
 	for line := range strings.SplitSeq(strings.TrimRight(res.Commit.Message, "\n"), "\n") {
+		if line == "" {
+			fmt.Fprintln(w)
+			continue
+		}
 		fmt.Fprintf(w, "    %s\n", line)
 	}
 }
