@@ -2,12 +2,16 @@ package imagewrite
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/imagepolicy"
@@ -32,6 +36,17 @@ type Updater struct {
 	Logger   *slog.Logger
 	// ScratchDir holds the temporary clones. Default os.TempDir().
 	ScratchDir string
+
+	mu sync.Mutex
+	// steady remembers, per application, the last run that had nothing to
+	// commit: while the branch head and the registry's answers stay the
+	// same, the next run repeats its result without cloning.
+	steady map[string]steadyRun
+}
+
+type steadyRun struct {
+	head, fingerprint string
+	result            Result
 }
 
 // Target is one marked field's outcome.
@@ -61,6 +76,10 @@ type Result struct {
 	// Commit is what source did: Commit.Commit is "" when nothing was
 	// committed (or DryRun).
 	Commit source.CommitResult
+	// Reused says nothing moved since the last run that had nothing to
+	// commit (the branch head and every registry answer are the same), so
+	// no clone was made and that run's targets are repeated.
+	Reused bool
 }
 
 // Updates are the targets whose outcome is Update.
@@ -101,6 +120,21 @@ func (u *Updater) Run(ctx context.Context, app *application.Application, creds r
 	// One registry answer per image per run, however many fields use it;
 	// the client shares it further, across runs and applications.
 	ask := newAsker(u.Registry, creds)
+	u.mu.Lock()
+	last, steady := u.steady[app.Name]
+	u.mu.Unlock()
+	if steady && !dryRun {
+		// Nothing moved since a run with nothing to commit: repeat it
+		// without a clone.
+		fp, complete := ask.prefetch(ctx, app, policies)
+		if complete && fp == last.fingerprint {
+			if h, err := source.BranchHead(ctx, app.Source.RepoURL, iu.Branch, app.Source.Credentials); err == nil && h == last.head {
+				out := last.result
+				out.Reused = true
+				return out, nil
+			}
+		}
+	}
 	cr, err := source.Commit(ctx, source.CommitRequest{
 		RepoURL:        app.Source.RepoURL,
 		Branch:         iu.Branch,
@@ -133,7 +167,49 @@ func (u *Updater) Run(ctx context.Context, app *application.Application, creds r
 	if cr.Commit != "" {
 		log.Info("image updates committed; the next pass deploys them", "revision", cr.Commit, "updates", len(res.Updates()))
 	}
+	var keep *steadyRun
+	if cr.Commit == "" && cr.Message == "" && !dryRun {
+		// Mostly answered from this run's memo already.
+		if fp, complete := ask.prefetch(ctx, app, policies); complete {
+			keep = &steadyRun{head: cr.Base, fingerprint: fp, result: res}
+		}
+	}
+	u.mu.Lock()
+	if u.steady == nil {
+		u.steady = map[string]steadyRun{}
+	}
+	if keep != nil {
+		u.steady[app.Name] = *keep
+	} else {
+		delete(u.steady, app.Name)
+	}
+	u.mu.Unlock()
 	return res, nil
+}
+
+// prefetch asks the registry every question app's policies need, and
+// returns a fingerprint of the answers and of the policies; complete is
+// false when any answer was an error (then nothing is reused).
+func (a *asker) prefetch(ctx context.Context, app *application.Application, policies []*imagepolicy.Policy) (fingerprint string, complete bool) {
+	h := sha256.New()
+	cfg, _ := json.Marshal(struct {
+		Path   string
+		Images *application.ImageUpdates
+	}{app.Source.Path, app.ImageUpdates})
+	h.Write(cfg)
+	complete = true
+	for _, p := range policies {
+		if p.Kind == imagepolicy.Digest {
+			d, err := a.resolve(ctx, p.Image, p.Tag)
+			complete = complete && err == nil
+			fmt.Fprintf(h, "\x00%s:%s=%s", p.Image, p.Tag, d)
+			continue
+		}
+		tags, err := a.listTags(ctx, p.Image)
+		complete = complete && err == nil
+		fmt.Fprintf(h, "\x00%s=%s", p.Image, strings.Join(slices.Sorted(slices.Values(tags)), ","))
+	}
+	return hex.EncodeToString(h.Sum(nil)), complete
 }
 
 // asker memoises registry answers for one run.

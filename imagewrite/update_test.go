@@ -200,6 +200,27 @@ func TestUpdater_commitsANewSemverTagOnceAndPreservesTheFile(t *testing.T) {
 			t.Errorf("second run: %s %s: %s", tg.File, tg.Field, tg.Outcome)
 		}
 	}
+	if again.Reused {
+		t.Error("the run right after a commit reused a result: the head moved")
+	}
+	// Nothing moved since: the third run neither clones nor commits, and
+	// says the same.
+	third, err := u.Run(context.Background(), a, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !third.Reused || third.Commit.Commit != "" || len(third.Targets) != 2 || third.Targets[0].Outcome != imagepolicy.Current {
+		t.Fatalf("third run: reused %v, commit %q, targets %+v", third.Reused, third.Commit.Commit, third.Targets)
+	}
+	// Someone else moves the branch: the next run looks at the files again.
+	origin.commitElsewhere("docs", map[string]string{"README": "changed\n"})
+	fourth, err := u.Run(context.Background(), a, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fourth.Reused || fourth.Commit.Commit != "" || fourth.Commit.Base != origin.head().Hash.String() {
+		t.Fatalf("after the branch moved: reused %v, commit %q, base %s", fourth.Reused, fourth.Commit.Commit, fourth.Commit.Base)
+	}
 }
 
 func TestUpdater_patternPolicyWritesTheTagOfAValuesFile(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/flotilla-gitops/flotilla/application"
 )
@@ -335,4 +336,38 @@ func rejected(err error) bool {
 	}
 	s := err.Error()
 	return strings.Contains(s, "non-fast-forward") || strings.Contains(s, "fetch first") || strings.Contains(s, "rejected")
+}
+
+// BranchHead is the commit branch points to on the remote, asked as a
+// fetch's cheap remote check is (ls-remote, same credentials, deadline and
+// sanitising), so a writer can tell that nothing moved without cloning.
+func BranchHead(ctx context.Context, repoURL, branch string, creds *application.Credentials) (_ string, err error) {
+	loc, err := parseLocation(repoURL)
+	if err != nil {
+		return "", Sanitize(err)
+	}
+	a, err := loadAuth(loc, creds)
+	if err != nil {
+		return "", Sanitize(err)
+	}
+	defer func() {
+		if err != nil {
+			err = sanitize(fmt.Errorf("list refs of %s: %w", loc.safe, err), a.secrets)
+		}
+	}()
+	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: remoteName, URLs: []string{loc.remote}})
+	var head string
+	err = withDeadline(ctx, DefaultRemoteTimeout, "list refs", func(ctx context.Context) error {
+		refs, err := listRefs(ctx, remote, loc, a)
+		if err != nil {
+			return err
+		}
+		ref, ok := refs[plumbing.NewBranchReferenceName(branch)]
+		if !ok {
+			return fmt.Errorf("branch %s: %w", branch, ErrRevisionNotFound)
+		}
+		head = ref.Hash().String()
+		return nil
+	})
+	return head, err
 }
