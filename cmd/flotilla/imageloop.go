@@ -24,7 +24,11 @@ var _ apiwire.ImageStatuses = (*imagewrite.Loop)(nil)
 func newImageLoop(o *controllerOptions, ctl *reconcile.Controller, ls *lease.Lease, broker *events.Broker, m *metrics.Metrics, logger *slog.Logger) *imagewrite.Loop {
 	loop := &imagewrite.Loop{
 		Updater: &imagewrite.Updater{
-			Registry:   registryclient.New(registryclient.Options{Logger: logger}),
+			// Answers are shared for the shortest interval an application
+			// may ask for: an image costs at most one query a minute
+			// however many applications and services use it, and no
+			// application sees answers older than its own interval.
+			Registry:   registryclient.New(registryclient.Options{Interval: application.MinImageInterval, Logger: logger}),
 			Logger:     logger,
 			ScratchDir: filepath.Join(o.dataDir, "image-commits"),
 		},
