@@ -35,20 +35,21 @@ func TestImageUpdateIsCommittedAndThenDeployed(t *testing.T) {
 	swarmtest.Cleanup(t, stack)
 	ctx := context.Background()
 	docker := swarmtest.Client(t)
-	for _, tag := range []string{"1.0.0", "1.1.0"} {
-		local := "flotilla-test/app:1"
-		if tag == "1.1.0" {
-			local = "flotilla-test/app:2"
-		}
-		target := reg.Ref(stack, tag)
-		if _, err := docker.ImageTag(ctx, client.ImageTagOptions{Source: local, Target: target}); err != nil {
+	for _, im := range []struct{ repo, tag, local string }{
+		{stack, "1.0.0", "flotilla-test/app:1"},
+		{stack, "1.1.0", "flotilla-test/app:2"},
+		{stack + "-jobs", "build-9", "flotilla-test/app:1"},
+		{stack + "-jobs", "build-10", "flotilla-test/app:2"},
+	} {
+		target := reg.Ref(im.repo, im.tag)
+		if _, err := docker.ImageTag(ctx, client.ImageTagOptions{Source: im.local, Target: target}); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
 			// Only the name this test added; the image stays under its own.
 			_, _ = docker.ImageRemove(context.Background(), target, client.ImageRemoveOptions{})
 		})
-		reg.Push(t, stack, tag, registrytest.Image{Content: tag})
+		reg.Push(t, im.repo, im.tag, registrytest.Image{Content: im.tag})
 	}
 
 	compose := fmt.Sprintf(`services:
@@ -57,7 +58,11 @@ func TestImageUpdateIsCommittedAndThenDeployed(t *testing.T) {
     image: %s
     command: ["serve", ":8080"]
     stop_grace_period: 1s
-`, reg.Ref(stack, "1.0.0"))
+  jobs:
+    image: '%s' # newest build
+    command: ["serve", ":8081"]
+    stop_grace_period: 1s
+`, reg.Ref(stack, "1.0.0"), reg.Ref(stack+"-jobs", "build-9"))
 	src := gittest.New(t)
 	src.Commit("initial", map[string]string{"deploy/compose.yaml": compose})
 	origin := filepath.Join(t.TempDir(), "origin.git")
@@ -87,6 +92,11 @@ applications:
           compose:
             - file: compose.yaml
               services: [web]
+        - image: %[3]s/%[1]s-jobs
+          pattern: 'build-(\d+)'
+          compose:
+            - file: compose.yaml
+              services: [jobs]
 `, stack, origin, reg.Host)), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -97,14 +107,16 @@ applications:
 	const token = "e2e-images-admin-token-0123456789"
 	startController(t, appsFile, "e2eimg", []string{"FLOTILLA_ADMIN_TOKEN=" + token}, "--listen", addr, "--log-level", "info")
 
-	swarmtest.Eventually(t, 90*time.Second, func() (bool, string) {
-		s, err := docker.ServiceInspect(ctx, stack+"_web", client.ServiceInspectOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		img := s.Service.Spec.TaskTemplate.ContainerSpec.Image
-		return img == reg.Ref(stack, "1.1.0"), img
-	})
+	for svc, want := range map[string]string{"web": reg.Ref(stack, "1.1.0"), "jobs": reg.Ref(stack+"-jobs", "build-10")} {
+		swarmtest.Eventually(t, 90*time.Second, func() (bool, string) {
+			s, err := docker.ServiceInspect(ctx, stack+"_"+svc, client.ServiceInspectOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			img := s.Service.Spec.TaskTemplate.ContainerSpec.Image
+			return img == want, svc + ": " + img
+		})
+	}
 	repo, err := git.PlainOpen(origin)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +134,7 @@ applications:
 	}
 	f, _ := head.File("deploy/compose.yaml")
 	got, _ := f.Contents()
-	if want := strings.Replace(compose, ":1.0.0", ":1.1.0", 1); got != want {
+	if want := strings.Replace(strings.Replace(compose, ":1.0.0", ":1.1.0", 1), ":build-9'", ":build-10'", 1); got != want {
 		t.Fatalf("compose.yaml:\n%s\nwant\n%s", got, want)
 	}
 	// The application's status says what image automation did.
@@ -141,7 +153,7 @@ applications:
 		}
 		return st.Images != nil && st.Images.LastCommit == head.Hash.String(), fmt.Sprintf("%+v", st.Images)
 	})
-	if f := st.Images.Fields; len(f) != 1 || f[0].Field != "services.web.image" || f[0].Newest != "1.1.0" {
+	if f := st.Images.Fields; len(f) != 2 || f[0].Field != "services.web.image" || f[0].Newest != "1.1.0" || f[1].Newest != "build-10" {
 		t.Fatalf("image fields in the status: %+v", f)
 	}
 	// A second plan finds nothing to commit.
