@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
@@ -160,4 +162,96 @@ applications:
 	if out, code := (cli{t: t, bin: flotillaBinary(t)}).run("image", "plan", "-f", appsFile); code != 0 || !strings.Contains(out, "nothing to commit") {
 		t.Fatalf("second plan: exit %d\n%s", code, out)
 	}
+}
+
+// A digest policy pins a moving tag to what the registry says it points at
+// now, and the pinned reference deploys: the image was pushed to the
+// registry by the daemon itself (docker push to a loopback registry is
+// allowed over plain HTTP), so the node knows it by that digest and pulls
+// nothing.
+func TestImageDigestPinIsCommittedAndDeployed(t *testing.T) {
+	swarmtest.Need(t)
+	if os.Getenv("FLOTILLA_ENGINE_NETNS") != "" {
+		// That engine's loopback is not the test's: it cannot push to
+		// the registry the test runs. The tag and pattern test above
+		// covers the engine; this one needs the daemon's own push.
+		t.Skip("the engine under test runs in its own network namespace and cannot reach the test's loopback registry")
+	}
+	t.Parallel()
+	reg := registrytest.Start(t, registrytest.Options{})
+	stack := swarmtest.Name(t, "imgd")
+	swarmtest.Cleanup(t, stack)
+	ctx := context.Background()
+	docker := swarmtest.Client(t)
+	moving := reg.Ref(stack, "stable")
+	if _, err := docker.ImageTag(ctx, client.ImageTagOptions{Source: "flotilla-test/app:2", Target: moving}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = docker.ImageRemove(context.Background(), moving, client.ImageRemoveOptions{}) })
+	push, err := docker.ImagePush(ctx, moving, client.ImagePushOptions{RegistryAuth: "e30="}) // {}: anonymous
+	if err != nil {
+		t.Fatal(err)
+	}
+	progress, err := io.ReadAll(push)
+	push.Close()
+	if err != nil || strings.Contains(string(progress), `"error"`) {
+		t.Fatalf("docker push %s: %v\n%s", moving, err, progress)
+	}
+	inspect, err := docker.ImageInspect(ctx, moving)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pinned string
+	for _, d := range inspect.RepoDigests {
+		if strings.HasPrefix(d, reg.Host+"/"+stack+"@") {
+			pinned = moving + d[strings.IndexByte(d, '@'):]
+		}
+	}
+	if pinned == "" {
+		t.Fatalf("the daemon recorded no digest for %s: %v", moving, inspect.RepoDigests)
+	}
+
+	src := gittest.New(t)
+	src.Commit("initial", map[string]string{"compose.yaml": fmt.Sprintf("services:\n  web:\n    image: %s\n    command: [\"serve\", \":8080\"]\n    stop_grace_period: 1s\n", moving)})
+	origin := filepath.Join(t.TempDir(), "origin.git")
+	if _, err := git.PlainClone(origin, true, &git.CloneOptions{URL: src.Dir}); err != nil {
+		t.Fatal(err)
+	}
+	appsFile := filepath.Join(t.TempDir(), "applications.yaml")
+	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
+applications:
+  - name: %[1]s
+    source: {repoURL: %[2]s, revision: main}
+    syncPolicy: {automated: {}, interval: 10m}
+    imageUpdates:
+      author: {name: Flotilla E2E, email: e2e@flotilla.invalid}
+      images:
+        - image: %[3]s/%[1]s
+          digest: stable
+          compose: [{file: compose.yaml, services: [web]}]
+`, stack, origin, reg.Host)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startController(t, appsFile, "e2eimgd", nil, "--listen", "", "--log-level", "info")
+	swarmtest.Eventually(t, 90*time.Second, func() (bool, string) {
+		s, err := docker.ServiceInspect(ctx, stack+"_web", client.ServiceInspectOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		img := s.Service.Spec.TaskTemplate.ContainerSpec.Image
+		return img == pinned, img
+	})
+	// The pinned image runs: the node had it by digest.
+	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
+		tasks, err := docker.TaskList(ctx, client.TaskListOptions{Filters: make(client.Filters).Add("service", stack+"_web")})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, task := range tasks.Items {
+			if task.Status.State == swarm.TaskStateRunning {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d tasks, none running: %+v", len(tasks.Items), tasks.Items)
+	})
 }
