@@ -233,7 +233,7 @@ func (c *Client) cached(ctx context.Context, key string, r repo, fetch func(cont
 		return e, nil
 	}
 	c.mu.Unlock()
-	v, err, _ := c.group.Do(key, func() (any, error) {
+	ch := c.group.DoChan(key, func() (any, error) {
 		// A caller that waited on the lock above may find the answer
 		// another just stored.
 		c.mu.Lock()
@@ -260,10 +260,17 @@ func (c *Client) cached(ctx context.Context, key string, r repo, fetch func(cont
 		c.mu.Unlock()
 		return ne, nil
 	})
-	if err != nil {
-		return nil, err
+	// A caller whose context ends stops waiting; the fetch goes on for the
+	// others and for the cache.
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*entry), nil
 	}
-	return v.(*entry), nil
 }
 
 // blocked returns ErrBackoff while host is backed off. c.mu is held.
