@@ -213,10 +213,18 @@ func (c *Client) Digest(ctx context.Context, image, tag string, cred Credential)
 		return "", err
 	}
 	e, err := c.cached(ctx, "digest\x00"+r.host+"/"+r.path+":"+tag+"\x00"+cred.fingerprint(), r, func(ctx context.Context, old *entry) (*entry, error) {
-		return c.fetchDigest(ctx, r, tag, cred, old)
+		e, err := c.fetchDigest(ctx, r, tag, cred, old)
+		if errors.Is(err, ErrNotFound) {
+			// An absent tag is an answer too, shared for the interval.
+			return &entry{}, nil
+		}
+		return e, err
 	})
 	if err != nil {
 		return "", err
+	}
+	if e.digest == "" {
+		return "", fmt.Errorf("%s:%s: %w", r.name, tag, ErrNotFound)
 	}
 	return e.digest, nil
 }
