@@ -28,7 +28,7 @@ func newImageLoop(o *controllerOptions, ctl *reconcile.Controller, ls *lease.Lea
 			// may ask for: an image costs at most one query a minute
 			// however many applications and services use it, and no
 			// application sees answers older than its own interval.
-			Registry:   registryclient.New(registryclient.Options{Interval: application.MinImageInterval, Logger: logger}),
+			Registry:   registryclient.New(registryclient.Options{Interval: application.MinImageInterval, PlainHTTP: o.registryPlainHTTP, Logger: logger}),
 			Logger:     logger,
 			ScratchDir: filepath.Join(o.dataDir, "image-commits"),
 		},
