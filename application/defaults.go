@@ -1,6 +1,9 @@
 package application
 
-import "path"
+import (
+	"path"
+	"strings"
+)
 
 // Defaults fills every field left empty with its documented default, in
 // place, and cleans Source.Path. It is the only place defaults live, so the
@@ -44,6 +47,25 @@ func Defaults(f *File) {
 		}
 		if a.SyncPolicy.Interval.Duration == 0 {
 			a.SyncPolicy.Interval.Duration = DefaultInterval
+		}
+		if iu := a.ImageUpdates; iu != nil {
+			if iu.Interval.Duration == 0 {
+				iu.Interval.Duration = DefaultImageInterval
+			}
+			if iu.Branch == "" {
+				iu.Branch = strings.TrimPrefix(a.Source.Revision, "refs/heads/")
+			}
+			for i := range iu.Images {
+				ip := &iu.Images[i]
+				if ip.Pattern != "" && ip.Order == "" {
+					ip.Order = OrderNumerical
+				}
+				for j := range ip.Values {
+					if ip.Values[j].Form == "" {
+						ip.Values[j].Form = FormReference
+					}
+				}
+			}
 		}
 		if a.SyncPolicy.RetainRotated == nil {
 			n := DefaultRetainRotated

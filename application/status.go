@@ -206,6 +206,37 @@ type Status struct {
 	// Sweep is what the last sweep removed, would remove, or left alone and
 	// why; nil until a sweep has run.
 	Sweep *SweepStatus `json:"sweep,omitempty"`
+
+	// Images is what image automation last did; nil for an application
+	// without imageUpdates, or before its first run.
+	Images *ImageStatus `json:"images,omitempty"`
+}
+
+// ImageStatus is the last run of an application's image policies.
+type ImageStatus struct {
+	// LastRun is when the last run ended.
+	LastRun time.Time `json:"lastRun,omitzero"`
+	// LastCommit is the last commit image automation pushed, and when.
+	LastCommit     string    `json:"lastCommit,omitempty"`
+	LastCommitTime time.Time `json:"lastCommitTime,omitzero"`
+	// LastError is the sanitised error that stopped the last run (a clone
+	// or a push); empty when it ran.
+	LastError string `json:"lastError,omitempty"`
+	// Fields are the marked fields, as the last run found them.
+	Fields []ImageField `json:"fields,omitempty"`
+}
+
+// ImageField is one marked field: the image it follows, its value in git,
+// the newest reference the policy found, and the outcome (update, current,
+// backwards, vanished, no-candidate, error) with its reason.
+type ImageField struct {
+	Image   string `json:"image"`
+	File    string `json:"file"`
+	Field   string `json:"field"`
+	Current string `json:"current,omitempty"`
+	Newest  string `json:"newest,omitempty"`
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // Drift is one field of one service that differs between the repository and

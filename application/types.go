@@ -108,6 +108,10 @@ type Application struct {
 	// Feedback. Default: none.
 	Feedback *Feedback `yaml:"feedback,omitempty"`
 
+	// ImageUpdates commits newer image tags or digests to the source
+	// repository; see ImageUpdates. Default: none.
+	ImageUpdates *ImageUpdates `yaml:"imageUpdates,omitempty"`
+
 	// Generated is set on an application an ApplicationSet made; it is
 	// never read from the file.
 	Generated *Generated `yaml:"-"`
@@ -461,6 +465,7 @@ func NotificationEvents() []events.Type {
 		events.SyncStarted, events.SyncSucceeded, events.SyncFailed,
 		events.DriftDetected, events.DriftCorrected, events.OutOfBandChange,
 		events.HealthChanged, events.Pruned, events.HookRan, events.RolledBack, events.RolloutStep,
+		events.ImageCommitted, events.ImageHeld,
 	}
 }
 

@@ -187,6 +187,7 @@ func (c *checker) application(a *Application, p string) {
 	}
 	c.sops(app, p, a.SOPS)
 	c.feedback(app, p, a)
+	c.imageUpdates(app, p, a)
 }
 
 // sops checks the sops settings at field p of an application (app) or a

@@ -54,6 +54,15 @@ const (
 	// blue/green rollout took a step that was deployed (Data "action",
 	// "phase", "step", "weight"; an abort's "metric" and "values").
 	RolloutStep Type = "rollout.step"
+	// ImageCommitted is published when image automation pushed a commit
+	// of new image references (Revision is the commit, Message its
+	// subject, Data "updates" the number of fields written).
+	ImageCommitted Type = "image.committed"
+	// ImageHeld is published when a marked image field is held back: its
+	// tag went backwards or vanished, or it could not be decided (Data
+	// "image", "file", "field", "outcome"). It is published when the
+	// reason appears or changes, not on every interval.
+	ImageHeld Type = "image.held"
 )
 
 // Markers a Broker itself puts into a subscription. They are never
@@ -74,7 +83,7 @@ const (
 func (t Type) Valid() bool {
 	switch t {
 	case SyncStarted, SyncSucceeded, SyncFailed, DriftDetected, DriftCorrected,
-		OutOfBandChange, HealthChanged, Pruned, HookRan, RolledBack, ConfigRejected, GeneratedRefused, AuditRecorded, RolloutStep, Lagged, Gap:
+		OutOfBandChange, HealthChanged, Pruned, HookRan, RolledBack, ConfigRejected, GeneratedRefused, AuditRecorded, RolloutStep, ImageCommitted, ImageHeld, Lagged, Gap:
 		return true
 	}
 	return false

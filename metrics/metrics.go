@@ -82,6 +82,9 @@ type Metrics struct {
 	rolloutWeight    *prometheus.GaugeVec
 	rolloutSteps     *prometheus.CounterVec
 	buildInfo        *prometheus.GaugeVec
+	imageFields      *prometheus.GaugeVec
+	imageCommits     *prometheus.CounterVec
+	imageRuns        *prometheus.CounterVec
 }
 
 // New returns Metrics registered on a fresh registry, together with the Go
@@ -161,7 +164,19 @@ func New() *Metrics {
 			Help: "Always 1; its labels name the running build: version (as released) and goversion (the Go toolchain).",
 		}, []string{"version", "goversion"}),
 	}
-	m.reg.MustRegister(m.rolloutWeight, m.rolloutSteps)
+	m.imageFields = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "flotilla_image_fields",
+		Help: "Fields marked by image policies, per application and outcome of the last run (update, current, backwards, vanished, no-candidate, error).",
+	}, []string{"app", "outcome"})
+	m.imageCommits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flotilla_image_commits_total",
+		Help: "Commits of new image references pushed, per application.",
+	}, []string{"app"})
+	m.imageRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flotilla_image_runs_total",
+		Help: "Runs of an application's image policies, by result (ok, failed).",
+	}, []string{"app", "result"})
+	m.reg.MustRegister(m.rolloutWeight, m.rolloutSteps, m.imageFields, m.imageCommits, m.imageRuns)
 	m.reg.MustRegister(
 		m.syncStatus, m.healthStatus, m.reconcileSeconds, m.stepSeconds, m.gitFetchSeconds, m.gitFetchErrors,
 		m.dockerRequests, m.swarmWrites, m.driftFields, m.webhooks, m.forgePosts, m.chartFetches, m.chartBytes, m.swarmReachable, m.buildInfo,
@@ -252,6 +267,36 @@ func (m *Metrics) ForgetApp(app string) {
 	// rollout have these series, so the scan is short.
 	m.rolloutWeight.DeletePartialMatch(prometheus.Labels{"app": app})
 	m.rolloutSteps.DeletePartialMatch(prometheus.Labels{"app": app})
+	for _, o := range ImageOutcomes {
+		m.imageFields.DeleteLabelValues(app, o)
+	}
+	m.imageCommits.DeleteLabelValues(app)
+	m.imageRuns.DeleteLabelValues(app, "ok")
+	m.imageRuns.DeleteLabelValues(app, "failed")
+}
+
+// ImageOutcomes are the outcome labels of flotilla_image_fields: the
+// imagepolicy outcomes and "error".
+var ImageOutcomes = []string{"update", "current", "backwards", "vanished", "no-candidate", "error"}
+
+// ObserveImageRun records one run of app's image policies: how many marked
+// fields ended in each outcome (every label of ImageOutcomes is set, 0 for
+// those absent), whether it committed, and whether it failed as a whole.
+func (m *Metrics) ObserveImageRun(app string, fields map[string]int, committed, failed bool) {
+	if m == nil {
+		return
+	}
+	if failed {
+		m.imageRuns.WithLabelValues(app, "failed").Inc()
+		return
+	}
+	m.imageRuns.WithLabelValues(app, "ok").Inc()
+	for _, o := range ImageOutcomes {
+		m.imageFields.WithLabelValues(app, o).Set(float64(fields[o]))
+	}
+	if committed {
+		m.imageCommits.WithLabelValues(app).Inc()
+	}
 }
 
 // ObserveReconcile records how long one pass of app took and how it ended.

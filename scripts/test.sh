@@ -39,7 +39,7 @@ bash scripts/build-test-image.sh
 # from their Go modules and cached; on a cold machine the builds run side by
 # side (scripts/prebuild.sh), and each step below then finds its build done.
 step "servers and the current engine (built once from Go modules, cached; side by side)"
-time bash scripts/prebuild.sh gitea traefik prometheus engine
+time bash scripts/prebuild.sh gitea traefik prometheus registry engine
 
 # The preview tests talk to a real forge: Gitea, built once from its Go
 # module and cached (scripts/gitea.sh); without it they would fail, not skip.
@@ -63,6 +63,14 @@ step "prometheus (the real server of the analysis's query test; cached after the
 eval "$(bash scripts/prometheus.sh | sed 's/^/export /')"
 export FLOTILLA_REQUIRE_PROMETHEUS=1
 echo "prometheus: $FLOTILLA_PROMETHEUS ($("$FLOTILLA_PROMETHEUS" --version 2>/dev/null | head -1))"
+
+# Image automation is tested against a real registry (CNCF Distribution),
+# built once from its Go module and cached (scripts/registry.sh); without it
+# the registry tests would fail, not skip.
+step "registry (the real registry of the image automation tests; cached after the first build)"
+eval "$(bash scripts/registry.sh | sed 's/^/export /')"
+export FLOTILLA_REQUIRE_REGISTRY=1
+echo "registry: $FLOTILLA_REGISTRY ($("$FLOTILLA_REGISTRY" --version 2>/dev/null | head -1))"
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))

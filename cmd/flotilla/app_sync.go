@@ -369,6 +369,10 @@ func describeEvent(e events.Event) string {
 		what = "audited"
 	case events.RolloutStep:
 		what = "rollout"
+	case events.ImageCommitted:
+		what = "image update committed"
+	case events.ImageHeld:
+		what = "image update held back"
 	case events.Lagged, events.Gap:
 		what = "event stream interrupted"
 	}

@@ -82,6 +82,10 @@ type controllerOptions struct {
 	shutdownTimeout time.Duration
 	http            httpTimeouts
 
+	// registryPlainHTTP lists the registries (host:port) image automation
+	// speaks plain HTTP to besides loopback ones.
+	registryPlainHTTP []string
+
 	// A highly available pair (leading.go).
 	ha            bool
 	haID          string
@@ -175,6 +179,7 @@ redeploys nothing.`,
 	f.DurationVar(&o.leaseDuration, "lease-duration", lease.DefaultDuration, "with --ha, how long the leader lease lasts after each renewal; a standby takes over within two of them after the leader dies, and a leader that cannot renew stops writing a fifth of one before it runs out")
 	o.memoryLimit = memoryLimit{auto: true}
 	f.Var(&o.memoryLimit, "soft-memory-limit", "the Go runtime's soft memory limit: auto keeps it half as much again as the live heap and at least 64MiB, so the heap stays near what it holds rather than twice it; a size (such as 256MiB) fixes it; off leaves Go's default. GOMEMLIMIT, when set, wins")
+	f.StringSliceVar(&o.registryPlainHTTP, "registry-plain-http", nil, "registries (host:port) image automation reads tags from over plain HTTP; loopback registries always are, every other over HTTPS")
 	f.BoolVar(&o.once, "once", false, "run one pass per application (applying even manual ones is NOT implied), print a summary and exit; exit 1 if any pass failed")
 	return cmd
 }
@@ -365,6 +370,10 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		return nil
 	}
 	logger.Info("controller started", "component", "controller", "applications", len(apps), "controller_id", o.controllerID)
+	// Image automation commits to the applications' repositories on its
+	// own intervals; the passes deploy what it committed.
+	images := newImageLoop(o, ctl, ls, broker, m, logger)
+	go images.Run(ctx)
 	// Notifications follow the event stream on their own goroutines, so a
 	// slow sink never holds up a pass.
 	notifier, err := notify.New(file.Notifications, notify.Options{Logger: logger, AttemptTimeout: o.notifyTimeout})
@@ -386,7 +395,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	if o.listen != "" {
 		r.handler = func(stopping <-chan struct{}) http.Handler {
 			return api.New(api.Options{
-				Controller:    apiwire.New(ctl).WithSwarms(reg),
+				Controller:    apiwire.New(ctl).WithSwarms(reg).WithImages(images),
 				ConfigProblem: rl.problem,
 				Events:        broker,
 				Metrics:       m,

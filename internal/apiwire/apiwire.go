@@ -25,6 +25,27 @@ import (
 type Controller struct {
 	ctl    *reconcile.Controller
 	swarms *swarms.Registry // nil: no swarm listing
+	images ImageStatuses    // nil: no image automation status
+}
+
+// ImageStatuses is what image automation (imagewrite.Loop) last did per
+// application.
+type ImageStatuses interface {
+	ImageStatus(app string) *application.ImageStatus
+}
+
+// WithImages adds each application's image automation status to the
+// statuses the API serves.
+func (a Controller) WithImages(s ImageStatuses) Controller {
+	a.images = s
+	return a
+}
+
+func (a Controller) withImages(st application.Status) application.Status {
+	if a.images != nil {
+		st.Images = a.images.ImageStatus(st.Name)
+	}
+	return st
 }
 
 // New wraps ctl for api.Options.Controller.
@@ -86,9 +107,23 @@ func (a Controller) WebhookTargets() []api.WebhookTarget {
 	return out
 }
 
-func (a Controller) Statuses() []application.Status { return a.ctl.Statuses() }
+// Statuses are the reconciler's, with image automation's added.
+func (a Controller) Statuses() []application.Status {
+	out := a.ctl.Statuses()
+	for i := range out {
+		out[i] = a.withImages(out[i])
+	}
+	return out
+}
 
-func (a Controller) Status(name string) (application.Status, bool) { return a.ctl.Status(name) }
+// Status is the reconciler's, with image automation's added.
+func (a Controller) Status(name string) (application.Status, bool) {
+	st, ok := a.ctl.Status(name)
+	if ok {
+		st = a.withImages(st)
+	}
+	return st, ok
+}
 
 func (a Controller) Refresh(name string) error { return apiErr(a.ctl.Refresh(name)) }
 

@@ -1,0 +1,339 @@
+// Package registryclient asks container registries, over the Docker
+// Registry HTTP API v2 (the OCI distribution API), which tags an image
+// repository has and which digest a tag points at. Image automation calls
+// it before imagepolicy decides; it is the only part of Flotilla that talks
+// to registries.
+//
+// It is polite by construction: one answer per image, credential and
+// interval is shared by every caller (however many services or
+// applications use the image), concurrent askers wait for the one request
+// in flight, revalidation sends the last ETag, and a registry that answers
+// 429, fails, or reports through Docker Hub's RateLimit headers that its
+// budget is spent is left alone until the time it asked for (or an
+// exponential backoff) has passed.
+package registryclient
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/distribution/reference"
+	"golang.org/x/sync/singleflight"
+)
+
+// Sentinels; errors wrap them.
+var (
+	// ErrNotFound: the repository or tag does not exist (or the
+	// credential may not see it).
+	ErrNotFound = errors.New("not found in the registry")
+	// ErrBackoff: the registry is not asked until the time the error
+	// names, after a 429, a failure, or a spent rate limit.
+	ErrBackoff = errors.New("registry backing off")
+	// ErrUnauthorized: the registry refused the credential.
+	ErrUnauthorized = errors.New("registry refused the credentials")
+)
+
+// Credential is what a registry is authenticated with; the zero value is
+// anonymous. Its values never appear in errors or logs.
+type Credential struct {
+	Username, Password string
+	// IdentityToken is an OAuth2 refresh token (docker login with a
+	// token-based registry); RegistryToken a bearer token used as is.
+	IdentityToken, RegistryToken string
+}
+
+func (c Credential) fingerprint() string {
+	if c == (Credential{}) {
+		return "anonymous"
+	}
+	h := sha256.Sum256([]byte(c.Username + "\x00" + c.Password + "\x00" + c.IdentityToken + "\x00" + c.RegistryToken))
+	return hex.EncodeToString(h[:8])
+}
+
+// Options configure a Client.
+type Options struct {
+	// HTTP is the client requests go through. Default: a client with a
+	// 30s timeout.
+	HTTP *http.Client
+	// Interval is how long an answer is reused before the registry is
+	// asked again. Default 5m.
+	Interval time.Duration
+	// PlainHTTP lists registry hosts (host:port) spoken to over plain
+	// HTTP. Loopback registries always are, as docker allows them.
+	PlainHTTP []string
+	// MinBackoff and MaxBackoff bound the wait after a failure. Defaults
+	// 10s and 10m.
+	MinBackoff, MaxBackoff time.Duration
+	// PageSize is the n asked per page of a tags list. Default 1000;
+	// registries may answer fewer and link the next page.
+	PageSize int
+	Logger   *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Client queries registries; safe for concurrent use. One Client should
+// serve the whole controller so that its cache and backoff are shared.
+type Client struct {
+	opts  Options
+	group singleflight.Group
+
+	mu     sync.Mutex
+	cache  map[string]*entry
+	hosts  map[string]*hostState
+	tokens map[string]token
+}
+
+// entry is one cached answer.
+type entry struct {
+	tags    []string
+	digest  string
+	etag    string
+	fetched time.Time
+}
+
+type token struct {
+	value   string
+	expires time.Time
+}
+
+// hostState is what the client knows of one registry's patience.
+type hostState struct {
+	until    time.Time // not asked before this
+	failures int
+	cause    string
+	// limit and remaining are the last RateLimit headers seen; -1 when
+	// the registry sends none.
+	limit, remaining int
+}
+
+// New returns a Client.
+func New(opts Options) *Client {
+	if opts.HTTP == nil {
+		opts.HTTP = &http.Client{Timeout: 30 * time.Second}
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = 5 * time.Minute
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 10 * time.Second
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 10 * time.Minute
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = 1000
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	opts.Logger = opts.Logger.With("component", "registryclient")
+	return &Client{
+		opts:   opts,
+		cache:  map[string]*entry{},
+		hosts:  map[string]*hostState{},
+		tokens: map[string]token{},
+	}
+}
+
+// repo is an image repository resolved to the API host and path.
+type repo struct {
+	host   string // API host (registry-1.docker.io for Docker Hub)
+	path   string // repository path (library/nginx)
+	scheme string
+	name   string // for messages: the familiar name
+}
+
+func (c *Client) parse(image string) (repo, error) {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return repo{}, fmt.Errorf("image %q: %w", image, err)
+	}
+	host := reference.Domain(named)
+	if host == "docker.io" {
+		host = "registry-1.docker.io"
+	}
+	r := repo{host: host, path: reference.Path(named), scheme: "https", name: reference.FamiliarName(named)}
+	if c.plain(host) {
+		r.scheme = "http"
+	}
+	return r, nil
+}
+
+func (c *Client) plain(host string) bool {
+	for _, h := range c.opts.PlainHTTP {
+		if strings.EqualFold(h, host) {
+			return true
+		}
+	}
+	hostname := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		hostname = h
+	}
+	if hostname == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(hostname, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// Tags lists the tags of image's repository, every page of them.
+func (c *Client) Tags(ctx context.Context, image string, cred Credential) ([]string, error) {
+	r, err := c.parse(image)
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.cached(ctx, "tags\x00"+r.host+"/"+r.path+"\x00"+cred.fingerprint(), r, func(ctx context.Context, old *entry) (*entry, error) {
+		return c.fetchTags(ctx, r, cred, old)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append([]string(nil), e.tags...), nil
+}
+
+// Digest returns the digest tag points at in image's repository: the
+// manifest's, or for a multi-architecture image the index's, which is the
+// digest docker pins a service to.
+func (c *Client) Digest(ctx context.Context, image, tag string, cred Credential) (string, error) {
+	r, err := c.parse(image)
+	if err != nil {
+		return "", err
+	}
+	e, err := c.cached(ctx, "digest\x00"+r.host+"/"+r.path+":"+tag+"\x00"+cred.fingerprint(), r, func(ctx context.Context, old *entry) (*entry, error) {
+		e, err := c.fetchDigest(ctx, r, tag, cred, old)
+		if errors.Is(err, ErrNotFound) {
+			// An absent tag is an answer too, shared for the interval.
+			return &entry{}, nil
+		}
+		return e, err
+	})
+	if err != nil {
+		return "", err
+	}
+	if e.digest == "" {
+		return "", fmt.Errorf("%s:%s: %w", r.name, tag, ErrNotFound)
+	}
+	return e.digest, nil
+}
+
+// cached returns the entry under key while it is younger than the
+// interval; otherwise one caller fetches (the others wait for it) and the
+// result is stored. A failed fetch stores nothing but backs the host off.
+func (c *Client) cached(ctx context.Context, key string, r repo, fetch func(context.Context, *entry) (*entry, error)) (*entry, error) {
+	c.mu.Lock()
+	e := c.cache[key]
+	now := c.opts.Now()
+	if e != nil && now.Sub(e.fetched) < c.opts.Interval {
+		c.mu.Unlock()
+		return e, nil
+	}
+	c.mu.Unlock()
+	ch := c.group.DoChan(key, func() (any, error) {
+		// A caller that waited on the lock above may find the answer
+		// another just stored.
+		c.mu.Lock()
+		e := c.cache[key]
+		if e != nil && c.opts.Now().Sub(e.fetched) < c.opts.Interval {
+			c.mu.Unlock()
+			return e, nil
+		}
+		if err := c.blocked(r.host); err != nil {
+			c.mu.Unlock()
+			return nil, fmt.Errorf("%s: %w", r.name, err)
+		}
+		c.mu.Unlock()
+		// The fetch is not tied to one caller's context: others wait on it.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		ne, err := fetch(fctx, e)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.name, err)
+		}
+		ne.fetched = c.opts.Now()
+		c.mu.Lock()
+		c.cache[key] = ne
+		c.mu.Unlock()
+		return ne, nil
+	})
+	// A caller whose context ends stops waiting; the fetch goes on for the
+	// others and for the cache.
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*entry), nil
+	}
+}
+
+// blocked returns ErrBackoff while host is backed off. c.mu is held.
+func (c *Client) blocked(host string) error {
+	h := c.hosts[host]
+	if h == nil || !c.opts.Now().Before(h.until) {
+		return nil
+	}
+	return fmt.Errorf("%w until %s (%s)", ErrBackoff, h.until.UTC().Format(time.RFC3339), h.cause)
+}
+
+func (c *Client) host(host string) *hostState {
+	h := c.hosts[host]
+	if h == nil {
+		h = &hostState{limit: -1, remaining: -1}
+		c.hosts[host] = h
+	}
+	return h
+}
+
+// fail backs host off: until retryAfter when the registry named a time,
+// else exponentially from MinBackoff to MaxBackoff.
+func (c *Client) fail(host, cause string, retryAfter time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.host(host)
+	h.failures++
+	wait := retryAfter
+	if wait <= 0 {
+		wait = c.opts.MinBackoff << min(h.failures-1, 16)
+		wait = min(wait, c.opts.MaxBackoff)
+	}
+	h.until = c.opts.Now().Add(wait)
+	h.cause = cause
+	c.opts.Logger.Warn("registry backing off; its images are not checked until then", "registry", host, "until", h.until, "error", cause)
+}
+
+func (c *Client) succeeded(host string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.host(host)
+	h.failures = 0
+	if h.remaining != 0 {
+		h.until = time.Time{}
+	}
+}
+
+// RateLimit reports the last Docker Hub style rate limit host announced;
+// ok is false when it sent none.
+func (c *Client) RateLimit(host string) (limit, remaining int, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.hosts[host]
+	if h == nil || h.limit < 0 {
+		return 0, 0, false
+	}
+	return h.limit, h.remaining, true
+}
