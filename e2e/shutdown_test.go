@@ -55,9 +55,23 @@ type stoppable struct {
 // and environment; its process is killed at cleanup if a test left it.
 func startController(t *testing.T, appsFile, id string, env []string, flags ...string) *stoppable {
 	t.Helper()
-	args := append([]string{"controller", "--config", appsFile, "--data", filepath.Join(t.TempDir(), "data"),
+	cmd := exec.Command(flotillaBinary(t), controllerArgs(t, appsFile, id, flags)...)
+	cmd.Env = append(os.Environ(), env...)
+	return startProcess(t, cmd)
+}
+
+func controllerArgs(t *testing.T, appsFile, id string, flags []string) []string {
+	return append([]string{"controller", "--config", appsFile, "--data", filepath.Join(t.TempDir(), "data"),
 		"--controller-id", id, "--log-level", "debug"}, flags...)
-	cmd := exec.Command(flotillaBinary(t), args...)
+}
+
+// startControllerOnDaemonNet is startController run where the daemon's
+// host network is (swarmtest.Command): in the engine's network namespace
+// for an engine started by engine-up.sh, so the controller reaches what
+// listens there (swarmtest.ListenTCP).
+func startControllerOnDaemonNet(t *testing.T, appsFile, id string, env []string, flags ...string) *stoppable {
+	t.Helper()
+	cmd := swarmtest.Command(flotillaBinary(t), controllerArgs(t, appsFile, id, flags)...)
 	cmd.Env = append(os.Environ(), env...)
 	return startProcess(t, cmd)
 }

@@ -24,6 +24,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 )
 
 // Options configure Start.
@@ -33,6 +35,11 @@ type Options struct {
 	// User and Password.
 	Token          bool
 	User, Password string
+	// DaemonSide serves the counting proxy where the daemon's host
+	// network is (swarmtest.ListenTCP): an engine in a network namespace
+	// of its own can then push to it, and so can a controller run there
+	// (swarmtest.Command). For the main daemon it changes nothing.
+	DaemonSide bool
 }
 
 // Registry is a running registry.
@@ -132,7 +139,11 @@ http:
 		r.mu.Unlock()
 		return nil
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	listen := func() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+	if opts.DaemonSide {
+		listen = swarmtest.ListenTCP
+	}
+	l, err := listen()
 	if err != nil {
 		t.Fatal(err)
 	}
