@@ -91,7 +91,14 @@ type Client struct {
 	cache  map[string]*entry
 	hosts  map[string]*hostState
 	tokens map[string]token
+	pruned time.Time // when forget last ran
 }
+
+// forgetAfter is how long an answer nobody asks for again is kept (for its
+// ETag): a policy removed from the applications file, or an image no longer
+// followed, leaves its tags list, token and host state behind for at most
+// this long, so the client's memory follows what is followed now.
+const forgetAfter = 24 * time.Hour
 
 // entry is one cached answer.
 type entry struct {
@@ -265,6 +272,7 @@ func (c *Client) cached(ctx context.Context, key string, r repo, fetch func(cont
 		ne.fetched = c.opts.Now()
 		c.mu.Lock()
 		c.cache[key] = ne
+		c.forget(ne.fetched)
 		c.mu.Unlock()
 		return ne, nil
 	})
@@ -278,6 +286,31 @@ func (c *Client) cached(ctx context.Context, key string, r repo, fetch func(cont
 			return nil, r.Err
 		}
 		return r.Val.(*entry), nil
+	}
+}
+
+// forget drops, at most once an hour, the answers fetched more than
+// forgetAfter ago, the expired tokens and the state of hosts that are
+// neither backed off nor rate-limited. c.mu is held.
+func (c *Client) forget(now time.Time) {
+	if now.Sub(c.pruned) < time.Hour {
+		return
+	}
+	c.pruned = now
+	for k, e := range c.cache {
+		if now.Sub(e.fetched) > forgetAfter {
+			delete(c.cache, k)
+		}
+	}
+	for k, t := range c.tokens {
+		if !now.Before(t.expires) {
+			delete(c.tokens, k)
+		}
+	}
+	for k, h := range c.hosts {
+		if h.failures == 0 && !now.Before(h.until) && h.remaining != 0 {
+			delete(c.hosts, k)
+		}
 	}
 }
 
