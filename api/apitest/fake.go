@@ -130,6 +130,16 @@ func (c *Controller) SetRollouts(app string, rs []application.RolloutStatus) {
 	c.apps[app] = st
 }
 
+// SetImages sets what an application's status says of its image updates
+// (nil: the application has none).
+func (c *Controller) SetImages(app string, im *application.ImageStatus) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.apps[app]
+	st.Images = im
+	c.apps[app] = st
+}
+
 // RolloutCommand records "app/service command" and, as the controller
 // does, shows it as the rollout's Pending command until RunPass.
 func (c *Controller) RolloutCommand(app, service, command string) error {

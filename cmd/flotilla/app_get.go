@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -102,7 +104,68 @@ func printStatus(w io.Writer, st application.Status, now time.Time) error {
 			return err
 		}
 	}
+	if err := printImages(w, st.Images, now); err != nil {
+		return err
+	}
 	return printHooks(w, st.Hooks, now)
+}
+
+// heldOutcomes are the image outcomes that wrote nothing and wait for the
+// registry or the policy to change (see docs/images.md).
+var heldOutcomes = map[string]bool{"backwards": true, "vanished": true, "no-candidate": true, "error": true}
+
+// printImages writes what image automation last did: when it ran, its last
+// commit and error, and each marked field with its value in git, the
+// newest reference found and the outcome. Nothing for an application
+// without image updates.
+func printImages(w io.Writer, im *application.ImageStatus, now time.Time) error {
+	if im == nil {
+		return nil
+	}
+	fmt.Fprintln(w)
+	summary := "Image updates: last run " + ago(now, im.LastRun)
+	if im.LastCommit != "" {
+		summary += "; last commit " + shortSHA(termSafe(im.LastCommit))
+		if !im.LastCommitTime.IsZero() {
+			summary += " (" + ago(now, im.LastCommitTime) + ")"
+		}
+	}
+	fmt.Fprintln(w, summary)
+	if im.LastError != "" {
+		fmt.Fprintln(w, "Image error: "+oneLine(termSafe(im.LastError), 200))
+	}
+	if len(im.Fields) == 0 {
+		return nil
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "IMAGE\tFILE\tFIELD\tCURRENT\tNEWEST\tOUTCOME\tREASON")
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return oneLine(termSafe(s), 100)
+	}
+	for _, f := range im.Fields {
+		outcome := dash(f.Outcome)
+		if heldOutcomes[f.Outcome] && f.Outcome != "error" {
+			outcome += " (held)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash(f.Image), dash(f.File), dash(f.Field),
+			dash(f.Current), dash(f.Newest), outcome, oneLine(termSafe(f.Reason), 70))
+	}
+	return tw.Flush()
+}
+
+// termSafe replaces control characters other than whitespace: a tag or an
+// error comes from a registry or a git remote, and an escape sequence in it
+// must not reach the terminal.
+func termSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) && !unicode.IsSpace(r) {
+			return unicode.ReplacementChar
+		}
+		return r
+	}, s)
 }
 
 // printHooks writes the hook jobs as a table in the order they run, and

@@ -1,7 +1,8 @@
 // Flotilla operator UI: one application's view. Its status, the resource
 // tree, a side-by-side diff (against the live swarm or a recorded revision),
 // history with a confirmed rollback, sync with a dry-run preview, a live
-// timeline and the service logs; rollout.js adds the rollouts panel.
+// timeline and the service logs; rollout.js adds the rollouts panel,
+// images.js the image updates panel.
 //
 // It uses app.js's helpers (el, api, state, enc, ...), which exist by the
 // time anything here runs: this file only defines functions and state, and
@@ -93,6 +94,7 @@ function renderDetail(name) {
     actions(a),
     syncPanel(a),
     rolloutPanel(a), // rollout.js
+    imagesPanel(a), // images.js
     hooksSection(a),
     el('h3', {}, 'Services'),
     table(['Service', 'Health', 'Running', 'Message'], services, 'No services reported.'),
