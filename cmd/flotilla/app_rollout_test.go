@@ -95,3 +95,28 @@ func TestAppRolloutWaitsForThePassThatDeploysTheCommand(t *testing.T) {
 		t.Fatalf("after the pass, want the rollout without a pending command:\n%s", s)
 	}
 }
+
+// Tables print what repositories, routers and tasks wrote: an escape
+// sequence in a rollout's reason must not reach the terminal, while JSON
+// keeps the value exactly (escaped).
+func TestTablesNeverPassControlCharactersToTheTerminal(t *testing.T) {
+	e := newCLIEnv(t)
+	t.Setenv(envToken, cliReadToken)
+	t.Setenv(envTokenFile, "")
+	hostile := "held\x1b]0;pwned\x07\x1b[2J\rspoofed\u009b31m"
+	e.ctl.SetRollouts("shop", []application.RolloutStatus{{Service: "web", Colour: "web-canary", Strategy: "canary",
+		Phase: "Progressing", Step: 0, Weight: 10, Reason: hostile}})
+	for _, args := range [][]string{{"app", "rollout", "status", "shop"}, {"app", "get", "shop"}} {
+		out, err := execute(t, append(args, "--server", e.srv.URL)...)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if strings.ContainsAny(out, "\x1b\x07\r\u009b") || !strings.Contains(out, "held\uFFFD]0;pwned") {
+			t.Errorf("%v printed control characters:\n%q", args, out)
+		}
+	}
+	out, err := execute(t, "app", "get", "shop", "--server", e.srv.URL, "-o", "json")
+	if err != nil || !strings.Contains(out, `held\u001b]0;pwned\u0007`) {
+		t.Fatalf("-o json: %v, want the reason escaped as it is:\n%s", err, out)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -127,7 +128,31 @@ func runAPI(cmd *cobra.Command, o *apiOptions, timeout time.Duration, fn func(ct
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 	defer cancel()
+	if o.Output == outputTable {
+		// Tables show what repositories, registries and tasks wrote
+		// (reasons, messages, log lines, tags): none of it may drive the
+		// terminal. JSON and YAML escape control characters themselves.
+		cmd.SetOut(termSafeWriter{cmd.OutOrStdout()})
+	}
 	return fn(ctx, c)
+}
+
+// termSafeWriter replaces the control characters a terminal acts on (ESC,
+// CSI, carriage return, backspace, ...) with U+FFFD; tabs and newlines,
+// which the tables are made of, pass.
+type termSafeWriter struct{ w io.Writer }
+
+func (t termSafeWriter) Write(p []byte) (int, error) {
+	safe := strings.Map(func(r rune) rune {
+		if r != '\n' && r != '\t' && unicode.IsControl(r) {
+			return unicode.ReplacementChar
+		}
+		return r
+	}, string(p))
+	if _, err := io.WriteString(t.w, safe); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // requestTimeout bounds one plain API call from the CLI.
