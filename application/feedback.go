@@ -84,31 +84,38 @@ func (c *checker) feedback(app, p string, a *Application) {
 		c.report(app, p+".forge", ErrRequired, "required: {kind: github|gitea|gitlab, api: URL, repo: owner/name, tokenFile: /run/secrets/...}")
 		return
 	}
+	c.tokenForge(app, p+".forge", f, fb.ForgeRepo(a.Source.RepoURL), "posting a status or a comment")
+}
+
+// tokenForge checks a forge that is written to with a token read from a
+// file (feedback, image pull requests); repo is the project it resolves
+// to, what needs the token.
+func (c *checker) tokenForge(app, p string, f *Forge, repo, what string) {
 	switch f.Kind {
 	case forge.GitHub, forge.Gitea, forge.GitLab:
 	default:
-		c.report(app, p+".forge.kind", ErrInvalid, "%q is not github, gitea (also for Forgejo) or gitlab", f.Kind)
+		c.report(app, p+".kind", ErrInvalid, "%q is not github, gitea (also for Forgejo) or gitlab", f.Kind)
 	}
 	u, err := url.Parse(f.API)
 	switch {
 	case f.API == "":
-		c.report(app, p+".forge.api", ErrRequired, "required: the API's base URL, such as https://api.github.com, https://git.example.com/api/v1 or https://gitlab.com/api/v4")
+		c.report(app, p+".api", ErrRequired, "required: the API's base URL, such as https://api.github.com, https://git.example.com/api/v1 or https://gitlab.com/api/v4")
 	case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "":
-		c.report(app, p+".forge.api", ErrInvalid, "%q is not an http(s) base URL without user, query or fragment", f.API)
+		c.report(app, p+".api", ErrInvalid, "%q is not an http(s) base URL without user, query or fragment", f.API)
 	case u.Scheme == "http" && !loopback(u.Hostname()):
-		c.report(app, p+".forge.api", ErrInvalid, "a token is not sent over plain http:// to %s; use https", u.Hostname())
+		c.report(app, p+".api", ErrInvalid, "a token is not sent over plain http:// to %s; use https", u.Hostname())
 	}
-	switch repo := fb.ForgeRepo(a.Source.RepoURL); {
+	switch {
 	case f.Repo == "" && repo == "":
-		c.report(app, p+".forge.repo", ErrRequired, "required: the repository's owner/name on the forge (group/name on GitLab)")
+		c.report(app, p+".repo", ErrRequired, "required: the repository's owner/name on the forge (group/name on GitLab)")
 	case f.Repo != "" && !forge.ValidFeedbackRepo(f.Kind, f.Repo):
-		c.report(app, p+".forge.repo", ErrInvalid, "%q is not owner/name (group/.../name on GitLab)", f.Repo)
+		c.report(app, p+".repo", ErrInvalid, "%q is not owner/name (group/.../name on GitLab)", f.Repo)
 	}
 	switch {
 	case f.TokenFile == "":
-		c.report(app, p+".forge.tokenFile", ErrRequired, "required: posting a status or a comment needs a token, read from an absolute path such as /run/secrets/forge-token")
+		c.report(app, p+".tokenFile", ErrRequired, "required: %s needs a token, read from an absolute path such as /run/secrets/forge-token", what)
 	case !path.IsAbs(f.TokenFile):
-		c.report(app, p+".forge.tokenFile", ErrInvalid, "%q must be an absolute path", f.TokenFile)
+		c.report(app, p+".tokenFile", ErrInvalid, "%q must be an absolute path", f.TokenFile)
 	}
 }
 

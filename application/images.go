@@ -40,6 +40,49 @@ type ImageUpdates struct {
 	SigningKeyFile string `yaml:"signingKeyFile,omitempty"`
 	// Images are the policies, one per image repository. At least one.
 	Images []ImagePolicy `yaml:"images"`
+	// PullRequest, when set, proposes the updates instead of committing
+	// them to Branch: the commit goes to a branch of the updater's own
+	// and a pull request (GitLab: merge request) asks to merge it into
+	// Branch. Default: commits straight to Branch.
+	PullRequest *ImagePullRequest `yaml:"pullRequest,omitempty"`
+}
+
+// DefaultImageBranchPrefix is ImagePullRequest.BranchPrefix when none is
+// given.
+const DefaultImageBranchPrefix = "flotilla/images"
+
+// ImagePullRequest says where an application's image updates are proposed.
+// The head branch (BranchPrefix/<application>) belongs to the updater: it
+// holds one commit on the base branch's head, replaced only while it is the
+// updater's own. The deploy waits for a human to merge.
+type ImagePullRequest struct {
+	// Forge is the API the pull request is opened through, declared as
+	// for feedback: kind github, gitea (Forgejo too) or gitlab, api, repo
+	// (derived from a github.com repoURL when unset) and tokenFile,
+	// required here. The token needs to read and write pull requests; the
+	// push itself goes over the source's credentials.
+	Forge *Forge `yaml:"forge"`
+	// BranchPrefix is where the head branch lives. Default
+	// "flotilla/images": the branch is flotilla/images/<application>.
+	BranchPrefix string `yaml:"branchPrefix,omitempty"`
+}
+
+// HeadBranch is the branch the updates of app are pushed to.
+func (p *ImagePullRequest) HeadBranch(app string) string {
+	prefix := p.BranchPrefix
+	if prefix == "" {
+		prefix = DefaultImageBranchPrefix
+	}
+	return strings.TrimSuffix(prefix, "/") + "/" + app
+}
+
+// RepoFor returns the forge project of a repository at repoURL: Forge.Repo,
+// or the one derived from a github.com URL.
+func (p *ImagePullRequest) RepoFor(repoURL string) string {
+	if p == nil || p.Forge == nil {
+		return ""
+	}
+	return (&Feedback{Forge: p.Forge}).ForgeRepo(repoURL)
 }
 
 // CommitAuthor is the identity image commits carry.
@@ -140,6 +183,21 @@ func (c *checker) imageUpdates(app, p string, a *Application) {
 	}
 	if len(iu.Images) == 0 {
 		c.report(app, p+".images", ErrRequired, "at least one image policy")
+	}
+	if pr := iu.PullRequest; pr != nil {
+		q := p + ".pullRequest"
+		if pr.Forge == nil {
+			c.report(app, q+".forge", ErrRequired, "required: {kind: github|gitea|gitlab, api: URL, repo: owner/name, tokenFile: /run/secrets/...}")
+		} else {
+			c.tokenForge(app, q+".forge", pr.Forge, pr.RepoFor(a.Source.RepoURL), "opening a pull request")
+		}
+		b := pr.BranchPrefix
+		if b != "" && (strings.HasPrefix(b, "-") || strings.HasPrefix(b, "/") || strings.Contains(b, "//") || strings.IndexFunc(b, badRevisionRune) >= 0) {
+			c.report(app, q+".branchPrefix", ErrInvalid, "%q is not a branch name prefix", b)
+		}
+		if pr.HeadBranch(app) == iu.Branch {
+			c.report(app, q+".branchPrefix", ErrInvalid, "the head branch %s is the base branch", iu.Branch)
+		}
 	}
 	seen := map[string]bool{}
 	for i := range iu.Images {

@@ -81,3 +81,51 @@ func TestValidate_imageUpdates(t *testing.T) {
 		})
 	}
 }
+
+func TestValidate_imageUpdatesPullRequest(t *testing.T) {
+	withPR := func(a *Application) {
+		a.ImageUpdates.PullRequest = &ImagePullRequest{Forge: &Forge{Kind: "gitea", API: "https://git.example.com/api/v1", Repo: "ops/shop", TokenFile: "/run/secrets/forge"}}
+	}
+	tests := []struct {
+		name  string
+		edit  func(a *Application)
+		field string
+	}{
+		{"no forge", func(a *Application) { a.ImageUpdates.PullRequest.Forge = nil }, "applications[0].imageUpdates.pullRequest.forge"},
+		{"no token", func(a *Application) { a.ImageUpdates.PullRequest.Forge.TokenFile = "" }, "applications[0].imageUpdates.pullRequest.forge.tokenFile"},
+		{"relative token", func(a *Application) { a.ImageUpdates.PullRequest.Forge.TokenFile = "forge" }, "applications[0].imageUpdates.pullRequest.forge.tokenFile"},
+		{"unknown forge", func(a *Application) { a.ImageUpdates.PullRequest.Forge.Kind = "bitbucket" }, "applications[0].imageUpdates.pullRequest.forge.kind"},
+		{"token over http", func(a *Application) { a.ImageUpdates.PullRequest.Forge.API = "http://git.example.com/api/v1" }, "applications[0].imageUpdates.pullRequest.forge.api"},
+		{"no repo", func(a *Application) { a.ImageUpdates.PullRequest.Forge.Repo = "" }, "applications[0].imageUpdates.pullRequest.forge.repo"},
+		{"bad prefix", func(a *Application) { a.ImageUpdates.PullRequest.BranchPrefix = "a b" }, "applications[0].imageUpdates.pullRequest.branchPrefix"},
+		{"head is the base", func(a *Application) {
+			a.ImageUpdates.PullRequest.BranchPrefix = "x"
+			a.ImageUpdates.Branch = "x/shop"
+		}, "applications[0].imageUpdates.pullRequest.branchPrefix"},
+	}
+	f, err := Parse("apps.yaml", []byte(imagesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withPR(&f.Applications[0])
+	if got := problems(t, Validate(f)); len(got) != 0 {
+		t.Fatalf("a valid pullRequest: %v", got)
+	}
+	if h := f.Applications[0].ImageUpdates.PullRequest.HeadBranch("shop"); h != "flotilla/images/shop" {
+		t.Fatalf("default head branch %q", h)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := Parse("apps.yaml", []byte(imagesFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			withPR(&f.Applications[0])
+			tt.edit(&f.Applications[0])
+			got := problems(t, Validate(f))
+			if len(got) != 1 || got[0].Field != tt.field {
+				t.Fatalf("problems %v, want one at %s", got, tt.field)
+			}
+		})
+	}
+}

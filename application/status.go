@@ -222,8 +222,21 @@ type ImageStatus struct {
 	// LastError is the sanitised error that stopped the last run (a clone
 	// or a push); empty when it ran.
 	LastError string `json:"lastError,omitempty"`
+	// PullRequest is the open pull request that proposes the updates,
+	// with imageUpdates.pullRequest; absent when nothing is proposed.
+	PullRequest *ImagePullRequestStatus `json:"pullRequest,omitempty"`
 	// Fields are the marked fields, as the last run found them.
 	Fields []ImageField `json:"fields,omitempty"`
+}
+
+// ImagePullRequestStatus is the pull request (GitLab: merge request) image
+// updates are proposed in: its number and page, and its head branch (the
+// updater's own) and base.
+type ImagePullRequestStatus struct {
+	Number int    `json:"number"`
+	URL    string `json:"url,omitempty"`
+	Branch string `json:"branch"`
+	Base   string `json:"base"`
 }
 
 // ImageField is one marked field: the image it follows, its value in git,

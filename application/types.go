@@ -465,7 +465,7 @@ func NotificationEvents() []events.Type {
 		events.SyncStarted, events.SyncSucceeded, events.SyncFailed,
 		events.DriftDetected, events.DriftCorrected, events.OutOfBandChange,
 		events.HealthChanged, events.Pruned, events.HookRan, events.RolledBack, events.RolloutStep,
-		events.ImageCommitted, events.ImageHeld,
+		events.ImageCommitted, events.ImageProposed, events.ImageHeld,
 	}
 }
 

@@ -58,6 +58,11 @@ const (
 	// of new image references (Revision is the commit, Message its
 	// subject, Data "updates" the number of fields written).
 	ImageCommitted Type = "image.committed"
+	// ImageProposed is published when image automation pushed a commit to
+	// its pull request's branch, or opened or edited the pull request
+	// (Revision is the branch's commit, Message its subject, Data
+	// "updates", "number", "url", "branch" and "opened").
+	ImageProposed Type = "image.proposed"
 	// ImageHeld is published when a marked image field is held back: its
 	// tag went backwards or vanished, or it could not be decided (Data
 	// "image", "file", "field", "outcome"). It is published when the
@@ -83,7 +88,7 @@ const (
 func (t Type) Valid() bool {
 	switch t {
 	case SyncStarted, SyncSucceeded, SyncFailed, DriftDetected, DriftCorrected,
-		OutOfBandChange, HealthChanged, Pruned, HookRan, RolledBack, ConfigRejected, GeneratedRefused, AuditRecorded, RolloutStep, ImageCommitted, ImageHeld, Lagged, Gap:
+		OutOfBandChange, HealthChanged, Pruned, HookRan, RolledBack, ConfigRejected, GeneratedRefused, AuditRecorded, RolloutStep, ImageCommitted, ImageProposed, ImageHeld, Lagged, Gap:
 		return true
 	}
 	return false

@@ -16,11 +16,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,7 +42,6 @@ const (
 	DefaultTimeout    = 15 * time.Second
 	DefaultAttempts   = 3
 	DefaultRetryAfter = 2 * time.Second
-	maxTokenFile      = 64 << 10
 )
 
 // Options configure a Poster. Zero fields take their defaults.
@@ -467,30 +464,8 @@ func mdQuote(s string) string {
 }
 
 // readToken reads a token file at every post, so a rotated token needs no
-// restart. Its errors name the file, never its content.
-func readToken(path string) (string, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return "", fmt.Errorf("forge tokenFile: %w", err)
-	}
-	if !info.Mode().IsRegular() {
-		return "", fmt.Errorf("forge tokenFile %s is not a regular file", path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("forge tokenFile: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile))
-	if err != nil {
-		return "", fmt.Errorf("forge tokenFile %s: %w", path, err)
-	}
-	t := strings.TrimSpace(string(b))
-	if t == "" {
-		return "", fmt.Errorf("forge tokenFile %s is empty", path)
-	}
-	return t, nil
-}
+// restart.
+func readToken(path string) (string, error) { return forge.ReadTokenFile(path) }
 
 // retryable says whether trying again may help: a 5xx or 429, or no
 // answer at all. A refusal, a bad setting or an oversized answer stays.

@@ -33,7 +33,8 @@ type Loop struct {
 	// commits, as only it writes to the swarm.
 	Leader func() bool
 	Logger *slog.Logger
-	// Publish, when set, receives ImageCommitted and ImageHeld events.
+	// Publish, when set, receives ImageCommitted, ImageProposed and
+	// ImageHeld events.
 	Publish func(events.Event)
 	// Metrics records each run (nil records nothing).
 	Metrics *metrics.Metrics
@@ -61,6 +62,9 @@ type LoopStatus struct {
 // sanitised.
 func (s LoopStatus) Application() *application.ImageStatus {
 	out := &application.ImageStatus{LastRun: s.At, LastCommit: s.LastCommit, LastCommitTime: s.LastCommitAt}
+	if pr := s.Result.PullRequest; pr != nil {
+		out.PullRequest = &application.ImagePullRequestStatus{Number: pr.Number, URL: pr.URL, Branch: pr.Head, Base: pr.Base}
+	}
 	if s.Err != nil {
 		out.LastError = source.SanitizeString(s.Err.Error())
 	}
@@ -176,7 +180,12 @@ func (l *Loop) report(a *application.Application, st LoopStatus) {
 	if l.Publish == nil {
 		return
 	}
-	if committed {
+	if pr := st.Result.PullRequest; st.Err == nil && pr != nil && (pr.Opened || pr.Edited || committed) {
+		subject, _, _ := strings.Cut(st.Result.Commit.Message, "\n")
+		l.Publish(events.Event{Type: events.ImageProposed, App: a.Name, Stack: a.Stack, Revision: pr.Commit,
+			Message: subject, Data: map[string]any{"updates": len(st.Result.Updates()), "number": pr.Number, "url": pr.URL,
+				"branch": pr.Head, "opened": pr.Opened}})
+	} else if committed {
 		subject, _, _ := strings.Cut(st.Result.Commit.Message, "\n")
 		l.Publish(events.Event{Type: events.ImageCommitted, App: a.Name, Stack: a.Stack, Revision: st.Result.Commit.Commit,
 			Message: subject, Data: map[string]any{"updates": len(st.Result.Updates())}})
@@ -221,6 +230,10 @@ func (l *Loop) runOne(ctx context.Context, a *application.Application, log *slog
 	}
 	if res.Commit.Commit != "" {
 		st.LastCommit, st.LastCommitAt = res.Commit.Commit, st.At
+	}
+	// A proposed commit is on the updater's own branch: the deploy waits
+	// for a human to merge it, and the merge is what makes a pass due.
+	if res.Commit.Commit != "" && a.ImageUpdates.PullRequest == nil {
 		if l.Refresh != nil {
 			if err := l.Refresh(a.Name); err != nil {
 				log.Warn("image update committed, but the application's pass could not be made due; it runs on its interval", "app", a.Name, "error", err)

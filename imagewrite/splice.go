@@ -7,7 +7,9 @@
 // instead of one changed value.
 //
 // In the reconcile pass it sits before fetch: the updater commits here
-// through source, and the next pass deploys what git now says.
+// through source, and the next pass deploys what git now says. With a
+// pull request policy it proposes instead (source.Propose, then the
+// forge's Proposer), and the pass deploys once a human merges.
 package imagewrite
 
 import (

@@ -36,6 +36,9 @@ type Updater struct {
 	Logger   *slog.Logger
 	// ScratchDir holds the temporary clones. Default os.TempDir().
 	ScratchDir string
+	// Forge is how pull requests are opened, with
+	// imageUpdates.pullRequest.
+	Forge ForgeClient
 
 	mu sync.Mutex
 	// steady remembers, per application, the last run that had nothing to
@@ -80,6 +83,11 @@ type Result struct {
 	// commit (the branch head and every registry answer are the same), so
 	// no clone was made and that run's targets are repeated.
 	Reused bool
+	// PullRequest is the pull request that proposes the updates, with
+	// imageUpdates.pullRequest; nil when nothing is proposed (the base
+	// branch has every update) or without it. Commit.Commit is then the
+	// commit pushed to its head branch.
+	PullRequest *PullRequest
 }
 
 // Updates are the targets whose outcome is Update.
@@ -135,7 +143,15 @@ func (u *Updater) Run(ctx context.Context, app *application.Application, creds r
 			}
 		}
 	}
-	cr, err := source.Commit(ctx, source.CommitRequest{
+	change := func(ctx context.Context, files *source.Files) (string, error) {
+		targets, err := edit(ctx, app, policies, ask, files)
+		res.Targets = targets
+		if err != nil {
+			return "", err
+		}
+		return Message(app.Name, targets), nil
+	}
+	req := source.CommitRequest{
 		RepoURL:        app.Source.RepoURL,
 		Branch:         iu.Branch,
 		Credentials:    app.Source.Credentials,
@@ -143,15 +159,15 @@ func (u *Updater) Run(ctx context.Context, app *application.Application, creds r
 		SigningKeyFile: iu.SigningKeyFile,
 		DryRun:         dryRun,
 		ScratchDir:     u.ScratchDir,
-		Change: func(ctx context.Context, files *source.Files) (string, error) {
-			targets, err := edit(ctx, app, policies, ask, files)
-			res.Targets = targets
-			if err != nil {
-				return "", err
-			}
-			return Message(app.Name, targets), nil
-		},
-	})
+		Change:         change,
+	}
+	var cr source.CommitResult
+	var err error
+	if iu.PullRequest != nil {
+		cr, res.PullRequest, err = u.propose(ctx, app, req, log)
+	} else {
+		cr, err = source.Commit(ctx, req)
+	}
 	res.Commit = cr
 	if err != nil {
 		return res, source.Sanitize(fmt.Errorf("application %s: image updates to branch %s: %w", app.Name, iu.Branch, err))
@@ -164,7 +180,7 @@ func (u *Updater) Run(ctx context.Context, app *application.Application, creds r
 			log.Warn("image field left as it is", "image", t.Image, "file", t.File, "field", t.Field, "reason", t.Reason)
 		}
 	}
-	if cr.Commit != "" {
+	if cr.Commit != "" && iu.PullRequest == nil {
 		log.Info("image updates committed; the next pass deploys them", "revision", cr.Commit, "updates", len(res.Updates()))
 	}
 	var keep *steadyRun

@@ -41,7 +41,7 @@ bash scripts/build-test-image.sh
 step "servers and the current engine (built once from Go modules, cached; side by side)"
 time bash scripts/prebuild.sh gitea traefik prometheus registry engine
 
-# The preview tests talk to a real forge: Gitea, built once from its Go
+# The preview, feedback and image pull request tests talk to a real forge: Gitea, built once from its Go
 # module and cached (scripts/gitea.sh); without it they would fail, not skip.
 step "gitea (the real forge of the preview tests; cached after the first build)"
 eval "$(bash scripts/gitea.sh | sed 's/^/export /')"

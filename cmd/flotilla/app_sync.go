@@ -371,6 +371,8 @@ func describeEvent(e events.Event) string {
 		what = "rollout"
 	case events.ImageCommitted:
 		what = "image update committed"
+	case events.ImageProposed:
+		what = "image update proposed"
 	case events.ImageHeld:
 		what = "image update held back"
 	case events.Lagged, events.Gap:

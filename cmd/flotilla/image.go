@@ -166,7 +166,14 @@ func printImagePlan(w io.Writer, a *application.Application, res imagewrite.Resu
 		fmt.Fprintln(w, "  nothing to commit")
 		return
 	}
-	fmt.Fprintf(w, "  would commit %s:\n", strings.Join(slices.Sorted(slices.Values(res.Commit.Files)), ", "))
+	files := strings.Join(slices.Sorted(slices.Values(res.Commit.Files)), ", ")
+	if pr := a.ImageUpdates.PullRequest; pr != nil {
+		// The plan does not ask the forge; the controller opens or edits
+		// the pull request.
+		fmt.Fprintf(w, "  would propose %s on branch %s, in a pull request into %s:\n", files, pr.HeadBranch(a.Name), a.ImageUpdates.Branch)
+	} else {
+		fmt.Fprintf(w, "  would commit %s:\n", files)
+	}
 	for line := range strings.SplitSeq(strings.TrimRight(res.Commit.Message, "\n"), "\n") {
 		if line == "" {
 			fmt.Fprintln(w)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -321,4 +322,108 @@ func (g *Gitea) CombinedState(repo, sha string) string {
 	}
 	g.call("ann", http.MethodGet, "/repos/"+repo+"/commits/"+sha+"/status", nil, &out)
 	return out.State
+}
+
+// Pull is one pull request of ann/<name> as Gitea reports it.
+type Pull struct {
+	Number int    `json:"number"`
+	State  string `json:"state"`
+	Merged bool   `json:"merged"`
+	Title  string `json:"title"`
+	Body   string `json:"body"`
+	URL    string `json:"html_url"`
+	Head   struct {
+		Ref string `json:"ref"`
+		SHA string `json:"sha"`
+	} `json:"head"`
+	Base struct {
+		Ref string `json:"ref"`
+	} `json:"base"`
+}
+
+// Pulls lists every pull request of ann/<name>, open and closed.
+func (g *Gitea) Pulls(name string) []Pull {
+	g.t.Helper()
+	var out []Pull
+	g.call("ann", http.MethodGet, "/repos/ann/"+name+"/pulls?state=all&limit=50", nil, &out)
+	return out
+}
+
+// MergePR merges pull request n of ann/<name> with a merge commit. Gitea
+// refuses a merge ("Please try again later") while it is still checking
+// whether the pull request's newest push merges cleanly, so the merge is
+// tried until it is taken or a deadline passes.
+func (g *Gitea) MergePR(name string, n int) {
+	g.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/repos/ann/%s/pulls/%d/merge", g.API(), name, n), strings.NewReader(`{"Do":"merge"}`))
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		req.SetBasicAuth("ann", giteaPassword)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			g.t.Fatalf("merge #%d: %v", n, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode < 300 {
+			return
+		}
+		if resp.StatusCode != http.StatusMethodNotAllowed || time.Now().After(deadline) {
+			g.t.Fatalf("merge #%d: %s\n%s", n, resp.Status, b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Branch is one branch's tip commit.
+type Branch struct {
+	Commit struct {
+		ID      string `json:"id"`
+		Message string `json:"message"`
+	} `json:"commit"`
+}
+
+// BranchHead returns the commit branch of repo (owner/name) points at, ""
+// when there is no such branch.
+func (g *Gitea) BranchHead(repo, branch string) string {
+	g.t.Helper()
+	var out Branch
+	if g.call("ann", http.MethodGet, "/repos/"+repo+"/branches/"+url.PathEscape(branch), nil, &out) != http.StatusOK {
+		return ""
+	}
+	return out.Commit.ID
+}
+
+// Parents returns the parents of commit sha of repo (owner/name).
+func (g *Gitea) Parents(repo, sha string) []string {
+	g.t.Helper()
+	var out struct {
+		Parents []struct {
+			SHA string `json:"sha"`
+		} `json:"parents"`
+	}
+	g.call("ann", http.MethodGet, "/repos/"+repo+"/git/commits/"+sha, nil, &out)
+	var ps []string
+	for _, p := range out.Parents {
+		ps = append(ps, p.SHA)
+	}
+	return ps
+}
+
+// File returns the content of path at ref of repo (owner/name).
+func (g *Gitea) File(repo, ref, path string) string {
+	g.t.Helper()
+	var out struct {
+		Content string `json:"content"`
+	}
+	g.call("ann", http.MethodGet, "/repos/"+repo+"/contents/"+path+"?ref="+url.QueryEscape(ref), nil, &out)
+	b, err := base64.StdEncoding.DecodeString(out.Content)
+	if err != nil {
+		g.t.Fatalf("%s at %s: %v", path, ref, err)
+	}
+	return string(b)
 }
