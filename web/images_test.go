@@ -158,6 +158,9 @@ func TestBrowser_aTagReasonOrErrorLikeMarkupRendersAsText(t *testing.T) {
 	im.Fields[2].Reason = `<b>bold</b>`
 	im.Fields[3].Image, im.Fields[3].Field = `<i onmouseover=alert(3)>x</i>`, `<img src=y>`
 	im.LastCommit = `<b>c</b>`
+	// The pull request's address comes from the forge: never a link
+	// unless it is http(s).
+	im.PullRequest = &application.ImagePullRequestStatus{Number: 7, URL: "javascript:window.alerted=true", Branch: "<b>b</b>", Base: "main"}
 	f := newFixture(t, false, append(sample(), st)...)
 	f.ctl.SetImages(st.Name, im)
 	ctx := newTab(t)
@@ -175,4 +178,21 @@ func TestBrowser_aTagReasonOrErrorLikeMarkupRendersAsText(t *testing.T) {
 		}
 	}
 	assertNoMarkup(t, ctx)
+	if evalBool(t, ctx, `document.querySelector('#images a.images-pr') !== null`) || !strings.Contains(text, "#7") {
+		t.Errorf("a javascript: pull request address became a link, or the number is missing: %s", text)
+	}
+}
+
+func TestBrowser_theImagesPanelLinksThePullRequestTheUpdatesAreProposedIn(t *testing.T) {
+	st, im := imagedApp()
+	im.PullRequest = &application.ImagePullRequestStatus{Number: 42, URL: "https://git.example.com/ops/shop/pulls/42", Branch: "flotilla/images/shop", Base: "main"}
+	f := newFixture(t, false, append(sample(), st)...)
+	f.ctl.SetImages(st.Name, im)
+	ctx := openImages(t, f, readToken)
+	if got := evalString(t, ctx, `(a => a ? a.textContent + ' ' + a.href : 'none')(document.querySelector('#images a.images-pr'))`); got != "#42 https://git.example.com/ops/shop/pulls/42" {
+		t.Errorf("the pull request link is %q", got)
+	}
+	if meta := evalString(t, ctx, `document.querySelector('#images .images-meta').textContent`); !strings.Contains(meta, "flotilla/images/shop into main") {
+		t.Errorf("the summary does not name the branches: %s", meta)
+	}
 }

@@ -124,6 +124,9 @@ func printImages(w io.Writer, im *application.ImageStatus, now time.Time) error 
 	}
 	fmt.Fprintln(w)
 	summary := "Image updates: last run " + ago(now, im.LastRun)
+	if pr := im.PullRequest; pr != nil {
+		summary += fmt.Sprintf("; pull request #%d (%s into %s)", pr.Number, pr.Branch, pr.Base)
+	}
 	if im.LastCommit != "" {
 		summary += "; last commit " + shortSHA(termSafe(im.LastCommit))
 		if !im.LastCommitTime.IsZero() {

@@ -134,3 +134,17 @@ func tableAfter(t *testing.T, s, head string) [][]string {
 	}
 	return rows
 }
+
+func TestAppGetNamesThePullRequestTheImageUpdatesAreProposedIn(t *testing.T) {
+	e := newCLIEnv(t)
+	im := shopImages(time.Now())
+	im.PullRequest = &application.ImagePullRequestStatus{Number: 42, URL: "https://git.example.com/ops/shop/pulls/42", Branch: "flotilla/images/shop", Base: "main"}
+	e.ctl.SetImages("shop", im)
+	var out bytes.Buffer
+	if err := runAppGet(t.Context(), e.client(t, cliReadToken), appGetOptions{apiOptions: opts(outputTable), Name: "shop"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "; pull request #42 (flotilla/images/shop into main)") {
+		t.Fatalf("app get does not name the pull request:\n%s", out.String())
+	}
+}

@@ -49,11 +49,24 @@ function buildImages(im) {
         ? row('Last commit', el('code', { class: 'images-commit', title: im.lastCommit }, shortRev(im.lastCommit)),
           im.lastCommitTime ? ' ' : null, im.lastCommitTime ? time(im.lastCommitTime) : null)
         : row('Last commit', el('span', { class: 'muted' }, 'none since the controller started')),
+      im.pullRequest ? row('Pull request', pullRequestLink(im.pullRequest),
+        el('span', { class: 'muted small' }, ` ${im.pullRequest.branch || ''} into ${im.pullRequest.base || ''}`)) : null,
       row('Fields', `${fields.length} marked`, held ? el('span', { class: 'images-held-count' }, `, ${held} held back`) : null)),
     im.lastError ? el('div', { class: 'images-error error', role: 'note' },
       el('strong', {}, 'Last run failed: '), im.lastError,
       el('span', { class: 'muted small' }, ' (retried next interval)')) : null,
     fields.length ? imageTable(fields) : el('p', { class: 'muted' }, 'No marked field reported.'));
+}
+
+// pullRequestLink links the pull request the updates are proposed in. The
+// address comes from the forge's answer, so only an http(s) one becomes a
+// link: a javascript: or data: address is shown as text, never followed.
+function pullRequestLink(pr) {
+  const label = `#${Number(pr.number) || 0}`;
+  let safe = false;
+  try { safe = ['http:', 'https:'].includes(new URL(pr.url).protocol); } catch (e) { safe = false; }
+  return safe ? el('a', { class: 'images-pr', href: pr.url, rel: 'noopener noreferrer', target: '_blank' }, label)
+    : el('span', { class: 'images-pr' }, label);
 }
 
 // shortRef shows a digest by its first 12 hex digits; the whole reference
