@@ -24,6 +24,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/labels"
 	"github.com/flotilla-gitops/flotilla/regauth"
 )
 
@@ -32,23 +33,23 @@ import (
 const (
 	// LabelNamespace scopes services, networks, configs and secrets to a
 	// stack, as `docker stack deploy` does.
-	LabelNamespace = "com.docker.stack.namespace"
+	LabelNamespace = labels.Namespace
 	// LabelImage records the image reference the stack file asked for,
 	// before any digest was pinned.
-	LabelImage = "com.docker.stack.image"
+	LabelImage = labels.Image
 	// LabelSpecHash is the sha256 of the desired spec a service was last
 	// written with, before Flotilla's own labels and with sealed env values
 	// as their placeholders; comparing it is how an unchanged service is
 	// left without a write.
-	LabelSpecHash = "io.flotilla.spec-hash"
+	LabelSpecHash = labels.SpecHash
 
 	// Release record labels. Records carry no namespace label, so neither
 	// `docker stack rm` nor a sweep ever takes history with a stack.
-	LabelRecord   = "io.flotilla.record"
-	LabelRelease  = "io.flotilla.release"
-	LabelRevision = "io.flotilla.revision"
-	LabelOwner    = "io.flotilla.owner"
-	LabelCommit   = "io.flotilla.commit"
+	LabelRecord   = labels.Record
+	LabelRelease  = labels.Release
+	LabelRevision = labels.Revision
+	LabelOwner    = labels.Owner
+	LabelCommit   = labels.Commit
 )
 
 // ResolveImage says when a service's image tag is pinned to a digest.

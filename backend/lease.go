@@ -11,6 +11,7 @@ import (
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 
+	"github.com/flotilla-gitops/flotilla/labels"
 	"github.com/flotilla-gitops/flotilla/lease"
 )
 
@@ -25,7 +26,7 @@ const (
 	// LabelEpoch is stamped on every service, network, config, secret and
 	// release record a controller with a lease writes: the epoch it held,
 	// so that who wrote what, and when, can be checked afterwards.
-	LabelEpoch = "io.flotilla.epoch"
+	LabelEpoch = labels.Epoch
 
 	leasePrefix = "flotilla-lease."
 	leaseData   = "flotilla leader lease: the labels are the record\n"

@@ -9,6 +9,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/labels"
 )
 
 // judgeHooks publishes where each hook of the pass's manifest stands, from
@@ -132,7 +133,7 @@ func (v hookView) one(name string, phase compose.HookPhase, live map[string]char
 	case v.recorded:
 		return application.HookStatus{State: application.HookSkipped, Message: "not run: the sync of this revision did not fail"}
 	case exists:
-		rev, _ := strconv.Atoi(s.Labels[LabelRevision])
+		rev, _ := strconv.Atoi(s.Labels[labels.Revision])
 		return application.HookStatus{State: application.HookPending,
 			Message: fmt.Sprintf("not run for this manifest yet; its job of revision %d is kept until it runs again", rev)}
 	case phase == compose.SyncFail:
@@ -145,7 +146,7 @@ func (v hookView) one(name string, phase compose.HookPhase, live map[string]char
 // synced, from its tasks.
 func jobStatus(s charts.ServiceState, r hookResult) application.HookStatus {
 	h := application.HookStatus{StartedAt: s.CreatedAt, Message: r.message}
-	h.Revision, _ = strconv.Atoi(s.Labels[LabelRevision])
+	h.Revision, _ = strconv.Atoi(s.Labels[labels.Revision])
 	switch r.outcome {
 	case hookSucceeded:
 		h.State = application.HookSucceeded

@@ -18,18 +18,10 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/labels"
 	"github.com/flotilla-gitops/flotilla/rollout"
 	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
-)
-
-// Labels Flotilla stamps on every service it writes. They are per-deploy
-// metadata, so they go on service labels only.
-const (
-	LabelOwner    = "io.flotilla.owner"
-	LabelRelease  = "io.flotilla.release"
-	LabelRevision = "io.flotilla.revision"
-	LabelCommit   = "io.flotilla.commit"
 )
 
 // Trigger values recorded with a release.
@@ -716,10 +708,10 @@ func (p *pass) latestRevision() int {
 // deployLabels are the service labels a write of this pass stamps.
 func (p *pass) deployLabels(revision int) map[string]string {
 	return map[string]string{
-		LabelOwner:    p.owner,
-		LabelRelease:  p.app.Stack,
-		LabelRevision: strconv.Itoa(revision),
-		LabelCommit:   p.rev.Commit,
+		labels.Owner:    p.owner,
+		labels.Release:  p.app.Stack,
+		labels.Revision: strconv.Itoa(revision),
+		labels.Commit:   p.rev.Commit,
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/api/types/swarm"
+
+	"github.com/flotilla-gitops/flotilla/labels"
 )
 
 // The swarm objects `flotilla install` creates carry these labels. The
@@ -19,7 +21,7 @@ import (
 // namespace label makes them a stack to `docker stack ls/ps/rm`.
 const (
 	labelInstall   = "io.flotilla.install"
-	labelNamespace = "com.docker.stack.namespace"
+	labelNamespace = labels.Namespace
 )
 
 // installPlan is what `flotilla install` puts on the swarm, the same service

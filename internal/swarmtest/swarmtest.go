@@ -34,6 +34,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/labels"
 )
 
 // Images built locally by scripts/build-test-image.sh. They hold the same
@@ -47,7 +48,7 @@ const (
 // Label keys the cleanup selects by. They are spelled out here rather than
 // imported from package backend so backend's own tests can use this package.
 const (
-	namespaceLabel = "com.docker.stack.namespace"
+	namespaceLabel = labels.Namespace
 	releaseLabel   = "io.flotilla.release"
 	recordLabel    = "io.flotilla.record"
 )
