@@ -104,8 +104,10 @@ failed_tests() {
 }
 trap failed_tests EXIT
 
+# The e2e package alone takes 15-18 minutes with -race on an idle machine;
+# the timeout leaves room for a busy one (CI runs on shared cores).
 step "go test -race on Docker $main_engine (every package; fuzz targets run their seed corpus)"
-go test -race -count=1 -timeout 30m ./... 2>&1 | tee "$logs/engine $main_engine, go test -race.log"
+go test -race -count=1 -timeout 45m ./... 2>&1 | tee "$logs/engine $main_engine, go test -race.log"
 
 # The swarm suites again on a current Docker Engine (moby v2, API 1.56),
 # beside Debian's 20.10 (API 1.41): the compatibility and drift corpora, the
