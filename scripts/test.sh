@@ -58,6 +58,14 @@ eval "$(bash scripts/prometheus.sh | sed 's/^/export /')"
 export FLOTILLA_REQUIRE_PROMETHEUS=1
 echo "prometheus: $FLOTILLA_PROMETHEUS ($("$FLOTILLA_PROMETHEUS" --version 2>/dev/null | head -1))"
 
+# The secret store tests read from a real Vault in dev mode, built once from
+# its Go module and cached (scripts/vault.sh); without it they would fail,
+# not skip.
+step "vault (the real secret store of the secretstore and rotation tests; cached after the first build)"
+eval "$(bash scripts/vault.sh | sed 's/^/export /')"
+export FLOTILLA_REQUIRE_VAULT=1
+echo "vault: $FLOTILLA_VAULT ($("$FLOTILLA_VAULT" version 2>/dev/null | head -1))"
+
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then
