@@ -2,6 +2,7 @@ package secretstore
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,10 +42,17 @@ func newVaultReader(s application.SecretStore) (reader, error) {
 		return nil, fmt.Errorf("store %q: %w", s.Name, cfg.Error)
 	}
 	// The controller's own VAULT_* environment must not steer a store the
-	// applications file defines: every setting is set here.
+	// applications file defines: every setting DefaultConfig read from it
+	// is set again here (TLS, retries, rate limit, SRV lookup), and the
+	// token, namespace and headers NewClient read are cleared below.
 	cfg.Address = v.Address
 	cfg.Timeout = requestTimeout
 	cfg.MaxRetries = 1
+	cfg.Limiter = nil
+	cfg.SRVLookup = false
+	if tr, ok := cfg.HttpClient.Transport.(*http.Transport); ok {
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
 	if err := cfg.ConfigureTLS(&vault.TLSConfig{CACert: v.CACertFile}); err != nil {
 		return nil, fmt.Errorf("store %q: caCertFile: %w", s.Name, err)
 	}
@@ -53,6 +61,7 @@ func newVaultReader(s application.SecretStore) (reader, error) {
 		return nil, fmt.Errorf("store %q: %w", s.Name, err)
 	}
 	c.ClearToken()
+	c.SetHeaders(http.Header{})
 	if v.Namespace != "" {
 		c.SetNamespace(v.Namespace)
 	} else {

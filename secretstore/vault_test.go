@@ -92,9 +92,12 @@ func TestVaultKVv2ReadsVersionsAndRotations(t *testing.T) {
 	if !errors.Is(err, secretstore.ErrUnavailable) || !strings.Contains(err.Error(), "403") || strings.Contains(err.Error(), "other-team-pw") {
 		t.Fatalf("denied: %v", err)
 	}
-	// A revoked token fails with the store and path named.
+	// A revoked token fails with the store and path named; the process's
+	// own VAULT_* settings (a root token here) are never used instead.
 	srv.Revoke(tok)
-	_, _, err = resolve(t, stores, shopApp(st, "kv/data/shop/*"), ref)
+	t.Setenv("VAULT_TOKEN", srv.RootToken)
+	t.Setenv("VAULT_ADDR", "http://127.0.0.1:1")
+	_, _, err = resolve(t, secretstore.New(), shopApp(st, "kv/data/shop/*"), ref)
 	if !errors.Is(err, secretstore.ErrUnavailable) || !strings.Contains(err.Error(), `"kv/data/shop/db"`) || !strings.Contains(err.Error(), "permission denied") {
 		t.Fatalf("revoked: %v", err)
 	}
