@@ -46,7 +46,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("secret store %q path %q key %q: %v", e.Ref.Store, e.Ref.Path, e.Ref.Key, e.Err)
+	// No colon right after the key: the controller's sanitiser would take
+	// what follows `key "password":` for a password and mask it.
+	return fmt.Sprintf("secret store %q path %q key %q not read: %v", e.Ref.Store, e.Ref.Path, e.Ref.Key, e.Err)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
