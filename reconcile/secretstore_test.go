@@ -100,8 +100,9 @@ path "kv/metadata/shop/*" { capabilities = ["read"] }`)
 	if res.Err != nil || res.Action != charts.Upgrade {
 		t.Fatalf("rotation: %s %v", res.Action, res.Err)
 	}
-	if got := res.Deployed.Updated; !slices.Equal(got, []string{"api", "worker"}) || res.Deployed.Writes != 2 {
-		t.Fatalf("rotation updated %v in %d writes, want api and worker once each", got, res.Deployed.Writes)
+	// Three writes: the new secret, then api and worker once each.
+	if got := res.Deployed.Updated; !slices.Equal(got, []string{"api", "worker"}) || res.Deployed.Writes != 3 {
+		t.Fatalf("rotation updated %v in %d writes, want the secret, then api and worker once each", got, res.Deployed.Writes)
 	}
 	if b.ServiceVersion("shop", "shop_web") != webV {
 		t.Fatal("web, which mounts no store secret, was written")

@@ -14,21 +14,21 @@
 # The module zip leaves out Vault's nested modules (api/, sdk/, api/auth/...),
 # which its go.mod replaces with local directories, so the build cannot run
 # inside the extracted module. It runs from a throwaway module that requires
-# github.com/hashicorp/vault at the exact version: published vault/api and
-# vault/sdk releases stand in for the local copies (the sdk one raised, see
-# sdk_version), and Vault's two non-local replaces are repeated. Nothing is
-# patched.
+# github.com/hashicorp/vault at the exact version: the published vault/api and
+# vault/sdk releases its go.mod requires stand in for the local copies, and
+# Vault's two non-local replaces are repeated. Nothing is patched.
 #
 # Timing: see the measured cold build in docs/secrets.md.
 # Safe to run concurrently (flock).
 set -euo pipefail
 
-version=${VAULT_VERSION:-v1.21.4}
-# The sdk/ directory of Vault v1.21.4 is newer than the sdk release its
-# go.mod requires (v0.21.0): builtin/logical/transit calls
-# keysutil.RestorePolicy with the two results it has from sdk v0.24.0 on.
-# The throwaway module requires that release instead.
-sdk_version=${VAULT_SDK_VERSION:-v0.24.0}
+# v1.21.0, not a later v1.21.x: the sdk/ directory of the later patch
+# releases matches no published vault/sdk release (v1.21.4's pki needs
+# logical.PkiCertificateCounter, gone from sdk v0.24.0 on, and its transit
+# needs the two-result keysutil.RestorePolicy that sdk v0.24.0 brought), so
+# they cannot be built from the module proxy. v1.21.0 builds with the
+# releases its own go.mod requires (api v1.22.0, sdk v0.20.0).
+version=${VAULT_VERSION:-v1.21.0}
 cache=${FLOTILLA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/flotilla}
 dir="$cache/vault-$version"
 bin="$dir/vault"
@@ -48,10 +48,7 @@ module flotilla.invalid/vaultbuild
 
 go 1.25.3
 
-require (
-	github.com/hashicorp/vault $version
-	github.com/hashicorp/vault/sdk $sdk_version
-)
+require github.com/hashicorp/vault $version
 
 // Repeated from Vault's own go.mod (a dependency's replaces do not apply).
 replace github.com/99designs/keyring => github.com/Jeffail/keyring v1.2.3
