@@ -617,8 +617,10 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 			if _, dup := m.Secrets[name]; dup {
 				return nil, p.fault("secrets."+key+".name", fmt.Errorf("secret name %q is used twice", name))
 			}
-			if sealed {
-				m.Secrets[name] = manifestSecret{Key: key, HMAC: p.keyedDigest("secret", string(data)), From: refString(ref)}
+			if ref != nil {
+				m.Secrets[name] = manifestSecret{Key: key, From: ref.String(), StoreTag: digest([]byte("secret\x00" + refTag(out, key)))}
+			} else if sealed {
+				m.Secrets[name] = manifestSecret{Key: key, HMAC: p.keyedDigest("secret", string(data))}
 			} else {
 				m.Secrets[name] = manifestSecret{Key: key, SHA256: digest(data)}
 			}

@@ -19,9 +19,10 @@ import (
 //
 // The render asks Dir.SecretRef for the value and treats it as it treats a
 // file decrypted with SOPS: the swarm name carries a keyed digest of the
-// value (so a rotated value is a new secret, and the services that mount it
-// are the only ones that change), the manifest holds a keyed digest and the
-// reference, never the value, and the plaintext travels in
+// value's tag (so a rotated value is a new secret, and the services that mount it
+// are the only ones that change), the manifest holds the reference and a
+// digest of the tag SecretRefFunc gives (never of the value itself, which
+// a digest under a known key would let anyone test guesses against), and the plaintext travels in
 // Rendered.Secrets only. Which stores and paths an application may name is
 // decided by the caller's SecretRefFunc, before it reads anything.
 
@@ -40,9 +41,12 @@ type SecretRef struct {
 func (r SecretRef) String() string { return r.Store + ":" + r.Path + "#" + r.Key }
 
 // SecretRefFunc returns the value of ref for the top-level secret named
-// secret. Its error must never quote a value; the render reports it
-// against the secret's field.
-type SecretRefFunc func(secret string, ref SecretRef) ([]byte, error)
+// secret, and a tag: an opaque string that changes whenever the value does
+// and tells nothing about it (a store version, or a digest under a key the
+// caller keeps). The tag, not the value, names the swarm secret and goes
+// into the manifest. Its error must never quote a value; the render reports
+// it against the secret's field.
+type SecretRefFunc func(secret string, ref SecretRef) (value []byte, tag string, err error)
 
 // ResolvedRef is one secret a render took from a store.
 type ResolvedRef struct {
@@ -52,6 +56,7 @@ type ResolvedRef struct {
 	Name string `json:"name"`
 	// Ref is where the value came from.
 	Ref SecretRef `json:"ref"`
+	tag string
 }
 
 // ErrNoSecretStore is a secretRef rendered without a SecretRefFunc: the
@@ -132,27 +137,33 @@ func (p *project) refObject(stack, key string, obj *composetypes.FileObjectConfi
 	if p.refFn == nil {
 		return nil, "", nil, p.fault(field+"."+extensionKey, fmt.Errorf("store %q: %w", ref.Store, ErrNoSecretStore))
 	}
-	data, err = p.refFn(key, *ref)
+	data, tag, err := p.refFn(key, *ref)
 	if err != nil {
 		return nil, "", nil, p.fault(field+"."+extensionKey, err)
+	}
+	if tag == "" {
+		return nil, "", nil, p.fault(field+"."+extensionKey, errors.New("the secret store gave no tag for the value"))
 	}
 	p.usedRefs = true
 	if len(data) >= minRedacted {
 		p.sops.values = append(p.sops.values, string(data))
 	}
-	if name, err = nameWithSum(stack, key, p.keyedDigest("name", string(data))[:hashLen]); err != nil {
+	if name, err = nameWithSum(stack, key, digest([]byte("name\x00"+tag))[:hashLen]); err != nil {
 		return nil, "", nil, p.fault(field, err)
 	}
 	obj.File = ""
 	obj.Name = name
-	out.Refs = append(out.Refs, ResolvedRef{Secret: key, Name: name, Ref: *ref})
+	out.Refs = append(out.Refs, ResolvedRef{Secret: key, Name: name, Ref: *ref, tag: tag})
 	slices.SortFunc(out.Refs, func(a, b ResolvedRef) int { return strings.Compare(a.Secret, b.Secret) })
 	return data, name, ref, nil
 }
 
-func refString(ref *SecretRef) string {
-	if ref == nil {
-		return ""
+// refTag is the tag of the resolved secret key of out.
+func refTag(out *Rendered, key string) string {
+	for _, r := range out.Refs {
+		if r.Secret == key {
+			return r.tag
+		}
 	}
-	return ref.String()
+	return ""
 }

@@ -47,13 +47,13 @@ type fixedRefs struct {
 	asked  []string
 }
 
-func (f *fixedRefs) resolve(secret string, ref SecretRef) ([]byte, error) {
+func (f *fixedRefs) resolve(secret string, ref SecretRef) ([]byte, string, error) {
 	f.asked = append(f.asked, secret+"="+ref.String())
 	v, ok := f.values[ref.String()]
 	if !ok {
-		return nil, fmt.Errorf("no value for %s", ref)
+		return nil, "", fmt.Errorf("no value for %s", ref)
 	}
-	return []byte(v), nil
+	return []byte(v), "tag-of-" + v, nil
 }
 
 func TestRenderTakesASecretRefFromTheStoreAndRecordsNoValue(t *testing.T) {
@@ -78,8 +78,15 @@ func TestRenderTakesASecretRefFromTheStoreAndRecordsNoValue(t *testing.T) {
 	if strings.Contains(r.Manifest, value) || strings.Contains(r.Manifest, "x-flotilla") {
 		t.Fatalf("manifest holds the value or the extension:\n%s", r.Manifest)
 	}
-	if !strings.Contains(r.Manifest, "from: vault:kv/data/shop/db#password") || !strings.Contains(r.Manifest, "hmacSHA256:") {
-		t.Fatalf("manifest does not name the reference by a keyed digest:\n%s", r.Manifest)
+	if !strings.Contains(r.Manifest, "from: vault:kv/data/shop/db#password") || !strings.Contains(r.Manifest, "storeTag:") {
+		t.Fatalf("manifest does not name the reference and its tag's digest:\n%s", r.Manifest)
+	}
+	// Neither the name nor the manifest holds a digest of the value
+	// itself, under any key a reader could know.
+	for _, d := range []string{digest([]byte(value)), (&project{}).keyedDigest("name", value), (&project{}).keyedDigest("secret", value)} {
+		if strings.Contains(r.Manifest, d[:hashLen]) || strings.Contains(name, d[:hashLen]) {
+			t.Fatalf("a digest of the value (%s) is in the name %s or the manifest:\n%s", d[:hashLen], name, r.Manifest)
+		}
 	}
 
 	// The same files with a rotated value: asked again (no memo), a new
@@ -105,7 +112,7 @@ func TestRenderTakesASecretRefFromTheStoreAndRecordsNoValue(t *testing.T) {
 }
 
 func TestRenderRefusesBadSecretRefs(t *testing.T) {
-	ok := func(string, SecretRef) ([]byte, error) { return []byte("v"), nil }
+	ok := func(string, SecretRef) ([]byte, string, error) { return []byte("v"), "t", nil }
 	for _, tc := range []struct {
 		name, secret string
 		fn           SecretRefFunc
@@ -117,7 +124,7 @@ func TestRenderRefusesBadSecretRefs(t *testing.T) {
 		{"with a file", "file: ./plain.txt\n    x-flotilla:\n      secretRef: {store: vault, path: kv/data/a, key: k}", ok, "not both"},
 		{"with a name", "name: fixed\n    x-flotilla:\n      secretRef: {store: vault, path: kv/data/a, key: k}", ok, "leave name: out"},
 		{"store error", "x-flotilla:\n      secretRef: {store: vault, path: kv/data/a, key: k}",
-			func(string, SecretRef) ([]byte, error) { return nil, errors.New("store said no") }, "store said no"},
+			func(string, SecretRef) ([]byte, string, error) { return nil, "", errors.New("store said no") }, "store said no"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := refProject(t, "version: \"3.8\"\nservices:\n  api:\n    image: flotilla-test/app:1\n    secrets: [s]\nsecrets:\n  s:\n    "+tc.secret+"\n")
@@ -146,11 +153,11 @@ secrets:
     x-flotilla:
       secretRef: {store: vault, path: kv/data/b, key: k}
 `)
-	d.SecretRef = func(secret string, ref SecretRef) ([]byte, error) {
+	d.SecretRef = func(secret string, ref SecretRef) ([]byte, string, error) {
 		if secret == "a" {
-			return []byte(value), nil
+			return []byte(value), "t", nil
 		}
-		return nil, fmt.Errorf("a message that quotes %s", value)
+		return nil, "", fmt.Errorf("a message that quotes %s", value)
 	}
 	_, err := Render(refStack, d)
 	if err == nil || strings.Contains(err.Error(), value) {

@@ -266,7 +266,11 @@ applications:
 		want := fmt.Sprintf("secret rotated: vault %s key password version %d to %d", entry, n-1, n)
 		swarmtest.Eventually(t, 120*time.Second, func() (bool, string) {
 			h := history()
-			return len(h) > 0 && h[0].Revision == n && h[0].Trigger == want, fmt.Sprintf("%+v", h)
+			// The record is on the swarm before the pass that wrote it
+			// publishes its status.
+			st := status()
+			return len(h) > 0 && h[0].Revision == n && h[0].Trigger == want && st.LastAppliedRevision == n && st.Sync == application.Synced,
+				fmt.Sprintf("status %s rev %d, history %+v", st.Sync, st.LastAppliedRevision, h)
 		})
 		st := status()
 		if len(st.SecretRefs) != 1 || st.SecretRefs[0].Version != n || st.SecretRefs[0].RotatedRevision != n || st.SecretRefs[0].LastRotated.IsZero() {

@@ -22,7 +22,7 @@ import (
 
 // secretRefFunc adapts a resolution to the compose renderer.
 func secretRefFunc(res *secretstore.Resolution) compose.SecretRefFunc {
-	return func(secret string, ref compose.SecretRef) ([]byte, error) {
+	return func(secret string, ref compose.SecretRef) ([]byte, string, error) {
 		return res.Resolve(secret, secretstore.Ref{Store: ref.Store, Path: ref.Path, Key: ref.Key})
 	}
 }
@@ -31,7 +31,7 @@ func secretRefFunc(res *secretstore.Resolution) compose.SecretRefFunc {
 // any value changed, so the render must be done again.
 func sameRefs(res *secretstore.Resolution, used []secretstore.Used) (bool, error) {
 	for _, u := range used {
-		if _, err := res.Resolve(u.Secret, u.Ref); err != nil {
+		if _, _, err := res.Resolve(u.Secret, u.Ref); err != nil {
 			return false, err
 		}
 	}

@@ -89,7 +89,7 @@ path "kv/metadata/shop/*" { capabilities = ["read"] }`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Action != charts.Upgrade || !strings.Contains(d.Manifest, "-    hmacSHA256:") || !strings.Contains(d.Manifest, "+    hmacSHA256:") {
+	if d.Action != charts.Upgrade || !strings.Contains(d.Manifest, "-    storeTag:") || !strings.Contains(d.Manifest, "+    storeTag:") {
 		t.Fatalf("diff %s:\n%s", d.Action, d.Manifest)
 	}
 	if strings.Contains(d.Manifest, pw1) || strings.Contains(d.Manifest, pw2) {

@@ -8,6 +8,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -103,10 +106,46 @@ type entry struct {
 	rotated time.Time // when a change was first seen; zero if never
 }
 
-// New returns an empty set of stores.
+// New returns an empty set of stores with a key of its own, kept in memory
+// only: the tags of values without a store version (KV v1) change when the
+// process restarts, which rolls their services once. The controller uses
+// Open.
 func New() *Stores {
 	k := make([]byte, 32)
 	_, _ = rand.Read(k)
+	return newStores(k)
+}
+
+// Open returns an empty set of stores whose key is kept in keyFile (made,
+// 0600, when it does not exist), so that the tags of values without a
+// store version survive a restart.
+func Open(keyFile string) (*Stores, error) {
+	k, err := os.ReadFile(keyFile)
+	if errors.Is(err, os.ErrNotExist) {
+		k = make([]byte, 32)
+		if _, err := rand.Read(k); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(filepath.Dir(keyFile), 0o700); err != nil {
+			return nil, fmt.Errorf("secret store key: %w", err)
+		}
+		tmp := keyFile + ".tmp"
+		if err := os.WriteFile(tmp, k, 0o600); err != nil {
+			return nil, fmt.Errorf("secret store key: %w", err)
+		}
+		if err := os.Rename(tmp, keyFile); err != nil {
+			return nil, fmt.Errorf("secret store key: %w", err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("secret store key: %w", err)
+	}
+	if len(k) < 32 {
+		return nil, fmt.Errorf("secret store key %s: %d bytes, want 32", keyFile, len(k))
+	}
+	return newStores(k), nil
+}
+
+func newStores(k []byte) *Stores {
 	return &Stores{
 		now:       time.Now,
 		key:       k,
@@ -182,22 +221,48 @@ func (r *Resolution) Used() []Used {
 	return append([]Used(nil), r.used...)
 }
 
-// Resolve returns the value of ref for the compose secret named secret. The
-// grant is checked first; a reference it does not cover reads nothing.
-func (r *Resolution) Resolve(secret string, ref Ref) ([]byte, error) {
+// Resolve returns the value of ref for the compose secret named secret, and
+// its tag: a string that changes when the value does and tells nothing of
+// it, to name the swarm secret by (see Tag). The grant is checked first; a
+// reference it does not cover reads nothing.
+func (r *Resolution) Resolve(secret string, ref Ref) ([]byte, string, error) {
 	g, err := r.grant(ref)
 	if err != nil {
-		return nil, &Error{Ref: ref, Err: err}
+		return nil, "", &Error{Ref: ref, Err: err}
 	}
 	v, e, err := r.stores.get(r.ctx, g.Store, ref)
 	if err != nil {
-		return nil, &Error{Ref: ref, Err: err}
+		return nil, "", &Error{Ref: ref, Err: err}
 	}
 	r.stores.usedBy(g.Store, ref, r.app)
 	r.mu.Lock()
 	r.used = append(r.used, Used{Secret: secret, Ref: ref, Version: v.Version, Rotated: e.rotated, digest: e.digest})
 	r.mu.Unlock()
-	return v.Data, nil
+	return v.Data, r.stores.tag(g.Store, ref, v), nil
+}
+
+// tag names one value of ref without revealing it. With a store version it
+// is a digest of the reference and the version: public facts. Without one
+// (KV v1) it is an HMAC of the value under the controller's key (see
+// Open): a plain digest of a short secret, readable in every secret's name
+// and release record, could be tested against guesses.
+func (s *Stores) tag(st application.SecretStore, ref Ref, v Value) string {
+	where := st.Name + "\x00" + storeAddress(st) + "\x00" + ref.Path + "\x00" + ref.Key
+	if v.Version > 0 {
+		sum := sha256.Sum256([]byte(where + "\x00" + strconv.Itoa(v.Version)))
+		return "version:" + hex.EncodeToString(sum[:])
+	}
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte("tag\x00" + where + "\x00"))
+	m.Write(v.Data)
+	return "keyed:" + hex.EncodeToString(m.Sum(nil))
+}
+
+func storeAddress(st application.SecretStore) string {
+	if st.Vault != nil {
+		return st.Vault.Address
+	}
+	return ""
 }
 
 // grant finds the store ref names among the application's grants and

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -97,7 +99,7 @@ func TestResolveChecksTheGrantBeforeAnyRead(t *testing.T) {
 		{"metadata instead of data", appWith("shop", st, "kv/*/shop"), Ref{"vault", "kv/metadata/shop", "password"}, "read at kv/data/<path>"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := s.For(context.Background(), tc.app).Resolve("db_password", tc.ref)
+			_, _, err := s.For(context.Background(), tc.app).Resolve("db_password", tc.ref)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want %q", err, tc.want)
 			}
@@ -121,7 +123,7 @@ func TestResolveReadsOncePerPollIntervalAndNoticesARotation(t *testing.T) {
 	resolve := func() (string, Used) {
 		t.Helper()
 		r := s.For(context.Background(), app)
-		v, err := r.Resolve("db_password", ref)
+		v, _, err := r.Resolve("db_password", ref)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,12 +162,12 @@ func TestAStoreFailureNamesTheRefAndNoValue(t *testing.T) {
 	s := testStores(kv, &now)
 	app := appWith("shop", vaultStore("vault", time.Second), "kv/data/shop/*")
 	ref := Ref{"vault", "kv/data/shop/db", "password"}
-	if _, err := s.For(context.Background(), app).Resolve("db_password", ref); err != nil {
+	if _, _, err := s.For(context.Background(), app).Resolve("db_password", ref); err != nil {
 		t.Fatal(err)
 	}
 	kv.fail = fmt.Errorf("%w: GET: HTTP 403: permission denied", ErrUnavailable)
 	now = now.Add(time.Hour)
-	_, err := s.For(context.Background(), app).Resolve("db_password", ref)
+	_, _, err := s.For(context.Background(), app).Resolve("db_password", ref)
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err %v, want ErrUnavailable", err)
 	}
@@ -192,7 +194,7 @@ func TestWatchNamesTheApplicationsWhoseValueMoved(t *testing.T) {
 		"billing": {"vault", "kv/data/shop/db", "password"},
 		"api":     {"vault", "kv/data/shop/api", "token"},
 	} {
-		if _, err := s.For(context.Background(), appWith(app, st, "kv/data/shop/*")).Resolve("s", ref); err != nil {
+		if _, _, err := s.For(context.Background(), appWith(app, st, "kv/data/shop/*")).Resolve("s", ref); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -208,5 +210,39 @@ func TestWatchNamesTheApplicationsWhoseValueMoved(t *testing.T) {
 	now = now.Add(10 * time.Second)
 	if got := s.poll(context.Background()); len(got) != 0 {
 		t.Fatalf("nothing moved, yet %v", got)
+	}
+}
+
+func TestTagsFollowTheValueAndSurviveARestartWithTheKeyFile(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "data", "secretstore.key")
+	st := vaultStore("vault", time.Minute)
+	st.Vault.KVVersion = 1
+	ref := Ref{"vault", "kv/shop/db", "password"}
+	tagOf := func(s *Stores, v Value) string { return s.tag(st, ref, v) }
+	a, err := Open(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw1, pw2 := Value{Data: []byte("pw-1")}, Value{Data: []byte("pw-2")}
+	if tagOf(a, pw1) != tagOf(b, pw1) {
+		t.Fatal("a restarted controller with the same key file tags the same value differently")
+	}
+	if tagOf(a, pw1) == tagOf(a, pw2) {
+		t.Fatal("two values share a tag")
+	}
+	if tagOf(New(), pw1) == tagOf(a, pw1) {
+		t.Fatal("another key gives the same tag")
+	}
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", fi, err)
+	}
+	// With a store version, the tag is the version's, whatever the value.
+	v1, v2 := Value{Data: []byte("x"), Version: 3}, Value{Data: []byte("y"), Version: 3}
+	if tagOf(a, v1) != tagOf(New(), v2) || tagOf(a, v1) == tagOf(a, Value{Data: []byte("x"), Version: 4}) {
+		t.Fatal("versioned tags do not follow the version alone")
 	}
 }

@@ -47,7 +47,7 @@ func shopApp(s application.SecretStore, paths ...string) application.Application
 func resolve(t *testing.T, stores *secretstore.Stores, app application.Application, ref secretstore.Ref) (string, secretstore.Used, error) {
 	t.Helper()
 	r := stores.For(context.Background(), app)
-	v, err := r.Resolve("db_password", ref)
+	v, _, err := r.Resolve("db_password", ref)
 	if err != nil {
 		return "", secretstore.Used{}, err
 	}
