@@ -148,7 +148,7 @@ func (p *project) refObject(stack, key string, obj *composetypes.FileObjectConfi
 	if len(data) >= minRedacted {
 		p.sops.values = append(p.sops.values, string(data))
 	}
-	if name, err = nameWithSum(stack, key, digest([]byte("name\x00"+tag))[:hashLen]); err != nil {
+	if name, err = nameWithSum(stack, key, digest([]byte("name\x00" + tag))[:hashLen]); err != nil {
 		return nil, "", nil, p.fault(field, err)
 	}
 	obj.File = ""
