@@ -18,7 +18,10 @@
 # vault/sdk releases its go.mod requires stand in for the local copies, and
 # Vault's two non-local replaces are repeated. Nothing is patched.
 #
-# Timing: see the measured cold build in docs/secrets.md.
+# Measured here, module downloads already cached: with an empty Go build
+# cache 1450 s wall (24 min; 12m20s user, 3m34s sys) on two cores shared with
+# other builds (load 11-14); with a build cache already holding most of its
+# dependencies, 438 s. The binary is about 139 MB.
 # Safe to run concurrently (flock).
 set -euo pipefail
 
