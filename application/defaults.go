@@ -17,6 +17,24 @@ import (
 // A notification of unknown type keeps an empty template; Validate reports
 // the type.
 func Defaults(f *File) {
+	for i := range f.SecretStores {
+		s := &f.SecretStores[i]
+		if s.PollInterval.Duration == 0 {
+			s.PollInterval.Duration = DefaultPollInterval
+		}
+		if v := s.Vault; v != nil {
+			if v.KVVersion == 0 {
+				v.KVVersion = 2
+			}
+			v.Mount = strings.Trim(v.Mount, "/")
+			if v.Auth.AppRole != nil && v.Auth.AppRole.Mount == "" {
+				v.Auth.AppRole.Mount = "approle"
+			}
+			if v.Auth.JWT != nil && v.Auth.JWT.Mount == "" {
+				v.Auth.JWT.Mount = "jwt"
+			}
+		}
+	}
 	for i := range f.Notifications {
 		n := &f.Notifications[i]
 		if len(n.Events) == 0 {
@@ -76,8 +94,11 @@ func Defaults(f *File) {
 		}
 		// Set again on every run: membership follows the name.
 		a.Project = nil
+		project := ""
 		if pr := ProjectOf(f.Projects, a.Name); pr != nil {
 			a.Project = &ProjectTerms{Name: pr.Name, SourceRepos: pr.SourceRepos, SOPS: pr.SOPS}
+			project = pr.Name
 		}
+		a.SecretStores = grantedStores(f.SecretStores, a.Name, project)
 	}
 }

@@ -154,6 +154,9 @@ type Status struct {
 	// LastAppliedRevision is the number of the release record written by
 	// the last successful apply; 0 before the first.
 	LastAppliedRevision int `json:"lastAppliedRevision,omitempty"`
+	// SecretRefs are the secrets the deployed revision took from secret
+	// stores, with their versions and last rotation; never a value.
+	SecretRefs []SecretRefStatus `json:"secretRefs,omitempty"`
 	// Chart names the chart that release was rendered from, its version
 	// and a digest of its values ("shop 0.1.0, values sha256:…"); empty
 	// for a compose application.
@@ -414,4 +417,24 @@ type RolloutStatus struct {
 	// forgets it, and Pending going empty without the rollout changing
 	// says so; send the command again.
 	Pending string `json:"pending,omitempty"`
+}
+
+// SecretRefStatus is one secret an application's deployed revision took
+// from a secret store.
+type SecretRefStatus struct {
+	// Secret is the compose secret's key.
+	Secret string `json:"secret"`
+	// Store, Path and Key name the value.
+	Store string `json:"store"`
+	Path  string `json:"path"`
+	Key   string `json:"key"`
+	// Version is the store's version of the entry (0: the store keeps
+	// none, as KV v1).
+	Version int `json:"version,omitempty"`
+	// SwarmSecret is the content-named swarm secret that holds it.
+	SwarmSecret string `json:"swarmSecret"`
+	// LastRotated is when a revision last deployed a new value, and
+	// RotatedRevision that revision; zero when it never changed.
+	LastRotated     time.Time `json:"lastRotated,omitzero"`
+	RotatedRevision int       `json:"rotatedRevision,omitempty"`
 }

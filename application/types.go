@@ -60,6 +60,10 @@ type File struct {
 	// ApplicationSets generate applications from a template; see
 	// ApplicationSet. Default: none.
 	ApplicationSets []ApplicationSet `yaml:"applicationSets,omitempty"`
+	// SecretStores are the secret stores compose secrets may name by
+	// reference, and who may read what in them; see SecretStore.
+	// Default: none.
+	SecretStores []SecretStore `yaml:"secretStores,omitempty"`
 
 	// meta remembers where each field was written so that Validate can
 	// point at lines; nil for a File built in code.
@@ -115,6 +119,10 @@ type Application struct {
 	// Generated is set on an application an ApplicationSet made; it is
 	// never read from the file.
 	Generated *Generated `yaml:"-"`
+	// SecretStores are the stores, and their paths, the file grants this
+	// application, set by Defaults. It is never read from the file, so a
+	// repository cannot widen it.
+	SecretStores []StoreGrant `yaml:"-"`
 	// Project is what the application's project imposes on the renders of
 	// its repositories, set by Defaults; nil outside a project. It is never
 	// read from the file.

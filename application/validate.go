@@ -103,6 +103,11 @@ func validate(f *File) []*fault.Error {
 	}
 	c.notifications(f.Notifications, names)
 	c.projects(f)
+	projects := map[string]bool{}
+	for _, pr := range f.Projects {
+		projects[pr.Name] = true
+	}
+	c.secretStores(f.SecretStores, projects)
 	c.ordering(f)
 	return c.errs
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -120,7 +121,7 @@ func TestReleases_recordKeepAndSurviveRemoveStack(t *testing.T) {
 				t.Errorf("%s: record %d has no object version", when, i)
 			}
 			r.Version = 0
-			if r != want {
+			if !reflect.DeepEqual(r, want) {
 				t.Errorf("%s: record %d = %+v, want %+v", when, i, r, want)
 			}
 		}

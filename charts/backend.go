@@ -183,6 +183,27 @@ type TaskState struct {
 }
 
 // Release is one recorded revision of a deployed stack.
+// SecretRef is one secret a release took from a secret store.
+type SecretRef struct {
+	// Secret is the compose secret's key.
+	Secret string `json:"secret"`
+	// Store, Path and Key name the value in the applications file's store.
+	Store string `json:"store"`
+	Path  string `json:"path"`
+	Key   string `json:"key"`
+	// Version is the store's version of the entry; 0 for a store that
+	// keeps none (KV v1).
+	Version int `json:"version,omitempty"`
+	// Name is the swarm secret, named by the value's keyed digest: a
+	// rotated value has a new one.
+	Name string `json:"name"`
+	// Rotated is when a release first deployed this value in place of an
+	// earlier one; zero when it never changed.
+	Rotated time.Time `json:"rotated,omitzero"`
+	// RotatedRevision is the revision that did.
+	RotatedRevision int `json:"rotatedRevision,omitempty"`
+}
+
 type Release struct {
 	// Name is the release name: the stack it was deployed to.
 	Name string `json:"name"`
@@ -225,6 +246,9 @@ type Release struct {
 	Version uint64 `json:"-"`
 	// Chart is set when the manifest was rendered from a chart.
 	Chart *ChartRef `json:"chart,omitempty"`
+	// SecretRefs are the secrets the manifest took from secret stores:
+	// where each came from and its version, never its value.
+	SecretRefs []SecretRef `json:"secretRefs,omitempty"`
 	// Set is set when an application set generated the application. It
 	// outlives the controller's memory: a controller that starts after the
 	// set stopped generating the application learns from it which set the

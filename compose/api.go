@@ -28,6 +28,10 @@ type Dir struct {
 	// from the encrypted files themselves, stable but computable by anyone
 	// who can read the repository.
 	SealKey []byte
+	// SecretRef resolves top-level secrets declared by reference to a
+	// secret store (x-flotilla.secretRef, see secretref.go). Default nil:
+	// such a secret fails the render with ErrNoSecretStore.
+	SecretRef SecretRefFunc
 	// Limits bound what a render reads and writes; zero fields take the
 	// defaults (see Limits).
 	Limits Limits
@@ -50,6 +54,8 @@ type Rendered struct {
 	// for: values decrypted with SOPS (environment values, config files),
 	// for DeployRequest.Sealed and Unseal. Memory only, like Secrets.
 	Sealed map[string]string
+	// Refs are the secrets taken from a secret store, by compose key.
+	Refs []ResolvedRef
 	// Warnings name what the render ignored, as `docker stack deploy`
 	// would warn about it: service options Swarm does not support, and
 	// fields Dir.APIVersion cannot carry.

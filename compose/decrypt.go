@@ -121,7 +121,7 @@ func (p *project) warnDecryptedConfig(kind, key, rel string) {
 // or decrypt another file is kept as it is, since it names only that file.
 func (p *project) withhold(err error) error {
 	var fe *fault.Error
-	if err == nil || len(p.sops.cipher) == 0 || !errors.As(err, &fe) {
+	if err == nil || (len(p.sops.cipher) == 0 && !p.usedRefs) || !errors.As(err, &fe) {
 		return err
 	}
 	if !p.wasDecrypted(fe.File) {

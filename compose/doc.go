@@ -39,6 +39,10 @@
 //	    sha256: a2c9f0ee9a4b...      # so a pinned name still changes the manifest
 //	                                 # (hmacSHA256: for a decrypted file)
 //
+// A secret taken from a secret store (x-flotilla.secretRef, see
+// secretref.go) carries from: (store:path#key) and storeTag: (a digest of
+// the store's tag for the value) in place of a digest of its content.
+//
 // A value decrypted with SOPS appears in the manifest only as a placeholder,
 // "flotilla-sealed:" and a keyed digest, in an environment entry or as a
 // config's sealed: field; Rendered.Sealed holds the plaintext and Unseal

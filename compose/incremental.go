@@ -470,7 +470,7 @@ func (c *incMemo) get(scope string) *incState {
 // decrypted; size is its manifest's length.
 func (c *incMemo) store(p *project, size int) {
 	r := p.inc
-	if r == nil || r.tmpl == nil || len(p.sops.cipher) > 0 || size > c.maxBytes {
+	if r == nil || r.tmpl == nil || len(p.sops.cipher) > 0 || p.usedRefs || size > c.maxBytes {
 		return
 	}
 	for _, e := range r.next.services {

@@ -64,6 +64,13 @@ type manifestSecret struct {
 	// digest, since a plain one of a short secret can be brute-forced by
 	// anyone who reads the record.
 	HMAC string `yaml:"hmacSHA256,omitempty"`
+	// From is the store reference ("store:path#key") of a secret taken from
+	// a secret store; its value is keyed in HMAC like a decrypted one's.
+	From string `yaml:"from,omitempty"`
+	// StoreTag is, for such a secret, a digest of the store's tag for the
+	// value (its version, or a digest under the controller's key): it
+	// changes with the value and tells nothing of it.
+	StoreTag string `yaml:"storeTag,omitempty"`
 }
 
 func newManifestConfig(key string, data []byte) manifestConfig {

@@ -89,6 +89,7 @@ func render(stack string, d Dir, opts renderOpts) (_ *Rendered, err error) {
 	p.api = d.APIVersion
 	// SOPS: see decrypt.go.
 	p.useDecrypter(d.Decrypt, d.SealKey)
+	p.refFn = d.SecretRef
 	// Unchanged inputs: see rendermemo.go.
 	key := renderKey(stack, d, p.limits)
 	if !opts.memo {
@@ -134,14 +135,19 @@ func render(stack string, d Dir, opts renderOpts) (_ *Rendered, err error) {
 
 // project is one Render in progress.
 type project struct {
-	root   string // Dir.Root as given
-	dir    string // project directory relative to root, slash-separated, "." for root
-	work   string // directory of the first compose file, relative to root
-	env    map[string]string
-	files  []composeFile
-	warns  []string
-	sops   sopsState // decryption, see decrypt.go
-	limits Limits
+	root  string // Dir.Root as given
+	dir   string // project directory relative to root, slash-separated, "." for root
+	work  string // directory of the first compose file, relative to root
+	env   map[string]string
+	files []composeFile
+	warns []string
+	sops  sopsState // decryption, see decrypt.go
+	// refFn resolves secrets declared by reference (secretref.go);
+	// usedRefs is set once it gave a value, which keeps the render out of
+	// the memo, since its result depends on more than the files.
+	refFn    SecretRefFunc
+	usedRefs bool
+	limits   Limits
 	// api is Dir.APIVersion.
 	api string
 	// inc is set while a render reuses pieces of an earlier one.
@@ -596,15 +602,24 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 	}
 	for _, key := range sortedKeys(cfg.Secrets) {
 		obj := composetypes.FileObjectConfig(cfg.Secrets[key])
-		data, name, sealed, err := p.fileObject(stack, "secrets", key, &obj)
+		data, name, ref, err := p.refObject(stack, key, &obj, out)
 		if err != nil {
 			return nil, err
+		}
+		sealed := ref != nil
+		if ref == nil {
+			data, name, sealed, err = p.fileObject(stack, "secrets", key, &obj)
+			if err != nil {
+				return nil, err
+			}
 		}
 		if data != nil {
 			if _, dup := m.Secrets[name]; dup {
 				return nil, p.fault("secrets."+key+".name", fmt.Errorf("secret name %q is used twice", name))
 			}
-			if sealed {
+			if ref != nil {
+				m.Secrets[name] = manifestSecret{Key: key, From: ref.String(), StoreTag: digest([]byte("secret\x00" + refTag(out, key)))}
+			} else if sealed {
 				m.Secrets[name] = manifestSecret{Key: key, HMAC: p.keyedDigest("secret", string(data))}
 			} else {
 				m.Secrets[name] = manifestSecret{Key: key, SHA256: digest(data)}

@@ -112,7 +112,7 @@ func (c *renderMemo) lookup(key string, p *project) (*Rendered, bool) {
 
 // store keeps out as what p's inputs render to, unless p decrypted a file.
 func (c *renderMemo) store(key string, p *project, out *Rendered) {
-	if p.inputs == nil || len(p.sops.cipher) > 0 {
+	if p.inputs == nil || len(p.sops.cipher) > 0 || p.usedRefs {
 		return
 	}
 	size := len(out.Manifest)

@@ -35,12 +35,16 @@ import (
 	"github.com/flotilla-gitops/flotilla/metrics"
 	"github.com/flotilla-gitops/flotilla/renderbox"
 	"github.com/flotilla-gitops/flotilla/rollout"
+	"github.com/flotilla-gitops/flotilla/secretstore"
 	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
 // Options configure a Controller.
 type Options struct {
+	// SecretStores reads the values compose secrets name by reference
+	// (see secrets.go). Default: a new secretstore.Stores.
+	SecretStores *secretstore.Stores
 	// ControllerID names this controller in owner stamps
 	// ("<controller-id>/<application>"). Default "flotilla".
 	ControllerID string
@@ -113,6 +117,9 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
+	if o.SecretStores == nil {
+		o.SecretStores = secretstore.New()
+	}
 	if o.ControllerID == "" {
 		o.ControllerID = "flotilla"
 	}
@@ -273,9 +280,10 @@ type Controller struct {
 	// memory only: a restart starts the interval afresh).
 	analysis analysis.Runner
 
-	renders   renderCache     // see rendercache.go
-	gates     gates           // see gates.go
-	generated generatedStacks // see sets.go
+	renders   renderCache         // see rendercache.go
+	stores    *secretstore.Stores // see secrets.go
+	gates     gates               // see gates.go
+	generated generatedStacks     // see sets.go
 }
 
 // New returns a Controller for apps, which must already be defaulted and
@@ -294,6 +302,7 @@ func New(opts Options, apps []application.Application) (*Controller, error) {
 		return nil, errors.New("reconcile: Backend and Fetcher are required")
 	}
 	c := &Controller{
+		stores:   opts.SecretStores,
 		opts:     opts,
 		backends: backends,
 		log:      opts.Logger.With("component", "reconcile"),

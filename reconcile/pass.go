@@ -20,6 +20,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/labels"
 	"github.com/flotilla-gitops/flotilla/rollout"
+	"github.com/flotilla-gitops/flotilla/secretstore"
 	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
 )
@@ -44,6 +45,8 @@ type pass struct {
 	rev      *source.Revision
 	values   *source.Revision // the values repository's, see fetchValues
 	rendered *compose.Rendered
+	// refs are the values the render took from secret stores (secrets.go).
+	refs     []secretstore.Used
 	chart    *charts.ChartRef // set when rendered from a chart, see chart.go
 	declared *compose.Stack
 	latest   *charts.Release
@@ -365,27 +368,41 @@ func (c *Controller) renderAt(ctx context.Context, p *pass, rev *source.Revision
 		return nil, nil, err
 	}
 	key := renderKey(p.app, rev.Commit, ids.Fingerprint(), c.opts.RenderLimits)
+	res := c.stores.For(ctx, p.app)
 	if e, ok := c.renders.get(p.app.Name, key); ok {
-		return e.rendered, e.declared, nil
+		same, err := sameRefs(res, e.refs)
+		if err != nil {
+			return nil, nil, secretFailed(err)
+		}
+		if same {
+			p.refs = e.refs
+			return e.rendered, e.declared, nil
+		}
+		res = c.stores.For(ctx, p.app)
 	}
 	d := compose.Dir{
-		Root:     rev.Dir,
-		Path:     p.app.Source.Path,
-		Files:    p.app.Source.Compose.Files,
-		EnvFiles: p.app.Source.Compose.EnvFiles,
-		Decrypt:  ids.Decrypt,
-		SealKey:  ids.SealKey(),
-		Limits:   c.opts.RenderLimits,
+		SecretRef: secretRefFunc(res),
+		Root:      rev.Dir,
+		Path:      p.app.Source.Path,
+		Files:     p.app.Source.Compose.Files,
+		EnvFiles:  p.app.Source.Compose.EnvFiles,
+		Decrypt:   ids.Decrypt,
+		SealKey:   ids.SealKey(),
+		Limits:    c.opts.RenderLimits,
 	}
 	r, err := c.opts.Render(p.app.Stack, d)
 	if err != nil {
+		if storeFailure(err) {
+			return nil, nil, secretFailed(err)
+		}
 		return nil, nil, stalled("render", partialHint(err, rev))
 	}
+	p.refs = res.Used()
 	declared, err := compose.Convert(ctx, r.Manifest, p.app.Stack, nil)
 	if err != nil {
 		return nil, nil, stalled("render", err)
 	}
-	c.renders.put(p.app.Name, renderEntry{key: key, rendered: r, declared: declared, steady: &steadyMark{}}, c.knownApp)
+	c.renders.put(p.app.Name, renderEntry{key: key, rendered: r, declared: declared, steady: &steadyMark{}, refs: p.refs}, c.knownApp)
 	return r, declared, nil
 }
 
@@ -422,6 +439,7 @@ func (c *Controller) plan(ctx context.Context, p *pass) error {
 	p.action = charts.Plan(p.rendered.Manifest, p.owner, latest)
 	if latest != nil {
 		p.status.LastAppliedRevision = latest.Revision
+		p.status.SecretRefs = refStatus(latest.SecretRefs)
 		p.status.Chart = chartLabel(latest.Chart)
 		p.status.Revision = latest.Commit
 	}
@@ -528,6 +546,7 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 		rec.Commit, rec.Author, rec.Message, rec.Trigger = l.Commit, l.Author, l.Message, l.Trigger
 		rec.PinnedCommit, rec.PinnedValuesCommit = l.PinnedCommit, l.PinnedValuesCommit
 	}
+	rotated := c.recordRefs(p, &rec)
 	if p.request != nil {
 		rec.Trigger = TriggerSync
 		if p.request.Rollback > 0 {
@@ -540,6 +559,15 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 		}
 		if p.request.By != "" {
 			rec.Trigger += " by " + p.request.By
+		}
+	}
+	if rotated != "" {
+		// The cause is the rotation when the commit stayed; with a new
+		// commit as well, the rotation is added to the ordinary cause.
+		if rec.Trigger == TriggerAutomated && p.latest != nil && p.latest.Commit == rec.Commit {
+			rec.Trigger = rotated
+		} else {
+			rec.Trigger += "; " + rotated
 		}
 	}
 	return c.record(ctx, p, rec)
@@ -660,6 +688,7 @@ func (c *Controller) confirm(ctx context.Context, p *pass) error {
 		p.status.SyncReason = application.ReasonNone
 		p.status.Revision = p.recorded.Commit
 		p.status.LastAppliedRevision = p.recorded.Revision
+		p.status.SecretRefs = refStatus(p.recorded.SecretRefs)
 		p.status.Chart = chartLabel(p.recorded.Chart)
 		p.status.LastSyncTime = c.now()
 		p.status.Pinned = ""

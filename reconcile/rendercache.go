@@ -8,6 +8,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/secretstore"
 )
 
 // rendersPerApp bounds the renders kept per application: the commit git
@@ -39,6 +40,9 @@ type renderEntry struct {
 	// steady is what the last live comparison of this render saw (see
 	// steadydrift.go); it goes with the entry.
 	steady *steadyMark
+	// refs are the store values the render used: a hit is good only while
+	// the stores still give the same ones (see sameRefs).
+	refs []secretstore.Used
 }
 
 // renderKey names one render input. keyID is the key material's
@@ -48,8 +52,9 @@ func renderKey(app application.Application, commit, keyID string, limits compose
 		Commit, Stack, KeyID string
 		Source               application.Source
 		SOPS                 *application.SOPS
+		Stores               []application.StoreGrant
 		Limits               compose.Limits
-	}{commit, app.Stack, keyID, app.Source, app.SOPS, limits})
+	}{commit, app.Stack, keyID, app.Source, app.SOPS, app.SecretStores, limits})
 	sum := sha256.Sum256(in)
 	return hex.EncodeToString(sum[:])
 }

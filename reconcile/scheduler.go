@@ -31,6 +31,18 @@ func (c *Controller) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer func() { c.stop(ctx.Err()) }() // after the passes: they answer their own requests
 	defer wg.Wait()
+	// A value rotated in a secret store makes the applications that use
+	// it due now (see secrets.go); the store answered, so their backoff
+	// is cleared as by a webhook.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.stores.Watch(ctx, func(app string) {
+			if c.Refresh(app) == nil {
+				c.log.Info("a secret store value changed; pass due", "application", app)
+			}
+		})
+	}()
 	orphansDue := c.now()
 	sweeping := false
 	swept := make(chan struct{}, 1)

@@ -39,7 +39,7 @@ bash scripts/build-test-image.sh
 # from their Go modules and cached; on a cold machine the builds run side by
 # side (scripts/prebuild.sh), and each step below then finds its build done.
 step "servers and the current engine (built once from Go modules, cached; side by side)"
-time bash scripts/prebuild.sh gitea traefik prometheus registry engine
+time bash scripts/prebuild.sh gitea traefik prometheus registry vault engine
 
 # The preview, feedback and image pull request tests talk to a real forge: Gitea, built once from its Go
 # module and cached (scripts/gitea.sh); without it they would fail, not skip.
@@ -71,6 +71,14 @@ step "registry (the real registry of the image automation tests; cached after th
 eval "$(bash scripts/registry.sh | sed 's/^/export /')"
 export FLOTILLA_REQUIRE_REGISTRY=1
 echo "registry: $FLOTILLA_REGISTRY ($("$FLOTILLA_REGISTRY" --version 2>/dev/null | head -1))"
+
+# The secret store tests read from a real Vault in dev mode, built once from
+# its Go module and cached (scripts/vault.sh); without it they would fail,
+# not skip.
+step "vault (the real secret store of the secretstore and rotation tests; cached after the first build)"
+eval "$(bash scripts/vault.sh | sed 's/^/export /')"
+export FLOTILLA_REQUIRE_VAULT=1
+echo "vault: $FLOTILLA_VAULT ($("$FLOTILLA_VAULT" version 2>/dev/null | head -1))"
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))

@@ -475,3 +475,29 @@ func TestBrowser_hookStatusIsShownWhenTheStatusHasIt(t *testing.T) {
 		}
 	}
 }
+
+// TestBrowser_secretRefsAreListedWithVersionAndRotation shows each secret
+// the deployed release took from a store, and no such section without any.
+func TestBrowser_secretRefsAreListedWithVersionAndRotation(t *testing.T) {
+	apps := sample()
+	apps[1].SecretRefs = []application.SecretRefStatus{
+		{Secret: "db_password", Store: "vault", Path: "kv/data/shop/db", Key: "password", Version: 4,
+			SwarmSecret: "drifty_db_password-0123456789", LastRotated: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), RotatedRevision: 7},
+		{Secret: "api_key", Store: "vault1", Path: "kv1/shop/api", Key: "key"},
+	}
+	f := newFixture(t, false, apps...)
+	ctx := newTab(t)
+	run(t, ctx, chromedp.Navigate(f.url+"/ui/#/app/shop"))
+	signIn(t, ctx, adminToken)
+	waitJS(t, ctx, "shop's history", `document.getElementById('detail').textContent.includes('No releases recorded.')`)
+	if evalBool(t, ctx, `!!document.getElementById('secretrefs')`) {
+		t.Fatal("a status without store secrets shows the section")
+	}
+	run(t, ctx, chromedp.Evaluate[chromedp.Void](`location.hash = '#/app/drifty'`))
+	waitJS(t, ctx, "the store secrets table", `document.querySelectorAll('#secretrefs tbody tr').length === 2`)
+	rows := tableRows(t, ctx, "#secretrefs table")
+	if len(rows) != 2 || !strings.HasPrefix(rows[0], "db_password|vault|kv/data/shop/db|password|4|") || !strings.HasSuffix(rows[0], "(release 7)") ||
+		rows[1] != "api_key|vault1|kv1/shop/api|key|—|never" {
+		t.Fatalf("rows %q", rows)
+	}
+}

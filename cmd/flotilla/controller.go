@@ -27,6 +27,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/notify"
 	"github.com/flotilla-gitops/flotilla/reconcile"
 	"github.com/flotilla-gitops/flotilla/renderbox"
+	"github.com/flotilla-gitops/flotilla/secretstore"
 	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
 	"github.com/flotilla-gitops/flotilla/swarms"
@@ -306,6 +307,13 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 	if err != nil {
 		return err
 	}
+	// The key of the tags that name store secrets without a store version
+	// (KV v1) lives beside the caches: lost, those secrets get new names and
+	// their services roll once.
+	stores, err := secretstore.Open(filepath.Join(o.dataDir, "secretstore.key"))
+	if err != nil {
+		return err
+	}
 	var box *renderbox.Box
 	if !o.renderInProcess {
 		if box, err = renderbox.New(o.renderBox); err != nil {
@@ -322,6 +330,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 		PruneOrphans:     o.prune,
 		ForbiddenSecrets: self.Forbidden(),
 		SOPS:             ids,
+		SecretStores:     stores,
 		RenderLimits:     o.renderLimits,
 		RenderBox:        box,
 		Events:           broker,

@@ -60,6 +60,17 @@ function enterApp(name) {
   closeDialog();
 }
 
+// secretRefsSection lists the secrets the deployed release took from
+// secret stores: where from, which version, when last rotated; never a value.
+function secretRefsSection(a) {
+  const refs = a.secretRefs || [];
+  if (!refs.length) return null;
+  const rows = refs.map((r) => [r.secret, r.store, r.path, r.key, r.version ? String(r.version) : '—',
+    r.rotatedRevision ? `${when(r.lastRotated)} (release ${r.rotatedRevision})` : 'never']);
+  return el('div', { id: 'secretrefs' }, el('h3', {}, 'Secrets from stores'),
+    table(['Secret', 'Store', 'Path', 'Key', 'Version', 'Last rotated'], rows, ''));
+}
+
 function renderDetail(name) {
   enterApp(name);
   const a = state.apps.get(name);
@@ -98,6 +109,7 @@ function renderDetail(name) {
     hooksSection(a),
     el('h3', {}, 'Services'),
     table(['Service', 'Health', 'Running', 'Message'], services, 'No services reported.'),
+    secretRefsSection(a),
     el('h3', {}, 'Resources'),
     resourceTree(a),
     el('h3', {}, 'Drift'),

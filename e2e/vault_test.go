@@ -1,0 +1,404 @@
+package e2e
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/flotilla-gitops/flotilla/api"
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/backend"
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/internal/gittest"
+	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
+	"github.com/flotilla-gitops/flotilla/secretstore/vaulttest"
+)
+
+// vaultCompose: api and worker mount the secret taken from Vault, web
+// mounts nothing, so a rotation must write api and worker and leave web.
+const vaultCompose = `version: "3.8"
+services:
+  api:
+    image: flotilla-test/app:1
+    secrets: [db_password]
+    stop_grace_period: 1s
+  worker:
+    image: flotilla-test/app:1
+    secrets: [db_password]
+    stop_grace_period: 1s
+  web:
+    image: flotilla-test/app:1
+    stop_grace_period: 1s
+secrets:
+  db_password:
+    x-flotilla:
+      secretRef: {store: vault, path: kv/data/%s/db, key: password}
+`
+
+// serviceWrites follows the swarm's service events and lists the client
+// writes (not Swarm's own update progress) on the stack's services.
+func serviceWrites(t *testing.T, stack string) func() map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ev := swarmtest.Client(t).Events(ctx, client.EventsListOptions{Filters: make(client.Filters).Add("type", "service")})
+	var (
+		mu   sync.Mutex
+		seen = map[string]int{}
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case m := <-ev.Messages:
+				name := m.Actor.Attributes["name"]
+				if !strings.HasPrefix(name, stack+"_") || m.Action != "update" {
+					continue
+				}
+				if _, progress := m.Actor.Attributes["updatestate.new"]; progress {
+					continue
+				}
+				mu.Lock()
+				seen[strings.TrimPrefix(name, stack+"_")]++
+				mu.Unlock()
+			case <-ev.Err:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(seen)
+	}
+}
+
+func TestVaultRotationRollsOnlyTheConsumersAndLeaksNoValue(t *testing.T) {
+	t.Parallel()
+	flotillaBinary(t)
+	srv := vaulttest.Start(t)
+	stack := swarmtest.Name(t, "vault")
+	swarmtest.Cleanup(t, stack)
+	dir := t.TempDir()
+	srv.Mount("kv", 2)
+	srv.Policy("team", fmt.Sprintf("path \"kv/data/%[1]s/*\" { capabilities = [\"read\"] }\npath \"kv/metadata/%[1]s/*\" { capabilities = [\"read\"] }\n", stack))
+	token, tokenFile := srv.Token(dir, "team")
+	pw := func(n int) string { return fmt.Sprintf("vault-e2e-pw%d-6c2d-plaintext", n) }
+	entry := "kv/data/" + stack + "/db"
+	srv.Write(entry, true, map[string]any{"password": pw(1)})
+
+	repo := gittest.New(t)
+	repo.Commit("secret by reference", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(vaultCompose, stack)})
+
+	var out outputs
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		out.add("notification", string(body))
+	}))
+	defer sink.Close()
+	urlFile := filepath.Join(dir, "sink-url")
+	if err := os.WriteFile(urlFile, []byte(sink.URL+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	appsFile := filepath.Join(dir, "applications.yaml")
+	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
+notifications:
+  - name: recorder
+    type: webhook
+    urlFile: %[3]s
+    events: [sync.started, sync.succeeded, sync.failed, drift.detected, drift.corrected, health.changed]
+secretStores:
+  - name: vault
+    vault:
+      address: %[4]s
+      mount: kv
+      kvVersion: 2
+      auth:
+        tokenFile: %[5]s
+    pollInterval: 1s
+    grants:
+      - applications: [%[1]s]
+        paths: [kv/data/%[1]s/*]
+applications:
+  - name: %[1]s
+    source:
+      repoURL: %[2]s
+      revision: main
+      path: deploy
+    stack: %[1]s
+    syncPolicy:
+      automated: {prune: true}
+      interval: 10s
+      retainRotated: 1
+`, stack, repo.Dir, urlFile, srv.Addr, tokenFile)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	addr := freeAddr(t)
+	const adminToken, readToken = "e2e-vault-admin-0123456789", "e2e-vault-read-0123456789"
+	ctl := startController(t, appsFile, "e2evault", []string{"FLOTILLA_ADMIN_TOKEN=" + adminToken, "FLOTILLA_READ_TOKEN=" + readToken},
+		"--listen", addr, "--log-format", "json")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	server := "http://" + addr
+	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
+		resp, err := http.Get(server + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	streams := map[string]*lockedBuffer{}
+	for role, tok := range map[string]string{"admin": adminToken, "read": readToken} {
+		s := &lockedBuffer{}
+		streams[role] = s
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, server+"/api/v1/events", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("events as %s: %v %v", role, err, resp)
+		}
+		go func() {
+			defer resp.Body.Close()
+			_, _ = io.Copy(s, resp.Body)
+		}()
+	}
+	getAny := func(tok, path string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, server+path, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	get := func(tok, path string) string {
+		code, body := getAny(tok, path)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, code, body)
+		}
+		return body
+	}
+	// storeDown: the diff renders, so with the store refusing it fails,
+	// naming the store and the entry; its answer is scanned too.
+	collectAPI := func(storeDown bool) {
+		for role, tok := range map[string]string{"admin": adminToken, "read": readToken} {
+			for _, path := range []string{"/api/v1/applications", "/api/v1/applications/" + stack,
+				"/api/v1/applications/" + stack + "/history", "/api/v1/applications/" + stack + "/diff"} {
+				if storeDown && strings.HasSuffix(path, "/diff") {
+					code, body := getAny(tok, path)
+					if code == http.StatusOK || !strings.Contains(body, "kv/data/"+stack+"/db") {
+						t.Errorf("diff with the store refusing: %d %s", code, body)
+					}
+					out.add("GET "+path+" as "+role, body)
+					continue
+				}
+				out.add("GET "+path+" as "+role, get(tok, path))
+			}
+		}
+	}
+	status := func() application.Status {
+		var st application.Status
+		if err := json.Unmarshal([]byte(get(readToken, "/api/v1/applications/"+stack)), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	history := func() []charts.Release {
+		var h api.HistoryList
+		if err := json.Unmarshal([]byte(get(readToken, "/api/v1/applications/"+stack+"/history")), &h); err != nil {
+			t.Fatal(err)
+		}
+		return h.Items
+	}
+	cl := swarmtest.Client(t)
+	mounted := func(svc string) string {
+		s, err := cl.ServiceInspect(context.Background(), stack+"_"+svc, client.ServiceInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sec := s.Service.Spec.TaskTemplate.ContainerSpec.Secrets
+		if len(sec) != 1 {
+			return ""
+		}
+		return sec[0].SecretName
+	}
+	swarmSecrets := func() []string {
+		l, err := cl.SecretList(context.Background(), client.SecretListOptions{Filters: make(client.Filters).Add("name", stack+"_db_password-")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, s := range l.Items {
+			names = append(names, s.Spec.Name)
+		}
+		slices.Sort(names)
+		return names
+	}
+
+	// Revision 1: deployed with the value from Vault.
+	swarmtest.Eventually(t, 120*time.Second, func() (bool, string) {
+		st := status()
+		return st.Sync == application.Synced && st.LastAppliedRevision == 1, fmt.Sprintf("%s rev %d %s", st.Sync, st.LastAppliedRevision, st.LastError)
+	})
+	secret1 := mounted("api")
+	if secret1 == "" || mounted("worker") != secret1 || mounted("web") != "" {
+		t.Fatalf("mounts: api %q worker %q web %q", secret1, mounted("worker"), mounted("web"))
+	}
+	if st := status(); len(st.SecretRefs) != 1 || st.SecretRefs[0].Version != 1 || st.SecretRefs[0].Path != entry || st.SecretRefs[0].SwarmSecret != secret1 {
+		t.Fatalf("status secret refs %+v", st.SecretRefs)
+	}
+	collectAPI(false)
+	writes := serviceWrites(t, stack)
+
+	// rotate writes version n in Vault and waits for the revision that
+	// deploys it, whose cause names the entry and versions.
+	rotate := func(n int) string {
+		t.Helper()
+		srv.Write(entry, true, map[string]any{"password": pw(n)})
+		want := fmt.Sprintf("secret rotated: vault %s key password version %d to %d", entry, n-1, n)
+		swarmtest.Eventually(t, 120*time.Second, func() (bool, string) {
+			h := history()
+			// The record is on the swarm before the pass that wrote it
+			// publishes its status.
+			st := status()
+			return len(h) > 0 && h[0].Revision == n && h[0].Trigger == want && st.LastAppliedRevision == n && st.Sync == application.Synced,
+				fmt.Sprintf("status %s rev %d, history %+v", st.Sync, st.LastAppliedRevision, h)
+		})
+		st := status()
+		if len(st.SecretRefs) != 1 || st.SecretRefs[0].Version != n || st.SecretRefs[0].RotatedRevision != n || st.SecretRefs[0].LastRotated.IsZero() {
+			t.Fatalf("status after rotation %d: %+v", n, st.SecretRefs)
+		}
+		name := mounted("api")
+		if name == "" || mounted("worker") != name {
+			t.Fatalf("after rotation %d: api mounts %q, worker %q", n, name, mounted("worker"))
+		}
+		collectAPI(false)
+		return name
+	}
+	secret2 := rotate(2)
+	secret3 := rotate(3)
+	if secret2 == secret1 || secret3 == secret2 {
+		t.Fatalf("secrets %s, %s, %s: a rotation kept the name", secret1, secret2, secret3)
+	}
+	// Each rotation wrote api and worker once, and web never.
+	swarmtest.Eventually(t, 30*time.Second, func() (bool, string) {
+		w := writes()
+		return w["api"] == 2 && w["worker"] == 2, fmt.Sprint(w)
+	})
+	// retainRotated: 1 keeps secret2 for a rollback; secret1, mounted by
+	// nothing, is swept.
+	swarmtest.Eventually(t, 120*time.Second, func() (bool, string) {
+		got := swarmSecrets()
+		return slices.Equal(got, sortedOf(secret2, secret3)), fmt.Sprint(got)
+	})
+	if w := writes(); w["api"] != 2 || w["worker"] != 2 || w["web"] != 0 {
+		t.Fatalf("service writes %v: want api and worker twice (one per rotation), web never", w)
+	}
+
+	// A revoked token: the pass fails naming the store and the entry, and
+	// nothing that runs is changed or removed.
+	srv.Revoke(token)
+	srv.Write(entry, true, map[string]any{"password": pw(4)})
+	before := swarmSecrets()
+	c := cli{t: t, bin: flotillaBinary(t), server: server, env: []string{"FLOTILLA_SERVER=" + server, "FLOTILLA_TOKEN=" + adminToken}}
+	swarmtest.Eventually(t, 90*time.Second, func() (bool, string) {
+		if _, code := c.run("app", "refresh", stack); code != 0 {
+			t.Fatal("refresh failed")
+		}
+		e := status().LastError
+		return strings.Contains(e, `"vault"`) && strings.Contains(e, entry) && strings.Contains(e, "permission denied"), e
+	})
+	if got := swarmSecrets(); !slices.Equal(got, before) {
+		t.Fatalf("a failed pass changed the secrets: %v → %v", before, got)
+	}
+	if mounted("api") != secret3 || mounted("worker") != secret3 {
+		t.Fatal("a failed pass changed what the services mount")
+	}
+	if h := history(); h[0].Revision != 3 {
+		t.Fatalf("a failed pass recorded revision %d", h[0].Revision)
+	}
+	if w := writes(); w["api"] != 2 || w["worker"] != 2 || w["web"] != 0 {
+		t.Fatalf("service writes %v after the failed pass", w)
+	}
+	collectAPI(true)
+
+	// Every release record on the swarm, as stored and decompressed.
+	recs, err := cl.ConfigList(context.Background(), client.ConfigListOptions{Filters: make(client.Filters).Add("label", backend.LabelRelease+"="+stack)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs.Items {
+		if !strings.HasPrefix(r.Spec.Name, "flotilla-release") {
+			continue
+		}
+		full, err := cl.ConfigInspect(context.Background(), r.ID, client.ConfigInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(full.Config.Spec.Data))
+		if err != nil {
+			t.Fatalf("record %s: %v", r.Spec.Name, err)
+		}
+		text, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.add("record "+r.Spec.Name, string(text))
+	}
+	swarmtest.Eventually(t, 30*time.Second, func() (bool, string) {
+		return strings.Contains(streams["read"].String(), "secret rotated"), "no rotation event yet"
+	})
+	for role, s := range streams {
+		out.add("events as "+role, s.String())
+	}
+	out.add("controller log", ctl.logs.String())
+	secrets := []string{pw(1), pw(2), pw(3), pw(4), token}
+	scanned := 0
+	for what, bodies := range out.bodies {
+		for _, body := range bodies {
+			scanned += len(body)
+			for _, s := range secrets {
+				if strings.Contains(body, s) {
+					t.Errorf("%s holds the plaintext %q", what, s)
+				}
+			}
+		}
+	}
+	for _, kind := range []string{"record ", "notification", "controller log", "events as read"} {
+		found := false
+		for what := range out.bodies {
+			found = found || strings.HasPrefix(what, kind)
+		}
+		if !found {
+			t.Errorf("no %s was scanned", kind)
+		}
+	}
+	t.Logf("scanned %d bytes from %d kinds of output", scanned, len(out.bodies))
+}
+
+func sortedOf(s ...string) []string {
+	slices.Sort(s)
+	return s
+}

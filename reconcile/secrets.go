@@ -1,0 +1,129 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/secretstore"
+)
+
+// Secrets from stores (see the secretstore package) enter the pass at the
+// render: a Resolution, bound to the application's grants, answers the
+// compose renderer for every x-flotilla.secretRef. A rotated value is a new
+// content-named secret, so the plan sees an upgrade that touches only the
+// services that mount it; the rest is the ordinary pass. This file adds the
+// record's account of it: the refs with their versions, and the cause
+// "secret rotated" when the value, not the commit, moved.
+
+// secretRefFunc adapts a resolution to the compose renderer.
+func secretRefFunc(res *secretstore.Resolution) compose.SecretRefFunc {
+	return func(secret string, ref compose.SecretRef) ([]byte, string, error) {
+		return res.Resolve(secret, secretstore.Ref{Store: ref.Store, Path: ref.Path, Key: ref.Key})
+	}
+}
+
+// sameRefs asks the stores again for what a cached render used; false when
+// any value changed, so the render must be done again.
+func sameRefs(res *secretstore.Resolution, used []secretstore.Used) (bool, error) {
+	for _, u := range used {
+		if _, _, err := res.Resolve(u.Secret, u.Ref); err != nil {
+			return false, err
+		}
+	}
+	now := res.Used()
+	for i, u := range used {
+		if !u.Same(now[i]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// storeFailure reports whether a render failed because a store could not
+// give a value (unreachable, refused, or the value is missing): worth
+// retrying with backoff, unlike bad input in the repository.
+func storeFailure(err error) bool {
+	return errors.Is(err, secretstore.ErrUnavailable) || errors.Is(err, secretstore.ErrNoValue)
+}
+
+// secretFailed fails the pass at the render, before any write, so what
+// runs is kept and nothing is swept; a store failure is transient and
+// backs off, a reference the grant refuses waits for a change.
+func secretFailed(err error) error {
+	if storeFailure(err) {
+		return transient("render", err)
+	}
+	return stalled("render", err)
+}
+
+// recordRefs writes the store secrets of the render into rec, carrying
+// each one's last rotation over from the previous record, and returns the
+// cause to record when a value changed ("" when none did).
+func (c *Controller) recordRefs(p *pass, rec *charts.Release) string {
+	if p.rendered == nil || len(p.rendered.Refs) == 0 {
+		return ""
+	}
+	prev := map[string]charts.SecretRef{}
+	if p.latest != nil {
+		for _, r := range p.latest.SecretRefs {
+			prev[r.Secret] = r
+		}
+	}
+	versions := map[string]int{}
+	for _, u := range p.refs {
+		versions[u.Secret] = u.Version
+	}
+	var rotated []string
+	for _, r := range p.rendered.Refs {
+		out := charts.SecretRef{
+			Secret: r.Secret, Store: r.Ref.Store, Path: r.Ref.Path, Key: r.Ref.Key,
+			Version: versions[r.Secret], Name: r.Name,
+		}
+		if old, ok := prev[r.Secret]; ok {
+			out.Rotated, out.RotatedRevision = old.Rotated, old.RotatedRevision
+			sameRef := old.Store == out.Store && old.Path == out.Path && old.Key == out.Key
+			if sameRef && old.Name != out.Name {
+				out.Rotated, out.RotatedRevision = rec.Time, rec.Revision
+				rotated = append(rotated, rotationText(old, out))
+			}
+		}
+		rec.SecretRefs = append(rec.SecretRefs, out)
+	}
+	if len(rotated) == 0 {
+		return ""
+	}
+	slices.Sort(rotated)
+	return "secret rotated: " + strings.Join(rotated, ", ")
+}
+
+// rotationText names a rotated value by its reference and versions.
+func rotationText(old, now charts.SecretRef) string {
+	s := fmt.Sprintf("%s %s key %s", now.Store, now.Path, now.Key)
+	switch {
+	case now.Version > 0 && old.Version > 0:
+		s += fmt.Sprintf(" version %d to %d", old.Version, now.Version)
+	case now.Version > 0:
+		s += fmt.Sprintf(" version %d", now.Version)
+	}
+	return s
+}
+
+// refStatus is the status view of a record's store secrets.
+func refStatus(refs []charts.SecretRef) []application.SecretRefStatus {
+	if len(refs) == 0 {
+		return nil
+	}
+	out := make([]application.SecretRefStatus, 0, len(refs))
+	for _, r := range refs {
+		out = append(out, application.SecretRefStatus{
+			Secret: r.Secret, Store: r.Store, Path: r.Path, Key: r.Key, Version: r.Version,
+			SwarmSecret: r.Name, LastRotated: r.Rotated, RotatedRevision: r.RotatedRevision,
+		})
+	}
+	return out
+}
