@@ -239,43 +239,14 @@ func replaceInTree(s storer.EncodedObjectStorer, th plumbing.Hash, parts []strin
 // it, up to req.Attempts times; it never force-pushes. Errors are
 // sanitised.
 func Commit(ctx context.Context, req CommitRequest) (res CommitResult, err error) {
-	loc, err := parseLocation(req.RepoURL)
-	if err != nil {
-		return res, err
-	}
-	a, err := loadAuth(loc, req.Credentials)
-	if err != nil {
-		return res, err
-	}
-	defer func() { err = sanitize(err, a.secrets) }()
-	var signer *sshSigner
-	if req.SigningKeyFile != "" {
-		if signer, err = newSSHSigner(req.SigningKeyFile); err != nil {
-			return res, err
-		}
-	}
-	attempts := req.Attempts
-	if attempts <= 0 {
-		attempts = 3
-	}
-	if req.ScratchDir != "" {
-		if err := os.MkdirAll(req.ScratchDir, 0o700); err != nil {
-			return res, fmt.Errorf("scratch clone: %w", err)
-		}
-	}
-	dir, err := os.MkdirTemp(req.ScratchDir, "flotilla-commit-")
-	if err != nil {
-		return res, fmt.Errorf("scratch clone: %w", err)
-	}
-	defer os.RemoveAll(dir)
 	branch := plumbing.NewBranchReferenceName(req.Branch)
-	repo, err := git.PlainCloneContext(ctx, dir, true, &git.CloneOptions{
-		URL: loc.remote, Auth: a.method, ReferenceName: branch, SingleBranch: true, Tags: git.NoTags,
-		ProxyOptions: connDeadline(ctx, loc),
-	})
+	sc, err := openScratch(ctx, req, "flotilla-commit-", branch)
 	if err != nil {
-		return res, fmt.Errorf("clone %s branch %s: %w", loc.safe, req.Branch, err)
+		return res, err
 	}
+	defer sc.close()
+	defer func() { err = sanitize(err, sc.auth.secrets) }()
+	loc, a, signer, repo, attempts := sc.loc, sc.auth, sc.signer, sc.repo, sc.attempts
 	for res.Attempts < attempts {
 		res.Attempts++
 		ref, err := repo.Reference(branch, true)
@@ -326,6 +297,61 @@ func Commit(ctx context.Context, req CommitRequest) (res CommitResult, err error
 	}
 	return res, fmt.Errorf("%s branch %s: %w (%d attempts)", loc.safe, req.Branch, ErrPushRejected, attempts)
 }
+
+// scratch is what Commit and Propose set up before deciding anything: the
+// remote, its auth, the commit signer, the attempts allowed, and a bare
+// single-branch clone in a scratch directory that close removes.
+type scratch struct {
+	loc      location
+	auth     auth
+	signer   *sshSigner
+	attempts int
+	repo     *git.Repository
+	dir      string
+}
+
+// openScratch clones req's remote at branch into a new directory named
+// with prefix under req.ScratchDir. Its errors after the credentials are
+// read are sanitised with them.
+func openScratch(ctx context.Context, req CommitRequest, prefix string, branch plumbing.ReferenceName) (sc *scratch, err error) {
+	loc, err := parseLocation(req.RepoURL)
+	if err != nil {
+		return nil, err
+	}
+	a, err := loadAuth(loc, req.Credentials)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = sanitize(err, a.secrets) }()
+	sc = &scratch{loc: loc, auth: a, attempts: req.Attempts}
+	if req.SigningKeyFile != "" {
+		if sc.signer, err = newSSHSigner(req.SigningKeyFile); err != nil {
+			return nil, err
+		}
+	}
+	if sc.attempts <= 0 {
+		sc.attempts = 3
+	}
+	if req.ScratchDir != "" {
+		if err := os.MkdirAll(req.ScratchDir, 0o700); err != nil {
+			return nil, fmt.Errorf("scratch clone: %w", err)
+		}
+	}
+	if sc.dir, err = os.MkdirTemp(req.ScratchDir, prefix); err != nil {
+		return nil, fmt.Errorf("scratch clone: %w", err)
+	}
+	sc.repo, err = git.PlainCloneContext(ctx, sc.dir, true, &git.CloneOptions{
+		URL: loc.remote, Auth: a.method, ReferenceName: branch, SingleBranch: true, Tags: git.NoTags,
+		ProxyOptions: connDeadline(ctx, loc),
+	})
+	if err != nil {
+		os.RemoveAll(sc.dir)
+		return nil, fmt.Errorf("clone %s branch %s: %w", loc.safe, req.Branch, err)
+	}
+	return sc, nil
+}
+
+func (sc *scratch) close() { os.RemoveAll(sc.dir) }
 
 // rejected reports whether a push failed because the remote branch is not
 // an ancestor of ours, as go-git finds it before sending or as the server

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -56,46 +55,17 @@ func Propose(ctx context.Context, req ProposeRequest) (res ProposeResult, err er
 	if req.Head == "" || req.Head == req.Branch || req.Own == nil {
 		return res, errors.New("propose: a head branch other than the base, and Own, are required")
 	}
-	loc, err := parseLocation(req.RepoURL)
-	if err != nil {
-		return res, err
-	}
-	a, err := loadAuth(loc, req.Credentials)
-	if err != nil {
-		return res, err
-	}
-	defer func() { err = sanitize(err, a.secrets) }()
-	var signer *sshSigner
-	if req.SigningKeyFile != "" {
-		if signer, err = newSSHSigner(req.SigningKeyFile); err != nil {
-			return res, err
-		}
-	}
-	attempts := req.Attempts
-	if attempts <= 0 {
-		attempts = 3
-	}
-	if req.ScratchDir != "" {
-		if err := os.MkdirAll(req.ScratchDir, 0o700); err != nil {
-			return res, fmt.Errorf("scratch clone: %w", err)
-		}
-	}
-	dir, err := os.MkdirTemp(req.ScratchDir, "flotilla-propose-")
-	if err != nil {
-		return res, fmt.Errorf("scratch clone: %w", err)
-	}
-	defer os.RemoveAll(dir)
 	base := plumbing.NewBranchReferenceName(req.Branch)
 	head := plumbing.NewBranchReferenceName(req.Head)
 	// The lease reads the remote's head from here.
 	tracking := plumbing.NewRemoteReferenceName("origin", req.Head)
-	repo, err := git.PlainCloneContext(ctx, dir, true, &git.CloneOptions{
-		URL: loc.remote, Auth: a.method, ReferenceName: base, SingleBranch: true, Tags: git.NoTags,
-		ProxyOptions: connDeadline(ctx, loc),
-	})
+	sc, err := openScratch(ctx, req.CommitRequest, "flotilla-propose-", base)
 	if err != nil {
-		return res, fmt.Errorf("clone %s branch %s: %w", loc.safe, req.Branch, err)
+		return res, err
 	}
+	defer sc.close()
+	defer func() { err = sanitize(err, sc.auth.secrets) }()
+	loc, a, signer, repo, attempts := sc.loc, sc.auth, sc.signer, sc.repo, sc.attempts
 	// fetchHead brings Head's tip, if the branch exists, to tracking.
 	fetchHead := func() (*object.Commit, error) {
 		_ = repo.Storer.RemoveReference(tracking)
