@@ -293,38 +293,9 @@ applications:
 
 	addr := freeAddr(t)
 	const adminToken, readToken = "e2e-seal-admin-0123456789", "e2e-seal-read-0123456789"
-	ctl := startController(t, appsFile, "e2eseal", []string{"FLOTILLA_ADMIN_TOKEN=" + adminToken, "FLOTILLA_READ_TOKEN=" + readToken},
-		"--listen", addr, "--log-format", "json")
+	ctl, server, streams := startWatchedController(t, appsFile, "e2eseal", addr, adminToken, readToken)
 	logs := ctl.logs
-	// The event streams below last as long as the test.
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	server := "http://" + addr
-	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
-		resp, err := http.Get(server + "/readyz")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
 
-	// The event stream, as each role sees it, for the whole test.
-	streams := map[string]*lockedBuffer{}
-	for role, token := range map[string]string{"admin": adminToken, "read": readToken} {
-		s := &lockedBuffer{}
-		streams[role] = s
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, server+"/api/v1/events", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("events as %s: %v %v", role, err, resp)
-		}
-		go func() {
-			defer resp.Body.Close()
-			_, _ = io.Copy(s, resp.Body)
-		}()
-	}
 	get := func(token, path string) string {
 		req, _ := http.NewRequest(http.MethodGet, server+path, nil)
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -490,4 +461,41 @@ applications:
 		}
 	}
 	t.Logf("scanned %d bytes from %d kinds of output", scanned, len(out.bodies))
+}
+
+// startWatchedController runs the built controller on addr with an admin
+// and a read token, waits until it is ready, and follows the event stream
+// as each role sees it for the whole test: what the no-plaintext scans read.
+func startWatchedController(t *testing.T, appsFile, id, addr, adminToken, readToken string) (*stoppable, string, map[string]*lockedBuffer) {
+	t.Helper()
+	ctl := startController(t, appsFile, id, []string{"FLOTILLA_ADMIN_TOKEN=" + adminToken, "FLOTILLA_READ_TOKEN=" + readToken},
+		"--listen", addr, "--log-format", "json")
+	// The event streams below last as long as the test.
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	server := "http://" + addr
+	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
+		resp, err := http.Get(server + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	streams := map[string]*lockedBuffer{}
+	for role, token := range map[string]string{"admin": adminToken, "read": readToken} {
+		s := &lockedBuffer{}
+		streams[role] = s
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, server+"/api/v1/events", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("events as %s: %v %v", role, err, resp)
+		}
+		go func() {
+			defer resp.Body.Close()
+			_, _ = io.Copy(s, resp.Body)
+		}()
+	}
+	return ctl, server, streams
 }

@@ -154,34 +154,7 @@ applications:
 
 	addr := freeAddr(t)
 	const adminToken, readToken = "e2e-vault-admin-0123456789", "e2e-vault-read-0123456789"
-	ctl := startController(t, appsFile, "e2evault", []string{"FLOTILLA_ADMIN_TOKEN=" + adminToken, "FLOTILLA_READ_TOKEN=" + readToken},
-		"--listen", addr, "--log-format", "json")
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	server := "http://" + addr
-	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
-		resp, err := http.Get(server + "/readyz")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
-	streams := map[string]*lockedBuffer{}
-	for role, tok := range map[string]string{"admin": adminToken, "read": readToken} {
-		s := &lockedBuffer{}
-		streams[role] = s
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, server+"/api/v1/events", nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("events as %s: %v %v", role, err, resp)
-		}
-		go func() {
-			defer resp.Body.Close()
-			_, _ = io.Copy(s, resp.Body)
-		}()
-	}
+	ctl, server, streams := startWatchedController(t, appsFile, "e2evault", addr, adminToken, readToken)
 	getAny := func(tok, path string) (int, string) {
 		req, _ := http.NewRequest(http.MethodGet, server+path, nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
