@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/analysis"
-	"github.com/flotilla-gitops/flotilla/internal/syncbuf"
+	"github.com/flotilla-gitops/flotilla/internal/testproc"
 	"github.com/flotilla-gitops/flotilla/rollout"
 )
 
@@ -117,41 +117,9 @@ func startPrometheus(t *testing.T, target string) string {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	var logs syncBuffer
 	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address=127.0.0.1:"+strconv.Itoa(port))
 	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start prometheus: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			t.Logf("prometheus logs:\n%s", logs.String())
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if resp, err := http.Get(base + "/-/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return base
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("prometheus exited before it was ready:\n%s", logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus was not ready within 60s:\n%s", logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testproc.Start(t, "prometheus", cmd).WaitHTTP(t, base+"/-/ready", 60*time.Second, testproc.OK)
+	return base
 }
-
-type syncBuffer = syncbuf.Buffer

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
+	"github.com/flotilla-gitops/flotilla/internal/testproc"
 )
 
 // Options configure Start.
@@ -110,25 +111,7 @@ http:
 	if err := os.WriteFile(cfgFile, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
-	var logMu sync.Mutex
-	cmd := exec.Command(bin, "serve", cfgFile)
-	cmd.Stdout = lockedWriter{&logMu, &logs}
-	cmd.Stderr = lockedWriter{&logMu, &logs}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start registry: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			logMu.Lock()
-			t.Logf("registry log:\n%s", logs.String())
-			logMu.Unlock()
-		}
-	})
+	proc := testproc.Start(t, "registry", exec.Command(bin, "serve", cfgFile))
 
 	// The counting proxy: what the code under test talks to.
 	target := &url.URL{Scheme: "http", Host: r.Direct}
@@ -170,38 +153,11 @@ http:
 	t.Cleanup(func() { _ = srv.Close() })
 	r.Host = l.Addr().String()
 
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + r.Direct + "/v2/")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized {
-				break
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("registry exited:\n%s", logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("registry did not answer on %s: %v", r.Direct, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	proc.WaitHTTP(t, "http://"+r.Direct+"/v2/", 30*time.Second, func(status int) bool {
+		return status == http.StatusOK || status == http.StatusUnauthorized
+	})
 	r.ResetHits()
 	return r
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func freePort(t testing.TB) int {

@@ -5,14 +5,13 @@ package traefiktest
 
 import (
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/flotilla-gitops/flotilla/internal/syncbuf"
+	"github.com/flotilla-gitops/flotilla/internal/testproc"
 )
 
 // Buckets are the request duration histogram bounds the test Traefik uses,
@@ -28,7 +27,7 @@ type Traefik struct {
 	// Admin is the base URL of the entry point named "traefik", which holds
 	// the API (/api/rawdata), /ping and the Prometheus metrics (/metrics).
 	Admin string
-	logs  *syncBuffer
+	proc  *testproc.Proc
 }
 
 // Start runs Traefik from $FLOTILLA_TRAEFIK, polling its dynamic
@@ -48,42 +47,12 @@ func Start(t testing.TB, providerURL string) *Traefik {
 	tr := &Traefik{
 		Web:   "http://127.0.0.1:" + strconv.Itoa(web),
 		Admin: "http://127.0.0.1:" + strconv.Itoa(admin),
-		logs:  &syncBuffer{},
 	}
 	cmd := exec.Command(bin, Flags(web, admin, providerURL)...)
 	cmd.Dir = t.TempDir()
-	cmd.Stdout, cmd.Stderr = tr.logs, tr.logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start traefik: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			t.Logf("traefik logs:\n%s", tr.logs.String())
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(tr.Admin + "/ping")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return tr
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("traefik exited before answering /ping:\n%s", tr.logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("traefik did not answer /ping within 60s:\n%s", tr.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	tr.proc = testproc.Start(t, "traefik", cmd)
+	tr.proc.WaitHTTP(t, tr.Admin+"/ping", 60*time.Second, testproc.OK)
+	return tr
 }
 
 // Flags are the command-line flags Start gives Traefik: two loopback entry
@@ -107,7 +76,7 @@ func Flags(webPort, adminPort int, providerURL string) []string {
 }
 
 // Logs is what Traefik wrote so far.
-func (tr *Traefik) Logs() string { return tr.logs.String() }
+func (tr *Traefik) Logs() string { return tr.proc.Logs.String() }
 
 func freePort(t testing.TB) int {
 	t.Helper()
@@ -118,5 +87,3 @@ func freePort(t testing.TB) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
-
-type syncBuffer = syncbuf.Buffer

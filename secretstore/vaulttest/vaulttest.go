@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +17,7 @@ import (
 
 	vault "github.com/hashicorp/vault/api"
 
-	"github.com/flotilla-gitops/flotilla/internal/syncbuf"
+	"github.com/flotilla-gitops/flotilla/internal/testproc"
 )
 
 // Server is a running dev-mode Vault.
@@ -54,44 +53,13 @@ func Start(t testing.TB) *Server {
 	listen := "127.0.0.1:" + strconv.Itoa(port)
 	root := fmt.Sprintf("root-%d-%d", time.Now().UnixNano(), port)
 	home := t.TempDir()
-	var logs syncbuf.Buffer
 	cmd := exec.Command(bin, "server", "-dev", "-dev-listen-address="+listen, "-dev-root-token-id="+root, "-dev-no-store-token")
 	// Dev mode writes the token helper's file under HOME; keep it in the
 	// test's directory, and keep the caller's VAULT_* settings out.
 	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "SKIP_SETCAP=1"}
 	cmd.Dir = home
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start vault: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			t.Logf("vault logs:\n%s", logs.String())
-		}
-	})
 	addr := "http://" + listen
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		if resp, err := http.Get(addr + "/v1/sys/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("vault exited before it was ready:\n%s", logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("vault was not ready within 90s:\n%s", logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testproc.Start(t, "vault", cmd).WaitHTTP(t, addr+"/v1/sys/health", 90*time.Second, testproc.OK)
 	cfg := vault.DefaultConfig()
 	cfg.Address = addr
 	c, err := vault.NewClient(cfg)
