@@ -159,12 +159,14 @@ func printImages(w io.Writer, im *application.ImageStatus, now time.Time) error 
 	return tw.Flush()
 }
 
-// termSafe replaces control characters other than whitespace: a tag or an
-// error comes from a registry or a git remote, and an escape sequence in it
-// must not reach the terminal.
+// termSafe replaces the control characters a terminal acts on (ESC, CSI,
+// carriage return, backspace, NEL, ...) with U+FFFD; tabs and newlines,
+// which tables are made of, pass. A tag or an error comes from a registry
+// or a git remote, and an escape sequence in it must not reach the
+// terminal. termSafeWriter applies it to every table the CLI prints.
 func termSafe(s string) string {
 	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) && !unicode.IsSpace(r) {
+		if r != '\n' && r != '\t' && unicode.IsControl(r) {
 			return unicode.ReplacementChar
 		}
 		return r

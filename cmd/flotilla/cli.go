@@ -14,7 +14,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -137,19 +136,11 @@ func runAPI(cmd *cobra.Command, o *apiOptions, timeout time.Duration, fn func(ct
 	return fn(ctx, c)
 }
 
-// termSafeWriter replaces the control characters a terminal acts on (ESC,
-// CSI, carriage return, backspace, ...) with U+FFFD; tabs and newlines,
-// which the tables are made of, pass.
+// termSafeWriter passes what is written through termSafe.
 type termSafeWriter struct{ w io.Writer }
 
 func (t termSafeWriter) Write(p []byte) (int, error) {
-	safe := strings.Map(func(r rune) rune {
-		if r != '\n' && r != '\t' && unicode.IsControl(r) {
-			return unicode.ReplacementChar
-		}
-		return r
-	}, string(p))
-	if _, err := io.WriteString(t.w, safe); err != nil {
+	if _, err := io.WriteString(t.w, termSafe(string(p))); err != nil {
 		return 0, err
 	}
 	return len(p), nil
