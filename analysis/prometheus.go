@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/flotilla-gitops/flotilla/rollout"
+	"github.com/flotilla-gitops/flotilla/router"
 )
 
 // MaxPrometheusAnswer bounds a Prometheus server's answer to one query: the
@@ -41,7 +42,7 @@ func (r *Runner) queryPrometheus(ctx context.Context, pc rollout.PrometheusCheck
 	inconclusive := func(why string) Judgement { return Judgement{rollout.Inconclusive, "prometheus", why} }
 	client, err := api.NewClient(api.Config{Address: pc.Address, Client: r.prometheusClient()})
 	if err != nil {
-		return inconclusive("address: " + hideURL(err).Error())
+		return inconclusive("address: " + router.HideURL(err).Error())
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(CallTimeout, every))
 	defer cancel()
@@ -127,7 +128,7 @@ func queryError(ctx context.Context, err error) string {
 		}
 		return fmt.Sprintf("query refused (%s): %s", pe.Type, pe.Msg)
 	}
-	return "query: " + hideURL(err).Error()
+	return "query: " + router.HideURL(err).Error()
 }
 
 // prometheusClient is r.httpClient limited to answers of

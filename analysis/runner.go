@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"sync"
 	"time"
 
@@ -283,17 +282,17 @@ func (r *Runner) callWebhook(ctx context.Context, to string, t Target, from, now
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, to, bytes.NewReader(body))
 	if err != nil {
-		return inconclusive("build the request: " + hideURL(err).Error())
+		return inconclusive("build the request: " + router.HideURL(err).Error())
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := r.httpClient().Do(req)
 	if err != nil {
-		return inconclusive("call: " + hideURL(err).Error())
+		return inconclusive("call: " + router.HideURL(err).Error())
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	if err != nil {
-		return inconclusive("read the answer: " + hideURL(err).Error())
+		return inconclusive("read the answer: " + router.HideURL(err).Error())
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return inconclusive(fmt.Sprintf("answered %s", resp.Status))
@@ -318,15 +317,6 @@ func (r *Runner) callWebhook(ctx context.Context, to string, t Target, from, now
 	return inconclusive(fmt.Sprintf("result %q is neither pass nor fail", ans.Result))
 }
 
-// hideURL keeps a webhook's URL, which may carry a token, out of the
-// error a status shows.
-func hideURL(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
-	}
-	return err
-}
 
 func (r *Runner) logger() *slog.Logger {
 	if r.Logger != nil {

@@ -61,12 +61,12 @@ func Scrape(ctx context.Context, client *http.Client, to string) (Snapshot, erro
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, to, nil)
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("router: scrape: %w", hideURL(err))
+		return Snapshot{}, fmt.Errorf("router: scrape: %w", HideURL(err))
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := client.Do(req)
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("router: scrape: %w", hideURL(err))
+		return Snapshot{}, fmt.Errorf("router: scrape: %w", HideURL(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -309,9 +309,10 @@ func quantileBucket(buckets map[float64]float64, count, q float64) (low, high ti
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// hideURL keeps the URL, which may carry a token, out of an error that a
-// status shows: the caller knows which endpoint it scraped.
-func hideURL(err error) error {
+// HideURL keeps the URL of a failed HTTP call, which may carry a token, out
+// of an error that a status shows: the caller knows which endpoint it
+// called. The analysis uses it for every call it makes.
+func HideURL(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
