@@ -317,7 +317,6 @@ func (r *Runner) callWebhook(ctx context.Context, to string, t Target, from, now
 	return inconclusive(fmt.Sprintf("result %q is neither pass nor fail", ans.Result))
 }
 
-
 func (r *Runner) logger() *slog.Logger {
 	if r.Logger != nil {
 		return r.Logger
