@@ -11,7 +11,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/accessibility"
 	"github.com/chromedp/cdproto/cdp"
@@ -521,4 +523,58 @@ func TestBrowser_anAuditEntryOnTheStreamDoesNotReReadItsApplication(t *testing.T
 	if evalString(t, ctx, `String(document.querySelector('#apps tr[data-name="zeta"]').textContent.includes('re-read for an audit entry'))`) != "false" {
 		t.Fatal("an audit entry made the console re-read its application")
 	}
+}
+
+// A controller that drops requests for the list (restarting, a proxy
+// cutting connections) must not leave the console on an error until
+// someone reloads the page: it says so and asks again until it gets the
+// list. The cut lasts three seconds rather than a number of requests:
+// Chromium silently retries a request on each idle keep-alive connection
+// it holds, so a count would be spent before the page sees a failure.
+func TestBrowser_aListThatCannotBeFetchedIsAskedForAgain(t *testing.T) {
+	var mu sync.Mutex
+	var cutUntil time.Time // from the sign-in on: the page asks once before it
+	h := api.New(api.Options{
+		Controller: apitest.NewController(fleet()...), Events: events.NewBroker(events.BrokerOptions{}),
+		UI: web.Handler(), Logger: slog.New(slog.DiscardHandler), Policy: access.NewPolicy(fleetProjects),
+		Tokens: api.Tokens{{Name: "viewer", Role: api.RoleRead, Secret: readToken}},
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		drop := r.URL.Path == "/api/v1/applications" && time.Now().Before(cutUntil)
+		mu.Unlock()
+		if drop {
+			c, _, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Errorf("hijack: %v", err)
+				return
+			}
+			c.Close() // no answer at all: the page's fetch fails
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+
+	ctx := newTab(t)
+	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/"))
+	waitJS(t, ctx, "the token form", `!document.getElementById('login').hidden`)
+	mu.Lock()
+	cutUntil = time.Now().Add(3 * time.Second)
+	mu.Unlock()
+	signIn(t, ctx, readToken)
+	waitJS(t, ctx, "the error with the retry", `document.getElementById('error').textContent.includes('Trying again')`)
+	// The page asks again after 2 s, then 4 s more: past waitJS's ten
+	// seconds on a slow machine.
+	deadline := time.Now().Add(40 * time.Second)
+	for !evalBool(t, ctx, rowCount(12)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the list never came: %s", evalString(t, ctx, `document.body.innerText`))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !evalBool(t, ctx, `document.getElementById('error').hidden`) {
+		t.Errorf("the error stays after the list came: %q", evalString(t, ctx, `document.getElementById('error').textContent`))
+	}
+	waitLive(t, ctx)
 }

@@ -128,14 +128,27 @@ $('sso-signout').addEventListener('click', async () => {
   askToken('');
 });
 
+// start loads the list and then follows events. A controller that cannot
+// be reached (restarting, a dropped connection) or answers 5xx is asked
+// again, waiting longer each time, rather than leaving the page on an
+// error until someone reloads it; a 4xx is an answer and stays on screen.
+let starts = 0;
 async function start() {
+  const mine = ++starts;
   $('login').hidden = true;
   state.forbidden = '';
-  try {
-    await loadAll();
-  } catch (e) {
-    if (e.status !== 401) showError('Cannot list applications: ' + e.message);
-    return;
+  for (let wait = state.retry; ; wait = Math.min(wait * 2, 30000)) {
+    try {
+      await loadAll();
+      break;
+    } catch (e) {
+      if (e.status === 401) return;
+      if (e.status && e.status < 500) return showError('Cannot list applications: ' + e.message);
+      showError(`Cannot list applications: ${e.message}. Trying again in ${Math.round(wait / 1000)} s.`);
+      await new Promise((r) => setTimeout(r, wait));
+      // Signed out, or started again by a sign-in, while waiting.
+      if (mine !== starts || !$('login').hidden) return;
+    }
   }
   $('signout').hidden = !token();
   showSSOUser();
