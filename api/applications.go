@@ -14,7 +14,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
-	"github.com/flotilla-gitops/flotilla/source"
+	"github.com/flotilla-gitops/flotilla/redact"
 )
 
 func (s *server) listApplications(w http.ResponseWriter, r *http.Request) error {
@@ -254,7 +254,7 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, app string, done
 		st := res.Status
 		if res.Err != nil {
 			out.Phase = Failed
-			out.Error = source.SanitizeString(res.Err.Error())
+			out.Error = redact.Text(res.Err.Error())
 		}
 		if !s.mayReadHookLogs(r, app) {
 			st = statusWithoutHookLogs(st)

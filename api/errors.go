@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/flotilla-gitops/flotilla/source"
+	"github.com/flotilla-gitops/flotilla/redact"
 )
 
 // Error is the one error type handlers return to choose a status. Its
@@ -66,7 +66,7 @@ func classify(err error) *Error {
 		}
 	}
 	out := *e
-	out.Message = source.SanitizeString(out.Message)
+	out.Message = redact.Text(out.Message)
 	return &out
 }
 
@@ -78,7 +78,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.Status >= 500 && e.Status != http.StatusNotImplemented {
 		level = slog.LevelError
 	}
-	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", e.Status, "error", source.SanitizeString(err.Error())}
+	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", e.Status, "error", redact.Text(err.Error())}
 	if name := r.PathValue("name"); name != "" {
 		attrs = append(attrs, "app", name)
 	}

@@ -408,7 +408,7 @@ func TestDecryptedValuesNeverReachAnErrorMessage(t *testing.T) {
 		return data, nil
 	}
 	err := mustFail(render(t, root, Dir{ValueFiles: []string{"secret.enc.yaml"}, Decrypt: decrypt}))
-	wantFault(t, err, "chart/values.schema.json", "image.tag", `"pattern"`, "[redacted]")
+	wantFault(t, err, "chart/values.schema.json", "image.tag", `"pattern"`, "***")
 	if strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("decrypted value in the message: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/chartengine"
+	"github.com/flotilla-gitops/flotilla/redact"
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
@@ -200,7 +201,7 @@ func (c *Client) Fetch(ctx context.Context, req Request) (*Chart, error) {
 	repo := redactURL(base)
 	ch, err := c.fetch(ctx, base, repo, req)
 	if err != nil {
-		return nil, source.Sanitize(fmt.Errorf("chart %s from repository %s: %w", req.Name, repo, err))
+		return nil, redact.Error(fmt.Errorf("chart %s from repository %s: %w", req.Name, repo, err))
 	}
 	return ch, nil
 }
@@ -468,7 +469,7 @@ func readSecret(what, name string) (string, error) {
 func parseRepoURL(raw string, insecure bool) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("repository URL: %w", source.Sanitize(err))
+		return nil, fmt.Errorf("repository URL: %w", redact.Error(err))
 	}
 	if u.User != nil {
 		return nil, errors.New("repository URL must not hold credentials; use credentials files")

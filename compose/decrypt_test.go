@@ -328,7 +328,7 @@ func TestRenderWithholdsMessagesThatCouldQuoteDecryptedContent(t *testing.T) {
 		sopsEncryptFile(t, filepath.Join(d.Root, d.Path, "deploy.env"), id.Recipient)
 		_, err := Render(sopsStack, d)
 		fe := faultOf(t, err)
-		if strings.Contains(err.Error(), "Secret99") || !strings.Contains(err.Error(), "[redacted]") {
+		if strings.Contains(err.Error(), "Secret99") || !strings.Contains(err.Error(), "***") {
 			t.Fatalf("error %q: want the decrypted value redacted", err)
 		}
 		if fe.Field != "services.app.image" {

@@ -18,6 +18,8 @@ import (
 	"strings"
 
 	"github.com/moby/moby/api/types/swarm"
+
+	"github.com/flotilla-gitops/flotilla/redact"
 )
 
 // Change is one field that differs between the desired and the live spec.
@@ -122,7 +124,7 @@ func dropModeEchoes(cs []Change) []Change {
 const none = "(none)"
 
 // mask replaces a hidden value.
-const mask = "***"
+const mask = redact.Mark
 
 // value is one field of one side, already rendered canonically. text is
 // what is compared; display, when set, is what a masked value shows instead

@@ -29,7 +29,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/forge"
-	"github.com/flotilla-gitops/flotilla/source"
+	"github.com/flotilla-gitops/flotilla/redact"
 )
 
 // Defaults for Options.
@@ -407,7 +407,7 @@ func describe(j job) string {
 	if len(short) > 12 {
 		short = short[:12]
 	}
-	msg := source.SanitizeString(j.message)
+	msg := redact.Text(j.message)
 	switch j.state {
 	case forge.StatePending:
 		return "deploying " + short + ": " + msg
@@ -442,13 +442,13 @@ func (p *Poster) commentBody(ctx context.Context, j job) string {
 	}
 	b.WriteString("\n\n")
 	if j.state == forge.StateFailure && j.message != "" {
-		fmt.Fprintf(&b, "> %s\n\n", mdQuote(source.SanitizeString(j.message)))
+		fmt.Fprintf(&b, "> %s\n\n", mdQuote(redact.Text(j.message)))
 	}
 	if p.opts.Plan != nil {
 		plan, err := p.opts.Plan(ctx, j.app, j.commit, j.state == forge.StateSuccess)
 		switch {
 		case err != nil:
-			p.log.Warn("plan for the pull request comment not made; the comment reports the outcome only", "app", j.app, "error", source.SanitizeString(err.Error()))
+			p.log.Warn("plan for the pull request comment not made; the comment reports the outcome only", "app", j.app, "error", redact.Text(err.Error()))
 			b.WriteString("_The plan could not be made: see the controller's log._\n")
 		default:
 			b.WriteString(plan)

@@ -11,8 +11,8 @@ import (
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/imagepolicy"
 	"github.com/flotilla-gitops/flotilla/metrics"
+	"github.com/flotilla-gitops/flotilla/redact"
 	"github.com/flotilla-gitops/flotilla/regauth"
-	"github.com/flotilla-gitops/flotilla/source"
 )
 
 // Loop runs the Updater for every application that has imageUpdates, each
@@ -66,13 +66,13 @@ func (s LoopStatus) Application() *application.ImageStatus {
 		out.PullRequest = &application.ImagePullRequestStatus{Number: pr.Number, URL: pr.URL, Branch: pr.Head, Base: pr.Base}
 	}
 	if s.Err != nil {
-		out.LastError = source.SanitizeString(s.Err.Error())
+		out.LastError = redact.Text(s.Err.Error())
 	}
 	for _, t := range s.Result.Targets {
 		f := application.ImageField{Image: t.Image, File: t.File, Field: t.Field, Current: t.Old, Newest: t.Newest,
 			Outcome: string(t.Outcome), Reason: t.Reason}
 		if t.Err != nil {
-			f.Outcome, f.Reason = "error", source.SanitizeString(t.Err.Error())
+			f.Outcome, f.Reason = "error", redact.Text(t.Err.Error())
 		}
 		out.Fields = append(out.Fields, f)
 	}
@@ -205,7 +205,7 @@ func (l *Loop) report(a *application.Application, st LoopStatus) {
 		msg := t.Reason
 		outcome := string(t.Outcome)
 		if t.Err != nil {
-			msg, outcome = source.SanitizeString(t.Err.Error()), "error"
+			msg, outcome = redact.Text(t.Err.Error()), "error"
 		}
 		l.Publish(events.Event{Type: events.ImageHeld, App: a.Name, Stack: a.Stack, Message: msg,
 			Data: map[string]any{"image": t.Image, "file": t.File, "field": t.Field, "outcome": outcome}})

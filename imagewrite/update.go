@@ -15,6 +15,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/imagepolicy"
+	"github.com/flotilla-gitops/flotilla/redact"
 	"github.com/flotilla-gitops/flotilla/regauth"
 	"github.com/flotilla-gitops/flotilla/registryclient"
 	"github.com/flotilla-gitops/flotilla/source"
@@ -170,12 +171,12 @@ func (u *Updater) Run(ctx context.Context, app *application.Application, creds r
 	}
 	res.Commit = cr
 	if err != nil {
-		return res, source.Sanitize(fmt.Errorf("application %s: image updates to branch %s: %w", app.Name, iu.Branch, err))
+		return res, redact.Error(fmt.Errorf("application %s: image updates to branch %s: %w", app.Name, iu.Branch, err))
 	}
 	for _, t := range res.Targets {
 		switch {
 		case t.Err != nil:
-			log.Warn("image field not updated", "image", t.Image, "file", t.File, "field", t.Field, "error", source.Sanitize(t.Err))
+			log.Warn("image field not updated", "image", t.Image, "file", t.File, "field", t.Field, "error", redact.Error(t.Err))
 		case t.Outcome == imagepolicy.Backwards || t.Outcome == imagepolicy.Vanished || t.Outcome == imagepolicy.NoCandidate:
 			log.Warn("image field left as it is", "image", t.Image, "file", t.File, "field", t.Field, "reason", t.Reason)
 		}

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flotilla-gitops/flotilla/source"
+	"github.com/flotilla-gitops/flotilla/redact"
 )
 
 // maxURLFile bounds what is read of a URL file: a URL, not a disk image
@@ -165,17 +165,17 @@ func scrub(err error, raw string) error {
 
 func scrubText(s, raw string) string {
 	if raw == "" || s == "" {
-		return source.SanitizeString(s)
+		return redact.Text(s)
 	}
 	s = strings.ReplaceAll(s, raw, "<url>")
 	if u, err := url.Parse(raw); err == nil {
 		for _, part := range []string{u.EscapedPath(), u.Path, u.RawQuery, u.Fragment, u.User.String()} {
 			if len(part) > 1 {
-				s = strings.ReplaceAll(s, part, "<redacted>")
+				s = strings.ReplaceAll(s, part, redact.Mark)
 			}
 		}
 	}
-	return source.SanitizeString(s)
+	return redact.Text(s)
 }
 
 // scrubbedError shows a message without the URL and keeps the original for

@@ -14,6 +14,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/chartrepo"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/redact"
 	"github.com/flotilla-gitops/flotilla/renderbox"
 	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/source"
@@ -108,7 +109,7 @@ func (c *Controller) lastResolved(ctx context.Context, p *pass) *source.Revision
 	if p.app.Source.FromRepository() {
 		author = p.app.Source.Chart.RepoURL
 	}
-	return &source.Revision{Commit: commit, Author: source.SanitizeString(author)}
+	return &source.Revision{Commit: commit, Author: redact.Text(author)}
 }
 
 // renderChart is the render step for an application whose source is a
@@ -146,7 +147,7 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 		Resolve:    c.dependencyResolver(ctx, p),
 	}
 	if v := src.Values; v != nil && p.values != nil {
-		origin := "values repository " + source.SanitizeString(v.RepoURL)
+		origin := "values repository " + redact.Text(v.RepoURL)
 		for _, f := range v.Files {
 			d.ExtraValueFiles = append(d.ExtraValueFiles, chartengine.ValueFile{Root: p.values.Dir, File: f, Origin: origin})
 		}
@@ -224,7 +225,7 @@ func (c *Controller) dependencyResolver(ctx context.Context, p *pass) chartengin
 	pr := p.app.Project
 	return func(repo, name, constraint string) (*chartengine.Chart, error) {
 		if !pr.AllowsRepo(repo) {
-			return nil, fmt.Errorf("%w: repository %s is outside project %q (sourceRepos %q)", ErrOutsideProject, source.SanitizeString(repo), pr.Name, pr.SourceRepos)
+			return nil, fmt.Errorf("%w: repository %s is outside project %q (sourceRepos %q)", ErrOutsideProject, redact.Text(repo), pr.Name, pr.SourceRepos)
 		}
 		req := chartrepo.Request{RepoURL: repo, Name: name, Version: constraint, Insecure: ch.Insecure}
 		if pr != nil && len(pr.SourceRepos) > 0 {
@@ -237,7 +238,7 @@ func (c *Controller) dependencyResolver(ctx context.Context, p *pass) chartengin
 		if err != nil {
 			return nil, err
 		}
-		return chartengine.LoadFetched(got.Root, got.Name, fmt.Sprintf("chart %s %s from %s", got.Name, got.Version, source.SanitizeString(repo)))
+		return chartengine.LoadFetched(got.Root, got.Name, fmt.Sprintf("chart %s %s from %s", got.Name, got.Version, redact.Text(repo)))
 	}
 }
 

@@ -33,11 +33,11 @@ import (
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/fault"
 	"github.com/flotilla-gitops/flotilla/metrics"
+	"github.com/flotilla-gitops/flotilla/redact"
 	"github.com/flotilla-gitops/flotilla/renderbox"
 	"github.com/flotilla-gitops/flotilla/rollout"
 	"github.com/flotilla-gitops/flotilla/secretstore"
 	"github.com/flotilla-gitops/flotilla/sopsage"
-	"github.com/flotilla-gitops/flotilla/source"
 )
 
 // Options configure a Controller.
@@ -670,7 +670,7 @@ func (c *Controller) finish(p *pass, err error) {
 		c.publish(p)
 		return
 	}
-	msg := source.SanitizeString(fault.WithApp(p.app.Name, err).Error())
+	msg := redact.Text(fault.WithApp(p.app.Name, err).Error())
 	p.status.LastError = msg
 	c.emit(p, events.SyncFailed, "", msg, map[string]any{"kind": string(KindOf(err))})
 	c.publish(p)

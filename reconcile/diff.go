@@ -12,7 +12,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/drift"
-	"github.com/flotilla-gitops/flotilla/source"
+	"github.com/flotilla-gitops/flotilla/redact"
 	"github.com/flotilla-gitops/flotilla/sweep"
 )
 
@@ -263,7 +263,7 @@ func manifestDiff(old, new, from, to string) (string, error) {
 	if sealed := compose.SealedValues(text); len(sealed) > 0 {
 		pairs := make([]string, 0, 2*len(sealed))
 		for _, v := range sealed {
-			pairs = append(pairs, v, "***")
+			pairs = append(pairs, v, redact.Mark)
 		}
 		text = strings.NewReplacer(pairs...).Replace(text)
 	}
@@ -283,7 +283,7 @@ func (c *Controller) dryRunPlan(ctx context.Context, p *pass) *Diff {
 		err = c.liveChanges(ctx, p, d)
 	}
 	if err != nil {
-		d.Unavailable = append(d.Unavailable, "plan: "+source.SanitizeString(err.Error()))
+		d.Unavailable = append(d.Unavailable, "plan: "+redact.Text(err.Error()))
 	}
 	return d
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/health"
-	"github.com/flotilla-gitops/flotilla/source"
+	"github.com/flotilla-gitops/flotilla/redact"
 )
 
 // applyHealth judges every service the manifest declares against a swarm
@@ -30,7 +30,7 @@ func (c *Controller) judgeHealth(p *pass, snap *snapshot, want []expected) {
 		// step waiting on the same daemon) publishes it before LastPass.
 		p.status.Health = application.HealthUnknown
 		p.status.HealthMessage = fmt.Sprintf("the swarm could not be read at %s: %v",
-			c.now().UTC().Format(time.RFC3339), source.Sanitize(snap.err))
+			c.now().UTC().Format(time.RFC3339), redact.Error(snap.err))
 		p.status.Services = nil
 		p.judged = nil
 		return
@@ -143,7 +143,7 @@ func (c *Controller) healthAfterEarlyFailure(ctx context.Context, p *pass, prev 
 		}
 	}
 	if snap.err == nil && p.declared == nil && len(want) == 0 {
-		r := health.Unknown(source.Sanitize(fmt.Errorf("no manifest to judge the swarm against: %w", cause)))
+		r := health.Unknown(redact.Error(fmt.Errorf("no manifest to judge the swarm against: %w", cause)))
 		p.status.Health, p.status.HealthMessage, p.status.Services = r.Health, r.Message, nil
 		return
 	}
@@ -161,7 +161,7 @@ func (c *Controller) healthAfterFailedComparison(p *pass, err error) {
 	}
 	p.status.Health = application.HealthUnknown
 	p.status.HealthMessage = fmt.Sprintf("the swarm could not be read at %s: %v",
-		c.now().UTC().Format(time.RFC3339), source.Sanitize(pe.err))
+		c.now().UTC().Format(time.RFC3339), redact.Error(pe.err))
 	p.status.Services = nil
 }
 
@@ -224,8 +224,8 @@ func taskStatuses(ts []charts.TaskState) []application.TaskStatus {
 	out := make([]application.TaskStatus, 0, len(ts))
 	for _, t := range ts {
 		out = append(out, application.TaskStatus{ID: t.ID, Slot: t.Slot, Node: t.NodeID, State: t.State,
-			DesiredState: t.DesiredState, Health: t.Health, Error: source.SanitizeString(t.Err),
-			Message: source.SanitizeString(t.Message), Since: t.Timestamp,
+			DesiredState: t.DesiredState, Health: t.Health, Error: redact.Text(t.Err),
+			Message: redact.Text(t.Message), Since: t.Timestamp,
 			NodeName: t.NodeName, NodeLost: t.NodeLost, Restarts: t.Restarts, RestartsFull: t.RestartsFull})
 	}
 	return out

@@ -15,7 +15,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/events"
-	"github.com/flotilla-gitops/flotilla/source"
+	"github.com/flotilla-gitops/flotilla/redact"
 )
 
 // Labels a hook job carries from its creation. They are never rewritten:
@@ -61,7 +61,7 @@ func syncStep(run func(*Controller, context.Context, *pass) error) func(*Control
 		}
 		p.syncFailRan = true
 		if herr := c.runHooks(ctx, p, compose.SyncFail); herr != nil {
-			p.log.Error("SyncFail hook did not succeed", "error", source.SanitizeString(herr.Error()))
+			p.log.Error("SyncFail hook did not succeed", "error", redact.Text(herr.Error()))
 		}
 		return err
 	}
@@ -262,7 +262,7 @@ func (c *Controller) hookFailed(ctx context.Context, p *pass, run hookRun, name 
 	msg := fmt.Sprintf("%s hook %s failed: %s; nothing after it was written%s", phase, name, r.message, notCreated(run))
 	switch {
 	case lerr != nil:
-		msg += fmt.Sprintf("; its logs could not be read: %v", source.Sanitize(lerr))
+		msg += fmt.Sprintf("; its logs could not be read: %v", redact.Error(lerr))
 	case len(lines) > 0:
 		msg += application.HookLogsMarker + strings.Join(lines, "\n")
 	}
@@ -294,15 +294,11 @@ func redactLines(p *pass, lines []string) []string {
 	}
 	out := make([]string, 0, len(lines))
 	for _, l := range lines {
-		for _, s := range secrets {
-			if len(s) >= 4 {
-				l = strings.ReplaceAll(l, s, "[redacted]")
-			}
-		}
+		l = redact.Values(l, secrets, 4)
 		if len(l) > 300 {
 			l = l[:300] + "…"
 		}
-		out = append(out, source.SanitizeString(l))
+		out = append(out, redact.Text(l))
 	}
 	return out
 }

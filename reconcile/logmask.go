@@ -9,10 +9,11 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/redact"
 )
 
 // LogMaskText is what a secret value reads as in service logs.
-const LogMaskText = "***"
+const LogMaskText = redact.Mark
 
 // minMaskLen is the shortest value blanked: a shorter one ("true", "admin")
 // is as likely an ordinary word of a log line as the secret, and blanking

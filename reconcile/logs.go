@@ -6,7 +6,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/capability"
-	"github.com/flotilla-gitops/flotilla/source"
+	"github.com/flotilla-gitops/flotilla/redact"
 )
 
 // Logs streams what the tasks of the application's stack write, read
@@ -24,7 +24,7 @@ func (c *Controller) Logs(ctx context.Context, name string, q capability.LogQuer
 		return fmt.Errorf("application %q: %w", name, err)
 	}
 	err = capability.StreamLogs(ctx, b, app.Stack, q, func(l capability.LogLine) error {
-		l.Text = source.SanitizeString(l.Text)
+		l.Text = redact.Text(l.Text)
 		return emit(l)
 	})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/redact"
 )
 
 // ErrPushRejected is returned when every attempt's push was refused
@@ -245,7 +246,7 @@ func Commit(ctx context.Context, req CommitRequest) (res CommitResult, err error
 		return res, err
 	}
 	defer sc.close()
-	defer func() { err = sanitize(err, sc.auth.secrets) }()
+	defer func() { err = redact.Error(err, sc.auth.secrets...) }()
 	loc, a, signer, repo, attempts := sc.loc, sc.auth, sc.signer, sc.repo, sc.attempts
 	for res.Attempts < attempts {
 		res.Attempts++
@@ -322,7 +323,7 @@ func openScratch(ctx context.Context, req CommitRequest, prefix string, branch p
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = sanitize(err, a.secrets) }()
+	defer func() { err = redact.Error(err, a.secrets...) }()
 	sc = &scratch{loc: loc, auth: a, attempts: req.Attempts}
 	if req.SigningKeyFile != "" {
 		if sc.signer, err = newSSHSigner(req.SigningKeyFile); err != nil {
@@ -370,15 +371,15 @@ func rejected(err error) bool {
 func BranchHead(ctx context.Context, repoURL, branch string, creds *application.Credentials) (_ string, err error) {
 	loc, err := parseLocation(repoURL)
 	if err != nil {
-		return "", Sanitize(err)
+		return "", redact.Error(err)
 	}
 	a, err := loadAuth(loc, creds)
 	if err != nil {
-		return "", Sanitize(err)
+		return "", redact.Error(err)
 	}
 	defer func() {
 		if err != nil {
-			err = sanitize(fmt.Errorf("list refs of %s: %w", loc.safe, err), a.secrets)
+			err = redact.Error(fmt.Errorf("list refs of %s: %w", loc.safe, err), a.secrets...)
 		}
 	}()
 	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: remoteName, URLs: []string{loc.remote}})

@@ -16,6 +16,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/redact"
 )
 
 // Errors a Fetch wraps, so callers can tell bad input (wait for the
@@ -312,7 +313,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request) (*Revision, error) {
 	}
 	loc, err := parseLocation(req.RepoURL)
 	if err != nil {
-		return nil, Sanitize(err)
+		return nil, redact.Error(err)
 	}
 	sub, err := cleanRequestPath(req.Path)
 	if err != nil {
@@ -375,7 +376,7 @@ func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision, sub s
 	var secrets []string
 	defer func() {
 		if err != nil {
-			err = sanitize(err, secrets)
+			err = redact.Error(err, secrets...)
 		}
 	}()
 
@@ -489,7 +490,7 @@ func (f *Fetcher) failed(ctx context.Context, r *repoCache, log *slog.Logger, er
 	if ctx.Err() != nil {
 		return err
 	}
-	err = Sanitize(err)
+	err = redact.Error(err)
 	r.mu.Lock()
 	until := r.backoff.Fail(f.now(), err)
 	r.mu.Unlock()
@@ -518,7 +519,7 @@ func (f *Fetcher) openRepo(r *repoCache) (*git.Repository, error) {
 	repo, err := git.PlainOpen(dir)
 	if err != nil {
 		if !errors.Is(err, git.ErrRepositoryNotExists) {
-			f.log.Warn("cache unreadable, recreating it", "repo", r.loc.safe, "error", Sanitize(err).Error())
+			f.log.Warn("cache unreadable, recreating it", "repo", r.loc.safe, "error", redact.Error(err).Error())
 			if err := os.RemoveAll(dir); err != nil {
 				return nil, fmt.Errorf("remove cache for %s: %w", r.loc.safe, err)
 			}
@@ -553,7 +554,7 @@ func (f *Fetcher) serve(ctx context.Context, r *repoCache, repo *git.Repository,
 	release := r.lease(sha)
 	if err := pruneTrees(r.treesDir(), f.keep, r.leased()); err != nil {
 		// A tree that could not be removed costs disk, not correctness.
-		f.log.Warn("could not prune old trees", "repo", r.loc.safe, "error", Sanitize(err).Error())
+		f.log.Warn("could not prune old trees", "repo", r.loc.safe, "error", redact.Error(err).Error())
 	}
 	return &Revision{
 		Commit:  sha,

@@ -11,6 +11,8 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/flotilla-gitops/flotilla/redact"
 )
 
 // ErrForeignCommit is returned when the branch a change is proposed on
@@ -64,7 +66,7 @@ func Propose(ctx context.Context, req ProposeRequest) (res ProposeResult, err er
 		return res, err
 	}
 	defer sc.close()
-	defer func() { err = sanitize(err, sc.auth.secrets) }()
+	defer func() { err = redact.Error(err, sc.auth.secrets...) }()
 	loc, a, signer, repo, attempts := sc.loc, sc.auth, sc.signer, sc.repo, sc.attempts
 	// fetchHead brings Head's tip, if the branch exists, to tracking.
 	fetchHead := func() (*object.Commit, error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/flotilla-gitops/flotilla/application"
+	"github.com/flotilla-gitops/flotilla/redact"
 )
 
 // ListRefs is ls-remote for callers that need a repository's refs rather
@@ -21,15 +22,15 @@ import (
 func (f *Fetcher) ListRefs(ctx context.Context, repoURL string, creds *application.Credentials) (_ map[string]string, err error) {
 	loc, err := parseLocation(repoURL)
 	if err != nil {
-		return nil, Sanitize(err)
+		return nil, redact.Error(err)
 	}
 	a, err := loadAuth(loc, creds)
 	if err != nil {
-		return nil, Sanitize(err)
+		return nil, redact.Error(err)
 	}
 	defer func() {
 		if err != nil {
-			err = sanitize(fmt.Errorf("list refs of %s: %w", loc.safe, err), a.secrets)
+			err = redact.Error(fmt.Errorf("list refs of %s: %w", loc.safe, err), a.secrets...)
 		}
 	}()
 	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: remoteName, URLs: []string{loc.remote}})

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
+
+	"github.com/flotilla-gitops/flotilla/redact"
 )
 
 // location is a repository URL parsed once: what go-git is given, the cache
@@ -41,7 +43,7 @@ func parseLocation(raw string) (location, error) {
 	if raw == "" {
 		return location{}, fmt.Errorf("repository URL is empty")
 	}
-	safe := SanitizeString(raw)
+	safe := redact.Text(raw)
 	if strings.Contains(raw, "://") {
 		u, err := url.Parse(raw)
 		if err != nil {

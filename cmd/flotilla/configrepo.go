@@ -12,6 +12,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/appset"
 	"github.com/flotilla-gitops/flotilla/reconcile"
+	"github.com/flotilla-gitops/flotilla/redact"
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
@@ -56,7 +57,7 @@ func newControllerReloader(o *controllerOptions, fetcher *source.Fetcher, pub re
 	log := logger.With("component", "controller", "file", o.config)
 	if o.configRepo.repo != "" {
 		src = gitSource{fetcher: fetcher, repo: o.configRepo.repo, revision: o.configRepo.revision, path: o.configRepo.path}
-		log = logger.With("component", "controller", "repo", source.SanitizeString(o.configRepo.repo), "file", o.configRepo.path)
+		log = logger.With("component", "controller", "repo", redact.Text(o.configRepo.repo), "file", o.configRepo.path)
 	}
 	r := &reloader{
 		src:       src,

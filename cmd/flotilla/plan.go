@@ -20,6 +20,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/client"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/drift"
+	"github.com/flotilla-gitops/flotilla/redact"
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
@@ -151,7 +152,7 @@ func runPlan(ctx context.Context, o planOptions, stdout, stderr io.Writer) int {
 		ctx = context.Background()
 	}
 	fail := func(err error) int {
-		fmt.Fprintln(stderr, "flotilla plan:", source.SanitizeString(err.Error()))
+		fmt.Fprintln(stderr, "flotilla plan:", redact.Text(err.Error()))
 		return planFailed
 	}
 	if err := o.check(); err != nil {

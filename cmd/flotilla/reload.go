@@ -19,6 +19,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/appset"
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/reconcile"
+	"github.com/flotilla-gitops/flotilla/redact"
 	"github.com/flotilla-gitops/flotilla/source"
 	"github.com/flotilla-gitops/flotilla/window"
 )
@@ -190,7 +191,7 @@ func (r *reloader) expand(ctx context.Context, f *application.File) (*applicatio
 				if errors.As(e, &se) && !se.Kept {
 					hold = true
 				}
-				r.log.Warn("application set not expanded", "set", setOf(e), "error", source.SanitizeString(e.Error()))
+				r.log.Warn("application set not expanded", "set", setOf(e), "error", redact.Text(e.Error()))
 			}
 		}
 	}
@@ -203,7 +204,7 @@ func (r *reloader) expand(ctx context.Context, f *application.File) (*applicatio
 		}
 	}
 	for _, e := range refused {
-		msg := source.SanitizeString(e.Err.Error())
+		msg := redact.Text(e.Err.Error())
 		r.log.Warn("generated application refused; the rest of the file applies, and the element keeps the application it had, if any", "error", msg)
 		if r.events != nil {
 			r.events.Publish(events.Event{Time: time.Now(), Type: events.GeneratedRefused, Message: msg})
@@ -311,7 +312,7 @@ func (r *reloader) watch(ctx context.Context) {
 func (r *reloader) check(ctx context.Context, force bool) bool {
 	data, version, name, err := r.src.read(ctx)
 	if err != nil {
-		r.log.Error("cannot read the applications file; keeping the applications loaded before", "error", source.SanitizeString(err.Error()))
+		r.log.Error("cannot read the applications file; keeping the applications loaded before", "error", redact.Text(err.Error()))
 		return false
 	}
 	f := r.file
@@ -373,7 +374,7 @@ func (r *reloader) apply(full *application.File, name string) bool {
 // reject reports a file or expansion that was not loaded, once per
 // version: in the log and as an event.
 func (r *reloader) reject(name, what string, err error) {
-	msg := source.SanitizeString(err.Error())
+	msg := redact.Text(err.Error())
 	problem := name + ": " + what + ": " + msg
 	r.rejected.Store(&problem)
 	r.log.Error(what+"; keeping the applications loaded before", "source", name, "error", msg)

@@ -16,6 +16,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/appset"
 	"github.com/flotilla-gitops/flotilla/fault"
+	"github.com/flotilla-gitops/flotilla/redact"
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
@@ -171,7 +172,7 @@ func expandForValidate(ctx context.Context, opts validateOptions, f *application
 func setProblem(f *application.File, err error) string {
 	var se *appset.SetError
 	if !errors.As(err, &se) {
-		return source.SanitizeString(err.Error())
+		return redact.Text(err.Error())
 	}
 	field := ""
 	for i := range f.ApplicationSets {
@@ -195,7 +196,7 @@ func setProblem(f *application.File, err error) string {
 	if errors.As(err, &re) {
 		msg += " (the repository could not be read, so what the set generates is unknown)"
 	}
-	return s + "application set " + strconv.Quote(se.Set) + ": " + source.SanitizeString(msg)
+	return s + "application set " + strconv.Quote(se.Set) + ": " + redact.Text(msg)
 }
 
 // generatorRE finds the generator a set's error starts with.
