@@ -20,8 +20,10 @@ type SecretStore struct {
 	// unique in a file.
 	Name string `yaml:"name"`
 	// Vault is a HashiCorp Vault or OpenBao server's KV secrets engine.
-	// Required (the only kind so far).
+	// Exactly one of Vault and OnePassword.
 	Vault *VaultStore `yaml:"vault,omitempty"`
+	// OnePassword is a 1Password Connect server.
+	OnePassword *OnePasswordStore `yaml:"onePassword,omitempty"`
 	// PollInterval is the shortest time between two reads of one entry: a
 	// pass within it reuses the last answer, a pass after it reads again
 	// (KV v2: the version metadata first, the value only when the version
@@ -54,6 +56,19 @@ type VaultStore struct {
 	CACertFile string `yaml:"caCertFile,omitempty"`
 	// Auth is how the controller logs in. Exactly one of its fields.
 	Auth VaultAuth `yaml:"auth"`
+}
+
+// OnePasswordStore is a 1Password Connect server and the access token the
+// controller presents to it. References name "<vault>/<item>" (titles or
+// IDs) and a field label as the key.
+type OnePasswordStore struct {
+	// ConnectHost is the Connect server's URL, such as
+	// https://connect.internal:8443. Required; http is accepted for a
+	// loopback address only.
+	ConnectHost string `yaml:"connectHost"`
+	// TokenFile holds the Connect access token. Required; read before
+	// every request, so a rotated token is picked up without a restart.
+	TokenFile string `yaml:"tokenFile"`
 }
 
 // VaultAuth is one way to log in to Vault; every credential is a file on
@@ -148,8 +163,12 @@ func (c *checker) secretStores(ss []SecretStore, projects map[string]bool) {
 			c.report("", p+".pollInterval", ErrInvalid, "must not be negative")
 		}
 		switch {
+		case s.Vault != nil && s.OnePassword != nil:
+			c.report("", p, ErrInvalid, "set exactly one of vault and onePassword")
+		case s.OnePassword != nil:
+			c.onePasswordStore(p+".onePassword", s.OnePassword)
 		case s.Vault == nil:
-			c.report("", p+".vault", ErrRequired, "required: the store's address, mount and auth")
+			c.report("", p+".vault", ErrRequired, "required: the store's address, mount and auth (or onePassword)")
 		default:
 			c.vaultStore(p+".vault", s.Vault)
 		}
@@ -167,17 +186,27 @@ func (c *checker) secretStores(ss []SecretStore, projects map[string]bool) {
 				}
 			}
 			if len(g.Paths) == 0 {
-				c.report("", gp+".paths", ErrRequired, "required: globs of the entry paths granted, such as %s/data/<team>/*", mountOr(s))
+				c.report("", gp+".paths", ErrRequired, "required: globs of the entry paths granted, such as %s", pathExample(s))
 			}
 			for k, gl := range g.Paths {
 				if _, err := path.Match(gl, ""); err != nil {
 					c.report("", gp+".paths["+strconv.Itoa(k)+"]", ErrInvalid, "%q is not a glob", gl)
 				} else if s.Vault != nil && s.Vault.Mount != "" && !strings.HasPrefix(gl, strings.Trim(s.Vault.Mount, "/")+"/") {
 					c.report("", gp+".paths["+strconv.Itoa(k)+"]", ErrInvalid, "%q is not under the store's mount %q", gl, s.Vault.Mount)
+				} else if s.OnePassword != nil && !strings.Contains(strings.Trim(gl, "/"), "/") {
+					c.report("", gp+".paths["+strconv.Itoa(k)+"]", ErrInvalid, "%q names no item: 1Password paths are <vault>/<item>, such as shop/*", gl)
 				}
 			}
 		}
 	}
+}
+
+// pathExample is a grant glob of the store's kind, for messages.
+func pathExample(s *SecretStore) string {
+	if s.OnePassword != nil {
+		return "<vault>/* (1Password paths are <vault>/<item>)"
+	}
+	return mountOr(s) + "/data/<team>/*"
 }
 
 func mountOr(s *SecretStore) string {
@@ -217,6 +246,11 @@ func (c *checker) vaultStore(p string, v *VaultStore) {
 	if n != 1 {
 		c.report("", p+".auth", ErrInvalid, "set exactly one of tokenFile, appRole and jwt")
 	}
+}
+
+func (c *checker) onePasswordStore(p string, o *OnePasswordStore) {
+	c.storeAddress(p+".connectHost", o.ConnectHost)
+	c.absFile(p+".tokenFile", o.TokenFile, true)
 }
 
 // storeAddress accepts https, and http on a loopback host only: a token

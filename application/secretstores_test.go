@@ -64,6 +64,31 @@ func TestSecretStoresGrantOnlyWhatTheFileSays(t *testing.T) {
 	}
 }
 
+func TestOnePasswordStoreIsParsedAndGranted(t *testing.T) {
+	f, err := Parse("apps.yaml", []byte(`apiVersion: flotilla/v1
+secretStores:
+  - name: onepassword
+    onePassword: {connectHost: "http://127.0.0.1:8080", tokenFile: /run/secrets/op-token}
+    grants:
+      - applications: [shop]
+        paths: [shop/*]
+applications:
+  - name: shop
+    source: {repoURL: https://h/shop.git}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.SecretStores[0]
+	if s.OnePassword == nil || s.OnePassword.ConnectHost != "http://127.0.0.1:8080" || s.OnePassword.TokenFile != "/run/secrets/op-token" || s.PollInterval.Duration != time.Minute {
+		t.Fatalf("store %+v", s)
+	}
+	g := f.Applications[0].SecretStores
+	if len(g) != 1 || !g[0].MayRead("shop/db") || g[0].MayRead("other/db") || g[0].MayRead("shop/../other/db") {
+		t.Fatalf("grants %+v", g)
+	}
+}
+
 func TestSecretStoresAreValidated(t *testing.T) {
 	for _, tc := range []struct{ name, store, want string }{
 		{"plain http off loopback", "vault: {address: http://vault.internal:8200, mount: kv, auth: {tokenFile: /t}}\n    grants: [{applications: [a], paths: [kv/data/*]}]", "secretStores[0].vault.address"},
@@ -74,6 +99,13 @@ func TestSecretStoresAreValidated(t *testing.T) {
 		{"unknown project", "vault: {address: https://v, mount: kv, auth: {tokenFile: /t}}\n    grants: [{projects: [nope], paths: [kv/data/*]}]", `no project "nope"`},
 		{"relative token file", "vault: {address: https://v, mount: kv, auth: {tokenFile: t}}\n    grants: [{applications: [a], paths: [kv/data/*]}]", "auth.tokenFile"},
 		{"kv version 3", "vault: {address: https://v, mount: kv, kvVersion: 3, auth: {tokenFile: /t}}\n    grants: [{applications: [a], paths: [kv/data/*]}]", "kvVersion"},
+		{"1password: plain http off loopback", "onePassword: {connectHost: http://connect.internal:8080, tokenFile: /t}\n    grants: [{applications: [a], paths: [shop/*]}]", "secretStores[0].onePassword.connectHost"},
+		{"1password: no token file", "onePassword: {connectHost: https://connect.internal}\n    grants: [{applications: [a], paths: [shop/*]}]", "secretStores[0].onePassword.tokenFile"},
+		{"1password: relative token file", "onePassword: {connectHost: https://c, tokenFile: t}\n    grants: [{applications: [a], paths: [shop/*]}]", "secretStores[0].onePassword.tokenFile"},
+		{"1password: a glob without an item", "onePassword: {connectHost: https://c, tokenFile: /t}\n    grants: [{applications: [a], paths: [shop]}]", "secretStores[0].grants[0].paths[0]"},
+		{"1password: unknown field", "onePassword: {connectHost: https://c, tokenFile: /t, token: abc}\n    grants: [{applications: [a], paths: [shop/*]}]", "token"},
+		{"vault and 1password", "onePassword: {connectHost: https://c, tokenFile: /t}\n    vault: {address: https://v, mount: kv, auth: {tokenFile: /t}}\n    grants: [{applications: [a], paths: [shop/*]}]", "set exactly one of vault and onePassword"},
+		{"1password: credentials in the host", "onePassword: {connectHost: 'https://u:s3cret@c', tokenFile: /t}\n    grants: [{applications: [a], paths: [shop/*]}]", "must not carry credentials"},
 		{"credentials in the address", "vault: {address: 'https://u:s3cret@v', mount: kv, auth: {tokenFile: /t}}\n    grants: [{applications: [a], paths: [kv/data/*]}]", "must not carry credentials"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

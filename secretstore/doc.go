@@ -1,6 +1,7 @@
 // Package secretstore reads the values that compose secrets name by
 // reference (x-flotilla.secretRef) from the secret stores the applications
-// file declares, and notices when a store rotates one.
+// file declares (Vault or OpenBao KV, 1Password Connect), and notices when
+// a store rotates one.
 //
 // Its place in the reconcile pass is the render step: the reconciler gives
 // the compose renderer a Resolution for the application, and every secret
@@ -8,8 +9,9 @@
 // application's grant (the stores and path globs the applications file
 // gives it, application.StoreGrant) before it asks any store, so a
 // repository can name only what its operator granted. A value is read at
-// most once per store pollInterval (KV v2: the version metadata is asked
-// first, the value only when the version moved); between reads the last
+// most once per store pollInterval (where the store keeps versions, Vault
+// KV v2 and 1Password items, the version is asked first and the value only
+// when it moved); between reads the last
 // answer serves. A changed value gives the render a new content-named swarm
 // secret, and the rest (one write per consuming service, retention of
 // rotated secrets, the sweep, the revision record) is the pass's ordinary

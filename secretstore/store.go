@@ -60,12 +60,16 @@ func (e *Error) Unwrap() error { return e.Err }
 type Value struct {
 	// Data is the plaintext. It must go nowhere but a swarm secret.
 	Data []byte
-	// Version is the KV v2 version of the entry; 0 for KV v1, which keeps
-	// no versions.
+	// Version is the KV v2 version of the entry, or the 1Password item's;
+	// 0 for KV v1, which keeps no versions.
 	Version int
+	// Entry is the store's own identity of the entry when a reference may
+	// come to name another entry (a 1Password title names a new item after
+	// a delete and re-create, whose versions start again); "" otherwise.
+	Entry string
 }
 
-// reader is one store's protocol: Vault's KV, for now.
+// reader is one store's protocol: Vault's KV, or 1Password Connect.
 type reader interface {
 	// read returns the value of key at path.
 	read(ctx context.Context, path, key string) (Value, error)
@@ -151,13 +155,26 @@ func newStores(k []byte) *Stores {
 		key:       k,
 		readers:   map[string]reader{},
 		entries:   map[entryKey]*entry{},
-		newReader: newVaultReader,
+		newReader: newReader,
+	}
+}
+
+// newReader makes the reader for a store's kind.
+func newReader(s application.SecretStore) (reader, error) {
+	switch {
+	case s.OnePassword != nil:
+		return newOnePasswordReader(s)
+	default:
+		return newVaultReader(s)
 	}
 }
 
 // storeID identifies a store's configuration: a store redefined in the
 // applications file (another address, another login) is another store.
 func storeID(s application.SecretStore) string {
+	if o := s.OnePassword; o != nil {
+		return fmt.Sprintf("%s|onepassword|%s|%s", s.Name, o.ConnectHost, o.TokenFile)
+	}
 	v := s.Vault
 	if v == nil {
 		return s.Name
@@ -248,6 +265,9 @@ func (r *Resolution) Resolve(secret string, ref Ref) ([]byte, string, error) {
 // and release record, could be tested against guesses.
 func (s *Stores) tag(st application.SecretStore, ref Ref, v Value) string {
 	where := st.Name + "\x00" + storeAddress(st) + "\x00" + ref.Path + "\x00" + ref.Key
+	if v.Entry != "" {
+		where += "\x00" + v.Entry
+	}
 	if v.Version > 0 {
 		sum := sha256.Sum256([]byte(where + "\x00" + strconv.Itoa(v.Version)))
 		return "version:" + hex.EncodeToString(sum[:])
@@ -261,6 +281,9 @@ func (s *Stores) tag(st application.SecretStore, ref Ref, v Value) string {
 func storeAddress(st application.SecretStore) string {
 	if st.Vault != nil {
 		return st.Vault.Address
+	}
+	if st.OnePassword != nil {
+		return st.OnePassword.ConnectHost
 	}
 	return ""
 }
@@ -286,6 +309,9 @@ func (r *Resolution) grant(ref Ref) (application.StoreGrant, error) {
 // checkPath refuses a path the store's KV version does not read as an
 // entry: under the mount, and for KV v2 under its data/ path.
 func checkPath(s application.SecretStore, p string) error {
+	if s.OnePassword != nil {
+		return checkOnePasswordPath(p)
+	}
 	v := s.Vault
 	if v == nil {
 		return nil
