@@ -88,12 +88,12 @@ func (r *onePasswordReader) read(ctx context.Context, path, key string) (Value, 
 // version asks for the item the last read found, by its IDs: one request
 // whether the reference names titles or IDs. A renamed item is followed
 // until its version moves; then the next read looks the titles up again.
-func (r *onePasswordReader) version(ctx context.Context, path string) (int, bool, error) {
+func (r *onePasswordReader) version(ctx context.Context, path string) (Value, bool, error) {
 	r.mu.Lock()
 	ids, ok := r.ids[path]
 	r.mu.Unlock()
 	if !ok {
-		return 0, false, nil
+		return Value{}, false, nil
 	}
 	var it *onepassword.Item
 	err := r.call(ctx, func(c connect.Client) (err error) {
@@ -105,12 +105,12 @@ func (r *onePasswordReader) version(ctx context.Context, path string) (int, bool
 		r.mu.Lock()
 		delete(r.ids, path)
 		r.mu.Unlock()
-		return 0, false, nil
+		return Value{}, false, nil
 	}
 	if err != nil {
-		return 0, false, err
+		return Value{}, false, err
 	}
-	return it.Version, it.Version > 0, nil
+	return Value{Version: it.Version, Entry: it.Vault.ID + "/" + it.ID}, it.Version > 0, nil
 }
 
 // call runs one SDK operation with the token file's current content,

@@ -63,9 +63,10 @@ type Value struct {
 	// Version is the KV v2 version of the entry, or the 1Password item's;
 	// 0 for KV v1, which keeps no versions.
 	Version int
-	// Entry is the store's own identity of the entry when a reference may
-	// come to name another entry (a 1Password title names a new item after
-	// a delete and re-create, whose versions start again); "" otherwise.
+	// Entry is the store's own identity of the entry's history, where a
+	// delete and re-create starts the versions again: a 1Password item's
+	// IDs (a title names a new item), the creation time of a Vault KV v2
+	// version (a metadata delete restarts at version 1). "" otherwise.
 	Entry string
 }
 
@@ -73,9 +74,9 @@ type Value struct {
 type reader interface {
 	// read returns the value of key at path.
 	read(ctx context.Context, path, key string) (Value, error)
-	// version returns the entry's current version without its value; ok
-	// false when the store keeps no versions or may not be asked.
-	version(ctx context.Context, path string) (v int, ok bool, err error)
+	// version returns the entry's current Version and Entry, without its
+	// Data; ok false when the store keeps no versions or may not be asked.
+	version(ctx context.Context, path string) (v Value, ok bool, err error)
 }
 
 // Stores holds one client per store configuration and the values read,
@@ -102,10 +103,15 @@ type entryKey struct {
 
 // entry is the last answer for one value.
 type entry struct {
-	store   application.SecretStore
-	apps    map[string]time.Time // applications that used it, and when last
-	value   Value
-	digest  string
+	store  application.SecretStore
+	apps   map[string]time.Time // applications that used it, and when last
+	value  Value
+	digest string
+	// tagged is the value as it was when this key's value last changed: its
+	// version names the swarm secret. An edit of another key of the entry
+	// moves the entry's version but not this, so the services that mount
+	// this key are not rolled for a value they do not use.
+	tagged  Value
 	checked time.Time // when the store last confirmed it
 	rotated time.Time // when a change was first seen; zero if never
 }
@@ -253,9 +259,9 @@ func (r *Resolution) Resolve(secret string, ref Ref) ([]byte, string, error) {
 	}
 	r.stores.usedBy(g.Store, ref, r.app)
 	r.mu.Lock()
-	r.used = append(r.used, Used{Secret: secret, Ref: ref, Version: v.Version, Rotated: e.rotated, digest: e.digest})
+	r.used = append(r.used, Used{Secret: secret, Ref: ref, Version: e.tagged.Version, Rotated: e.rotated, digest: e.digest})
 	r.mu.Unlock()
-	return v.Data, r.stores.tag(g.Store, ref, v), nil
+	return v.Data, r.stores.tag(g.Store, ref, e.tagged), nil
 }
 
 // tag names one value of ref without revealing it. With a store version it
@@ -350,7 +356,7 @@ func (s *Stores) get(ctx context.Context, st application.SecretStore, ref Ref) (
 		// KV v2: the version says whether the value moved.
 		if v, ok, err := rd.version(ctx, ref.Path); err != nil {
 			return Value{}, entry{}, err
-		} else if ok && v == cached.value.Version {
+		} else if ok && v.Version == cached.value.Version && v.Entry == cached.value.Entry {
 			s.mu.Lock()
 			e.checked = now
 			cached = *e
@@ -367,10 +373,10 @@ func (s *Stores) get(ctx context.Context, st application.SecretStore, ref Ref) (
 	defer s.mu.Unlock()
 	e = s.entries[k]
 	if e == nil {
-		e = &entry{store: st, apps: map[string]time.Time{}}
+		e = &entry{store: st, apps: map[string]time.Time{}, tagged: v}
 		s.entries[k] = e
 	} else if e.digest != d {
-		e.rotated = now
+		e.rotated, e.tagged = now, v
 	}
 	e.value, e.digest, e.checked = v, d, now
 	return v, *e, nil

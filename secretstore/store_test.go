@@ -25,6 +25,7 @@ type fakeKV struct {
 	reads    []string
 	versions []string
 	fail     error
+	entry    string // Value.Entry of every answer
 }
 
 func (f *fakeKV) read(_ context.Context, path, key string) (Value, error) {
@@ -38,17 +39,17 @@ func (f *fakeKV) read(_ context.Context, path, key string) (Value, error) {
 	if !ok {
 		return Value{}, fmt.Errorf("%w: the entry has no key %q", ErrNoValue, key)
 	}
-	return Value{Data: []byte(v), Version: f.vers[path]}, nil
+	return Value{Data: []byte(v), Version: f.vers[path], Entry: f.entry}, nil
 }
 
-func (f *fakeKV) version(_ context.Context, path string) (int, bool, error) {
+func (f *fakeKV) version(_ context.Context, path string) (Value, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.versions = append(f.versions, path)
 	if f.fail != nil {
-		return 0, false, f.fail
+		return Value{}, false, f.fail
 	}
-	return f.vers[path], true, nil
+	return Value{Version: f.vers[path], Entry: f.entry}, true, nil
 }
 
 func (f *fakeKV) set(path, key, v string) {
@@ -244,5 +245,66 @@ func TestTagsFollowTheValueAndSurviveARestartWithTheKeyFile(t *testing.T) {
 	v1, v2 := Value{Data: []byte("x"), Version: 3}, Value{Data: []byte("y"), Version: 3}
 	if tagOf(a, v1) != tagOf(New(), v2) || tagOf(a, v1) == tagOf(a, Value{Data: []byte("x"), Version: 4}) {
 		t.Fatal("versioned tags do not follow the version alone")
+	}
+}
+
+// An edit of another key of the entry moves the entry's version; the
+// services that mount this key must not be rolled for it, so its tag (and
+// the version the record shows) stays until its own value changes.
+func TestAnEditOfAnotherKeyKeepsTheTag(t *testing.T) {
+	kv := &fakeKV{values: map[string]string{}, vers: map[string]int{}}
+	kv.set("kv/data/shop/db", "password", "pw-1")
+	now := time.Unix(1000, 0)
+	s := testStores(kv, &now)
+	app := appWith("shop", vaultStore("vault", time.Minute), "kv/data/shop/*")
+	ref := Ref{"vault", "kv/data/shop/db", "password"}
+	resolve := func() (string, string, Used) {
+		t.Helper()
+		now = now.Add(2 * time.Minute)
+		r := s.For(context.Background(), app)
+		v, tag, err := r.Resolve("db_password", ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(v), tag, r.Used()[0]
+	}
+	_, tag1, u1 := resolve()
+	kv.set("kv/data/shop/db", "username", "shop") // version 2, password unchanged
+	v, tag2, u2 := resolve()
+	if v != "pw-1" || tag2 != tag1 || u2.Version != 1 || !u2.Same(u1) || !u2.Rotated.IsZero() {
+		t.Fatalf("after another key's edit: %q, tag moved %v, %+v", v, tag2 != tag1, u2)
+	}
+	kv.set("kv/data/shop/db", "password", "pw-2") // version 3
+	v, tag3, u3 := resolve()
+	if v != "pw-2" || tag3 == tag1 || u3.Version != 3 {
+		t.Fatalf("after its own edit: %q, tag moved %v, %+v", v, tag3 != tag1, u3)
+	}
+}
+
+// A Vault KV v2 entry whose metadata was deleted starts again at version
+// 1: the same number as a version read before is not the same version when
+// it was written at another time, so the value is read and the tag differs.
+func TestARecreatedEntryWithTheSameVersionNumberIsReadAgain(t *testing.T) {
+	kv := &fakeKV{values: map[string]string{}, vers: map[string]int{}}
+	kv.set("kv/data/shop/db", "password", "pw-1")
+	now := time.Unix(1000, 0)
+	s := testStores(kv, &now)
+	app := appWith("shop", vaultStore("vault", time.Minute), "kv/data/shop/*")
+	ref := Ref{"vault", "kv/data/shop/db", "password"}
+	kv.entry = "created-1"
+	_, tag1, err := s.For(context.Background(), app).Resolve("db_password", ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv.mu.Lock()
+	kv.values["kv/data/shop/db#password"], kv.entry = "pw-other", "created-2" // still version 1
+	kv.mu.Unlock()
+	now = now.Add(2 * time.Minute)
+	v, tag2, err := s.For(context.Background(), app).Resolve("db_password", ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(v) != "pw-other" || tag2 == tag1 {
+		t.Fatalf("recreated entry: %q, tag moved %v", v, tag2 != tag1)
 	}
 }

@@ -78,7 +78,7 @@ func (r *vaultReader) read(ctx context.Context, path, key string) (Value, error)
 	if sec == nil || sec.Data == nil {
 		return Value{}, fmt.Errorf("%w: the store has no entry at this path", ErrNoValue)
 	}
-	data, version := sec.Data, 0
+	data, version, created := sec.Data, 0, ""
 	if r.store.Vault.KVVersion == 2 {
 		d, _ := sec.Data["data"].(map[string]any)
 		if d == nil {
@@ -87,6 +87,7 @@ func (r *vaultReader) read(ctx context.Context, path, key string) (Value, error)
 		data = d
 		if md, ok := sec.Data["metadata"].(map[string]any); ok {
 			version = number(md["version"])
+			created, _ = md["created_time"].(string)
 		}
 	}
 	raw, ok := data[key]
@@ -98,12 +99,15 @@ func (r *vaultReader) read(ctx context.Context, path, key string) (Value, error)
 		// The type only: the value may be secret whatever its type.
 		return Value{}, fmt.Errorf("%w: key %q holds a %T, not a string", ErrNoValue, key, raw)
 	}
-	return Value{Data: []byte(s), Version: version}, nil
+	return Value{Data: []byte(s), Version: version, Entry: created}, nil
 }
 
-func (r *vaultReader) version(ctx context.Context, path string) (int, bool, error) {
+// version reads the entry's metadata: the current version and when it was
+// written, which tells a version rewritten after a metadata delete (the
+// numbers start again at 1) from the one read before.
+func (r *vaultReader) version(ctx context.Context, path string) (Value, bool, error) {
 	if r.store.Vault.KVVersion != 2 {
-		return 0, false, nil
+		return Value{}, false, nil
 	}
 	mount := r.store.Vault.Mount
 	meta := mount + "/metadata/" + strings.TrimPrefix(path, mount+"/data/")
@@ -111,16 +115,22 @@ func (r *vaultReader) version(ctx context.Context, path string) (int, bool, erro
 	var se *statusError
 	if errors.As(err, &se) && se.code == http.StatusForbidden {
 		// A policy that grants data/ but not metadata/: read the value.
-		return 0, false, nil
+		return Value{}, false, nil
 	}
 	if err != nil {
-		return 0, false, err
+		return Value{}, false, err
 	}
 	if sec == nil || sec.Data == nil {
-		return 0, false, nil
+		return Value{}, false, nil
 	}
 	v := number(sec.Data["current_version"])
-	return v, v > 0, nil
+	var created string
+	if vs, ok := sec.Data["versions"].(map[string]any); ok {
+		if cur, ok := vs[strconv.Itoa(v)].(map[string]any); ok {
+			created, _ = cur["created_time"].(string)
+		}
+	}
+	return Value{Version: v, Entry: created}, v > 0, nil
 }
 
 // do runs one request with the store's credentials, logging in again once

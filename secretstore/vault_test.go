@@ -81,6 +81,24 @@ func TestVaultKVv2ReadsVersionsAndRotations(t *testing.T) {
 	if err != nil || v != "v2-pw-2" || u2.Version != 2 || u2.Same(u1) || u2.Rotated.IsZero() {
 		t.Fatalf("rotated: %q %+v %v", v, u2, err)
 	}
+	// An edit of another key moves the entry to version 3; the password's
+	// tag and recorded version stay, so its services are not rolled.
+	srv.Write("kv/data/shop/db", true, map[string]any{"password": "v2-pw-2", "user": "shop-2"})
+	if v, u, err := resolve(t, stores, shopApp(st, "kv/data/shop/*"), ref); err != nil || v != "v2-pw-2" || u.Version != 2 || !u.Same(u2) {
+		t.Fatalf("another key edited: %q %+v %v", v, u, err)
+	}
+	// The entry's metadata deleted and written again up to version 3: the
+	// same number as the version cached, written at another time; the new
+	// value is read.
+	if _, err := srv.Client.Logical().DeleteWithContext(context.Background(), "kv/metadata/shop/db"); err != nil {
+		t.Fatal(err)
+	}
+	for _, pw := range []string{"v2-pw-x", "v2-pw-y", "v2-pw-3"} {
+		srv.Write("kv/data/shop/db", true, map[string]any{"password": pw})
+	}
+	if v, u, err := resolve(t, stores, shopApp(st, "kv/data/shop/*"), ref); err != nil || v != "v2-pw-3" || u.Version != 3 || u.Same(u2) {
+		t.Fatalf("recreated at the same version: %q %+v %v", v, u, err)
+	}
 	// A key the entry lacks is named, with no value.
 	_, _, err = resolve(t, stores, shopApp(st, "kv/data/shop/*"), secretstore.Ref{Store: "vault", Path: "kv/data/shop/db", Key: "nope"})
 	if !errors.Is(err, secretstore.ErrNoValue) || !strings.Contains(err.Error(), `no key "nope"`) || strings.Contains(err.Error(), "v2-pw") {
