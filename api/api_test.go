@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/api/apitest"
 	"github.com/flotilla-gitops/flotilla/application"
@@ -56,8 +57,8 @@ func newEnv(t *testing.T, mod func(*api.Options)) *env {
 		Metrics:    metrics.New(),
 		Logger:     slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Tokens: api.Tokens{
-			{Name: "admin", Role: api.RoleAdmin, Secret: adminToken},
-			{Name: "read", Role: api.RoleRead, Secret: readToken},
+			{Name: "admin", Role: access.Admin, Secret: adminToken},
+			{Name: "read", Role: access.Viewer, Secret: readToken},
 		},
 		Heartbeat: 50 * time.Millisecond,
 	}

@@ -14,23 +14,14 @@ import (
 	"github.com/flotilla-gitops/flotilla/access"
 )
 
-// Role is what a token may do.
-type Role string
-
-// Roles, from most to least powerful.
-const (
-	// RoleAdmin may do everything, writes included.
-	RoleAdmin Role = "admin"
-	// RoleRead may read: every GET, the event stream and /metrics, but
-	// not the audit log.
-	RoleRead Role = "read"
-)
-
 // Token is one bearer token. Its String and log rendering never show Secret.
 type Token struct {
 	// Name identifies the token in logs and release records ("admin").
-	Name   string
-	Role   Role
+	Name string
+	// Role is the token's global role (access.Admin for the admin token,
+	// access.Viewer for the read token); the roles are access's, so that
+	// a global role and a project binding mean the same words.
+	Role   access.Role
 	Secret string
 }
 
@@ -40,7 +31,7 @@ func (t Token) String() string { return fmt.Sprintf("%s (%s)", t.Name, t.Role) }
 type Tokens []Token
 
 // Has reports whether some token has role r.
-func (ts Tokens) Has(r Role) bool {
+func (ts Tokens) Has(r access.Role) bool {
 	for _, t := range ts {
 		if t.Role == r && t.Secret != "" {
 			return true
@@ -87,18 +78,19 @@ func TokensFromEnv() (Tokens, error) {
 func tokensFrom(getenv func(string) string, readFile func(string) ([]byte, error)) (Tokens, error) {
 	var ts Tokens
 	for _, spec := range []struct {
-		role        Role
+		name        string
+		role        access.Role
 		value, file string
 	}{
-		{RoleAdmin, EnvAdminToken, EnvAdminTokenFile},
-		{RoleRead, EnvReadToken, EnvReadTokenFile},
+		{"admin", access.Admin, EnvAdminToken, EnvAdminTokenFile},
+		{"read", access.Viewer, EnvReadToken, EnvReadTokenFile},
 	} {
 		secret, err := tokenFrom(getenv, readFile, spec.value, spec.file)
 		if err != nil {
 			return nil, err
 		}
 		if secret != "" {
-			ts = append(ts, Token{Name: string(spec.role), Role: spec.role, Secret: secret})
+			ts = append(ts, Token{Name: spec.name, Role: spec.role, Secret: secret})
 		}
 	}
 	if len(ts) == 2 && ts[0].Secret == ts[1].Secret {
@@ -131,7 +123,7 @@ func tokenFrom(getenv func(string) string, readFile func(string) ([]byte, error)
 // only (127.0.0.0/8, ::1 or localhost): an unauthenticated API that can
 // deploy anything must not be reachable from another machine.
 func CheckListen(addr string, tokens Tokens, allowNoAuth bool) error {
-	if tokens.Has(RoleAdmin) {
+	if tokens.Has(access.Admin) {
 		return nil
 	}
 	if !allowNoAuth {
@@ -159,7 +151,7 @@ func isLoopback(host string) bool {
 // token of the tokens file.
 type Principal struct {
 	Name string
-	Role Role
+	Role access.Role
 	// Groups and SSO describe a user who logged in through single
 	// sign-on: project bindings reach them by group, never by name.
 	Groups []string
@@ -178,7 +170,7 @@ func principalFrom(ctx context.Context) (Principal, bool) {
 }
 
 // anonymous is the principal of every request when authentication is off.
-var anonymous = Principal{Name: "anonymous", Role: RoleAdmin}
+var anonymous = Principal{Name: "anonymous", Role: access.Admin}
 
 // bearer returns the token of an "Authorization: Bearer …" header.
 func bearer(r *http.Request) (string, bool) {
@@ -279,12 +271,7 @@ func (p Principal) identity() access.Identity {
 	if p.SSO {
 		id = access.Identity{Groups: p.Groups}
 	}
-	switch p.Role {
-	case RoleAdmin:
-		id.Global = access.Admin
-	case RoleRead:
-		id.Global = access.Viewer
-	}
+	id.Global = p.Role
 	return id
 }
 

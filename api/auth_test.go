@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/flotilla-gitops/flotilla/access"
 )
 
 func TestTokensFrom(t *testing.T) {
@@ -18,12 +20,12 @@ func TestTokensFrom(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		env     map[string]string
-		want    string // "role=secret,..." or an error substring
+		want    string // "name:role=secret,..." or an error substring
 		wantErr bool
 	}{
 		{"none", nil, "", false},
-		{"admin value", map[string]string{EnvAdminToken: "a-token"}, "admin=a-token", false},
-		{"admin file, read value", map[string]string{EnvAdminTokenFile: "/run/secrets/admin", EnvReadToken: "r-token"}, "admin=file-admin-token,read=r-token", false},
+		{"admin value", map[string]string{EnvAdminToken: "a-token"}, "admin:admin=a-token", false},
+		{"admin file, read value", map[string]string{EnvAdminTokenFile: "/run/secrets/admin", EnvReadToken: "r-token"}, "admin:admin=file-admin-token,read:viewer=r-token", false},
 		{"both admin forms", map[string]string{EnvAdminTokenFile: "/run/secrets/admin", EnvAdminToken: "x"}, "both", true},
 		{"missing file", map[string]string{EnvReadTokenFile: "/nope"}, EnvReadTokenFile, true},
 		{"empty file", map[string]string{EnvAdminTokenFile: "/empty"}, "empty file", true},
@@ -42,7 +44,7 @@ func TestTokensFrom(t *testing.T) {
 			}
 			var parts []string
 			for _, tok := range ts {
-				parts = append(parts, fmt.Sprintf("%s=%s", tok.Role, tok.Secret))
+				parts = append(parts, fmt.Sprintf("%s:%s=%s", tok.Name, tok.Role, tok.Secret))
 			}
 			if got := strings.Join(parts, ","); got != tc.want {
 				t.Fatalf("tokens = %q, want %q", got, tc.want)
@@ -52,7 +54,7 @@ func TestTokensFrom(t *testing.T) {
 }
 
 func TestToken_StringHidesSecret(t *testing.T) {
-	tok := Token{Name: "admin", Role: RoleAdmin, Secret: "s3cret"}
+	tok := Token{Name: "admin", Role: access.Admin, Secret: "s3cret"}
 	if s := fmt.Sprint(tok); strings.Contains(s, "s3cret") {
 		t.Fatalf("String() = %q shows the secret", s)
 	}
@@ -62,8 +64,8 @@ func TestToken_StringHidesSecret(t *testing.T) {
 }
 
 func TestCheckListen(t *testing.T) {
-	admin := Tokens{{Name: "admin", Role: RoleAdmin, Secret: "x"}}
-	readOnly := Tokens{{Name: "read", Role: RoleRead, Secret: "y"}}
+	admin := Tokens{{Name: "admin", Role: access.Admin, Secret: "x"}}
+	readOnly := Tokens{{Name: "read", Role: access.Viewer, Secret: "y"}}
 	for _, tc := range []struct {
 		addr   string
 		tokens Tokens
@@ -93,7 +95,7 @@ func TestCheckListen(t *testing.T) {
 }
 
 func TestTokens_match(t *testing.T) {
-	ts := Tokens{{Name: "admin", Role: RoleAdmin, Secret: "aaaa"}, {Name: "read", Role: RoleRead, Secret: "bbbb"}, {Name: "blank", Role: RoleAdmin}}
+	ts := Tokens{{Name: "admin", Role: access.Admin, Secret: "aaaa"}, {Name: "read", Role: access.Viewer, Secret: "bbbb"}, {Name: "blank", Role: access.Admin}}
 	if tok, ok := ts.match("bbbb"); !ok || tok.Name != "read" {
 		t.Fatalf("match(bbbb) = %v %v", tok, ok)
 	}

@@ -67,7 +67,7 @@ func (s *server) authorize(a authz, h func(http.ResponseWriter, *http.Request) e
 			}
 		case scopeGlobal:
 			if access.DecideGlobal(id, a.op) != access.Allow {
-				return errorf(http.StatusForbidden, CodeForbidden, "token %q has no global role that allows this; it needs the %s token", p.Name, globalNeeds(a.op))
+				return errorf(http.StatusForbidden, CodeForbidden, "token %q has no global role that allows this; it needs the %s token", p.Name, globalToken(a.op))
 			}
 		}
 		return h(w, r)
@@ -83,11 +83,12 @@ func needs(op access.Op) access.Role {
 	return access.Admin
 }
 
-func globalNeeds(op access.Op) Role {
+// globalToken names the controller token whose global role allows op.
+func globalToken(op access.Op) string {
 	if op == access.Read {
-		return RoleRead
+		return "read"
 	}
-	return RoleAdmin
+	return "admin"
 }
 
 // noApplication is the one 404 for an application, whether it does not

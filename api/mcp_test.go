@@ -340,7 +340,7 @@ func TestMCP_aWaitedSyncOutlastsTheWriteTimeout(t *testing.T) {
 	ctl := apitest.NewController(apitest.Sample()...)
 	ctl.Hold = make(chan struct{})
 	h := api.New(api.Options{Controller: ctl, Logger: slog.New(slog.DiscardHandler),
-		Tokens: api.Tokens{{Name: "admin", Role: api.RoleAdmin, Secret: adminToken}},
+		Tokens: api.Tokens{{Name: "admin", Role: access.Admin, Secret: adminToken}},
 		MCP:    api.MCPOptions{Enabled: true, AllowWrites: true}})
 	addr := startServer(t, h, api.Timeouts{Read: time.Second, Write: 300 * time.Millisecond, Idle: time.Second})
 	e := &env{srv: &httptest.Server{URL: "http://" + addr}}

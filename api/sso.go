@@ -20,6 +20,8 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
+
+	"github.com/flotilla-gitops/flotilla/access"
 )
 
 // SSOConfig configures single sign-on for the console: the OpenID Connect
@@ -94,7 +96,7 @@ type session struct {
 	subject string
 	email   string
 	groups  []string
-	role    Role
+	role    access.Role
 	expires time.Time
 }
 
@@ -394,15 +396,15 @@ func groupsOf(v any) []string {
 	return nil
 }
 
-func (s *SSO) globalRole(groups []string) Role {
+func (s *SSO) globalRole(groups []string) access.Role {
 	for _, g := range groups {
 		if slices.Contains(s.cfg.AdminGroups, g) {
-			return RoleAdmin
+			return access.Admin
 		}
 	}
 	for _, g := range groups {
 		if slices.Contains(s.cfg.ViewerGroups, g) {
-			return RoleRead
+			return access.Viewer
 		}
 	}
 	return ""

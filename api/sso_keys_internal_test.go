@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/flotilla-gitops/flotilla/access"
 )
 
 // keysProvider is an OIDC provider that serves discovery and a key set it
@@ -122,7 +124,7 @@ func TestSSO_theKeySetIsReadAtMostOncePerInterval(t *testing.T) {
 	// The attacks, through the API as authentication meets a bearer
 	// token: unknown kids, no kid, the known kid with another key's
 	// signature.
-	srv := &server{opts: Options{SSO: sso, Tokens: Tokens{{Name: "admin", Role: RoleAdmin, Secret: "admin-secret-0123456789"}}},
+	srv := &server{opts: Options{SSO: sso, Tokens: Tokens{{Name: "admin", Role: access.Admin, Secret: "admin-secret-0123456789"}}},
 		log: slog.New(slog.DiscardHandler)}
 	for i := range 60 {
 		var tok string

@@ -56,7 +56,7 @@ func newSSOEnv(t *testing.T) *ssoEnv {
 	srv := httptest.NewUnstartedServer(api.New(api.Options{
 		Controller: ctl, Events: broker, Metrics: metrics.New(),
 		Logger: slog.New(slog.DiscardHandler), Audit: audit,
-		Tokens: api.Tokens{{Name: "admin", Role: api.RoleAdmin, Secret: adminToken}},
+		Tokens: api.Tokens{{Name: "admin", Role: access.Admin, Secret: adminToken}},
 		Policy: access.NewPolicy([]application.Project{
 			{Name: "shop", Applications: []string{"shop"}, Roles: []application.RoleBinding{{Role: "operator", Groups: []string{"shop-devs"}}}},
 			{Name: "bank", Applications: []string{"bill*"}},

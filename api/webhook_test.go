@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/api/apitest"
 	"github.com/flotilla-gitops/flotilla/application"
@@ -89,7 +90,7 @@ func newHookEnv(t *testing.T, host string, mod func(*api.Options)) *hookEnv {
 		Controller: e.ctl,
 		Metrics:    e.metrics,
 		Logger:     slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Tokens:     api.Tokens{{Name: "admin", Role: api.RoleAdmin, Secret: adminToken}},
+		Tokens:     api.Tokens{{Name: "admin", Role: access.Admin, Secret: adminToken}},
 		Webhooks:   api.WebhookOptions{Secrets: secrets},
 	}
 	if mod != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts/chartstest"
@@ -59,7 +60,7 @@ func BenchmarkAPIList5000(b *testing.B) {
 	}
 	const token = "bench-token-0123456789abcdef"
 	h := api.New(api.Options{Controller: apiwire.New(ctl), Logger: quiet,
-		Tokens: api.Tokens{{Name: "admin", Role: api.RoleAdmin, Secret: token}}})
+		Tokens: api.Tokens{{Name: "admin", Role: access.Admin, Secret: token}}})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	get := func() time.Duration {

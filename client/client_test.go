@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/api/apitest"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -37,8 +38,8 @@ func newEnv(t *testing.T, opts events.BrokerOptions) *env {
 		Events:     e.broker,
 		Logger:     slog.New(slog.DiscardHandler),
 		Tokens: api.Tokens{
-			{Name: "admin", Role: api.RoleAdmin, Secret: adminToken},
-			{Name: "read", Role: api.RoleRead, Secret: readToken},
+			{Name: "admin", Role: access.Admin, Secret: adminToken},
+			{Name: "read", Role: access.Viewer, Secret: readToken},
 		},
 	}))
 	t.Cleanup(e.srv.Close)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 
+	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/api/apitest"
 	"github.com/flotilla-gitops/flotilla/client"
@@ -15,7 +16,7 @@ func Example() {
 	// A controller API backed by an in-memory fake stands in for a real one.
 	srv := httptest.NewServer(api.New(api.Options{
 		Controller: apitest.NewController(apitest.Sample()...),
-		Tokens:     api.Tokens{{Name: "admin", Role: api.RoleAdmin, Secret: "s3cret-admin-token"}},
+		Tokens:     api.Tokens{{Name: "admin", Role: access.Admin, Secret: "s3cret-admin-token"}},
 		Logger:     slog.New(slog.DiscardHandler),
 	}))
 	defer srv.Close()

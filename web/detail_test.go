@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/moby/moby/api/types/swarm"
 
+	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
@@ -96,8 +97,8 @@ func newLive(t *testing.T) *live {
 	srv := httptest.NewServer(api.New(api.Options{
 		Controller: apiwire.New(ctl), Events: broker, UI: web.Handler(), Logger: quiet,
 		Tokens: api.Tokens{
-			{Name: "admin", Role: api.RoleAdmin, Secret: adminToken},
-			{Name: "viewer", Role: api.RoleRead, Secret: readToken},
+			{Name: "admin", Role: access.Admin, Secret: adminToken},
+			{Name: "viewer", Role: access.Viewer, Secret: readToken},
 		},
 	}))
 	t.Cleanup(func() {

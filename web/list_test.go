@@ -100,7 +100,7 @@ func newFleetFixture(t *testing.T) *fixture {
 	f.srv = httptest.NewServer(api.New(api.Options{
 		Controller: f.ctl, Events: f.broker, UI: web.Handler(), Logger: slog.New(slog.DiscardHandler),
 		Policy: access.NewPolicy(fleetProjects),
-		Tokens: api.Tokens{{Name: "viewer", Role: api.RoleRead, Secret: readToken}, {Name: "admin", Role: api.RoleAdmin, Secret: adminToken}},
+		Tokens: api.Tokens{{Name: "viewer", Role: access.Viewer, Secret: readToken}, {Name: "admin", Role: access.Admin, Secret: adminToken}},
 	}))
 	t.Cleanup(func() { f.srv.CloseClientConnections(); f.srv.Close() })
 	f.url = f.srv.URL
@@ -537,7 +537,7 @@ func TestBrowser_aListThatCannotBeFetchedIsAskedForAgain(t *testing.T) {
 	h := api.New(api.Options{
 		Controller: apitest.NewController(fleet()...), Events: events.NewBroker(events.BrokerOptions{}),
 		UI: web.Handler(), Logger: slog.New(slog.DiscardHandler), Policy: access.NewPolicy(fleetProjects),
-		Tokens: api.Tokens{{Name: "viewer", Role: api.RoleRead, Secret: readToken}},
+		Tokens: api.Tokens{{Name: "viewer", Role: access.Viewer, Secret: readToken}},
 	})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()

@@ -40,7 +40,7 @@ func ssoConsole(t *testing.T) (ctx context.Context, base, issuer string) {
 	srv := httptest.NewUnstartedServer(api.New(api.Options{
 		Controller: apitest.NewController(sample()...), Events: events.NewBroker(events.BrokerOptions{}),
 		UI: web.Handler(), Logger: slog.New(slog.DiscardHandler),
-		Tokens: api.Tokens{{Name: "admin", Role: api.RoleAdmin, Secret: adminToken}},
+		Tokens: api.Tokens{{Name: "admin", Role: access.Admin, Secret: adminToken}},
 		Policy: access.NewPolicy([]application.Project{{Name: "shop", Applications: []string{"shop"},
 			Roles: []application.RoleBinding{{Role: "operator", Groups: []string{"shop-devs"}}}}}),
 		SSO: sso,

@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/api/apitest"
 	"github.com/flotilla-gitops/flotilla/application"
@@ -65,7 +66,7 @@ func TestUI_filesAreServedWithoutATokenWhileTheAPIStillNeedsOne(t *testing.T) {
 func TestUI_withoutTheOptionTheRootStaysBehindTheToken(t *testing.T) {
 	srv := httptest.NewServer(api.New(api.Options{
 		Controller: apitest.NewController(), Logger: slog.New(slog.DiscardHandler),
-		Tokens: api.Tokens{{Name: "admin", Role: api.RoleAdmin, Secret: adminToken}},
+		Tokens: api.Tokens{{Name: "admin", Role: access.Admin, Secret: adminToken}},
 	}))
 	t.Cleanup(srv.Close)
 	for _, path := range []string{"/", "/ui/"} {
@@ -356,8 +357,8 @@ func newFixture(t *testing.T, publish bool, statuses ...application.Status) *fix
 	f.srv = httptest.NewServer(api.New(api.Options{
 		Controller: f.ctl, Events: f.broker, UI: web.Handler(), Logger: slog.New(slog.DiscardHandler),
 		Tokens: api.Tokens{
-			{Name: "admin", Role: api.RoleAdmin, Secret: adminToken},
-			{Name: "viewer", Role: api.RoleRead, Secret: readToken},
+			{Name: "admin", Role: access.Admin, Secret: adminToken},
+			{Name: "viewer", Role: access.Viewer, Secret: readToken},
 		},
 	}))
 	// The page's event stream holds a connection open; Close alone would

@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/flotilla-gitops/flotilla/access"
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/api/apitest"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -53,8 +54,8 @@ func newCLIEnv(t *testing.T) *cliEnv {
 		Events:     e.broker,
 		Logger:     slog.New(slog.DiscardHandler),
 		Tokens: api.Tokens{
-			{Name: "admin", Role: api.RoleAdmin, Secret: cliAdminToken},
-			{Name: "read", Role: api.RoleRead, Secret: cliReadToken},
+			{Name: "admin", Role: access.Admin, Secret: cliAdminToken},
+			{Name: "read", Role: access.Viewer, Secret: cliReadToken},
 		},
 	}))
 	t.Cleanup(e.srv.Close)

@@ -409,7 +409,7 @@ func runController(ctx context.Context, o *controllerOptions, stdout, stderr io.
 				Events:        broker,
 				Metrics:       m,
 				Tokens:        tokens,
-				NoAuth:        o.insecureNoAuth && !tokens.Has(api.RoleAdmin),
+				NoAuth:        o.insecureNoAuth && !tokens.Has(access.Admin),
 				PublicMetrics: o.publicMetrics,
 				TokenFile:     tokenFile,
 				SSO:           sso,

@@ -81,7 +81,7 @@ func newLoginEnv(t *testing.T) *loginEnv {
 	srv := httptest.NewUnstartedServer(api.New(api.Options{
 		Controller: apitest.NewController(apitest.Sample()...), Events: events.NewBroker(events.BrokerOptions{}),
 		Logger: slog.New(slog.DiscardHandler),
-		Tokens: api.Tokens{{Name: "admin", Role: api.RoleAdmin, Secret: cliAdminToken}},
+		Tokens: api.Tokens{{Name: "admin", Role: access.Admin, Secret: cliAdminToken}},
 		Policy: access.NewPolicy([]application.Project{
 			{Name: "shop", Applications: []string{"shop"}, Roles: []application.RoleBinding{
 				{Role: "operator", Groups: []string{"shop-devs"}},
