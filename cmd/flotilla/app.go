@@ -4,8 +4,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { extraCommands = append(extraCommands, newAppCmd) }
-
 // newAppCmd groups the commands that act on applications through a running
 // controller's API. Each subcommand lives in its own app_*.go file.
 func newAppCmd() *cobra.Command {

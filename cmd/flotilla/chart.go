@@ -8,8 +8,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { extraCommands = append(extraCommands, newChartCmd) }
-
 // newChartCmd groups the offline chart tools. Each subcommand has its own
 // file.
 func newChartCmd() *cobra.Command {

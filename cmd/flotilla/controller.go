@@ -34,8 +34,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/web"
 )
 
-func init() { extraCommands = append(extraCommands, newControllerCmd) }
-
 // controllerOptions are the flags of `flotilla controller`.
 type controllerOptions struct {
 	config       string

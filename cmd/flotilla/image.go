@@ -17,8 +17,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/registryclient"
 )
 
-func init() { extraCommands = append(extraCommands, newImageCmd) }
-
 // Exit codes of `flotilla image plan`, like `flotilla plan`'s: 2 means a
 // commit would be made.
 const (

@@ -25,10 +25,6 @@ import (
 // (DOCKER_HOST, the default socket): no docker CLI, no stack file to edit.
 // Installing again with another --image is the upgrade: one rolling update.
 
-func init() {
-	extraCommands = append(extraCommands, newInstallCmd, newUninstallCmd)
-}
-
 type installOptions struct {
 	plan       installPlan
 	appsFile   string

@@ -20,8 +20,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/api"
 )
 
-func init() { extraCommands = append(extraCommands, newLoginCmd, newLogoutCmd) }
-
 // loginOptions are the flags of `flotilla login` and `flotilla logout`.
 type loginOptions struct {
 	Server          string

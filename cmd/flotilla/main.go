@@ -39,18 +39,26 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// Every subcommand, listed here rather than registered from init, so
+	// that one place shows the whole command line (help sorts them).
 	root.AddCommand(
+		newAppCmd(),
+		newChartCmd(),
+		newControllerCmd(),
+		newImageCmd(),
+		newInstallCmd(),
+		newUninstallCmd(),
+		newLoginCmd(),
+		newLogoutCmd(),
+		newPlanCmd(),
+		newRenderCmd(),
+		newStatusCmd(),
+		newSwarmCmd(),
+		newValidateCmd(),
 		newVersionCmd(),
 	)
-	for _, add := range extraCommands {
-		root.AddCommand(add())
-	}
 	return root
 }
-
-// extraCommands lets each subcommand file register itself from init, so
-// files can be added without editing this one.
-var extraCommands []func() *cobra.Command
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{

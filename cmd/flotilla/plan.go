@@ -24,8 +24,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
-func init() { extraCommands = append(extraCommands, newPlanCmd) }
-
 // Exit codes of `flotilla plan`, for a CI job to gate on. Bad flags exit 1
 // too, so 2 always means "this change would change something".
 const (

@@ -22,8 +22,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/sopsage"
 )
 
-func init() { extraCommands = append(extraCommands, newRenderCmd) }
-
 // renderOptions are the flags of `flotilla render`.
 type renderOptions struct {
 	// Path is the compose project directory. Default ".".

@@ -13,8 +13,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/client"
 )
 
-func init() { extraCommands = append(extraCommands, newStatusCmd) }
-
 // statusOptions are the flags of `flotilla status`.
 type statusOptions struct {
 	apiOptions

@@ -11,8 +11,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/client"
 )
 
-func init() { extraCommands = append(extraCommands, newSwarmCmd) }
-
 // newSwarmCmd groups the commands about the swarms a running controller
 // deploys to.
 func newSwarmCmd() *cobra.Command {

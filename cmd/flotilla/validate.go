@@ -20,8 +20,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
-func init() { extraCommands = append(extraCommands, newValidateCmd) }
-
 // validateOptions are the flags of `flotilla validate`.
 type validateOptions struct {
 	// File is the applications file to check.
