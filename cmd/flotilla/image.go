@@ -17,14 +17,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/registryclient"
 )
 
-// Exit codes of `flotilla image plan`, like `flotilla plan`'s: 2 means a
-// commit would be made.
-const (
-	imagePlanNothing = 0
-	imagePlanFailed  = 1
-	imagePlanUpdates = 2
-)
-
 // defaultImagePlanTimeout bounds a whole plan: clones and registry
 // queries of every application.
 const defaultImagePlanTimeout = 5 * time.Minute
@@ -92,7 +84,7 @@ func runImagePlan(ctx context.Context, opts imagePlanOptions, stdout, stderr io.
 		for _, e := range flatten(err) {
 			fmt.Fprintln(stderr, formatProblem(e))
 		}
-		return imagePlanFailed
+		return exitFailed
 	}
 	var apps []*application.Application
 	for i := range f.Applications {
@@ -104,22 +96,22 @@ func runImagePlan(ctx context.Context, opts imagePlanOptions, stdout, stderr io.
 	if len(apps) == 0 {
 		if opts.App != "" {
 			fmt.Fprintf(stderr, "flotilla image plan: application %q has no imageUpdates in %s\n", opts.App, opts.File)
-			return imagePlanFailed
+			return exitFailed
 		}
 		fmt.Fprintf(stdout, "%s: no application has imageUpdates\n", opts.File)
-		return imagePlanNothing
+		return exitOK
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	u := &imagewrite.Updater{Registry: registryclient.New(registryclient.Options{PlainHTTP: opts.PlainHTTP})}
-	code := imagePlanNothing
+	code := exitOK
 	for _, a := range apps {
 		var creds regauth.Resolver
 		if ra := a.RegistryAuth; ra != nil {
 			c, err := regauth.FromFile(ra.Path())
 			if err != nil {
 				fmt.Fprintf(stderr, "application %s: registryAuth: %v\n", a.Name, err)
-				code = imagePlanFailed
+				code = exitFailed
 				continue
 			}
 			creds = c
@@ -127,12 +119,12 @@ func runImagePlan(ctx context.Context, opts imagePlanOptions, stdout, stderr io.
 		res, err := u.Run(ctx, a, creds, true)
 		if err != nil {
 			fmt.Fprintf(stderr, "%v\n", err)
-			code = imagePlanFailed
+			code = exitFailed
 			continue
 		}
 		printImagePlan(stdout, a, res)
-		if len(res.Updates()) > 0 && code == imagePlanNothing {
-			code = imagePlanUpdates
+		if len(res.Updates()) > 0 && code == exitOK {
+			code = exitChanges
 		}
 	}
 	return code

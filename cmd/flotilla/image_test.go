@@ -56,8 +56,8 @@ applications:
 	}
 	var out, errb bytes.Buffer
 	code := runImagePlan(context.Background(), imagePlanOptions{File: apps, Timeout: defaultImagePlanTimeout}, &out, &errb)
-	if code != imagePlanUpdates {
-		t.Fatalf("exit %d, want %d\n%s\n%s", code, imagePlanUpdates, out.String(), errb.String())
+	if code != exitChanges {
+		t.Fatalf("exit %d, want %d\n%s\n%s", code, exitChanges, out.String(), errb.String())
 	}
 	for _, want := range []string{
 		"application shop: branch main at " + headBefore[:12],
@@ -84,8 +84,8 @@ applications:
 
 	// One application by name; an unknown one is an error.
 	out.Reset()
-	if code := runImagePlan(context.Background(), imagePlanOptions{File: apps, App: "other", Timeout: defaultImagePlanTimeout}, &out, &errb); code != imagePlanFailed {
-		t.Fatalf("--app other: exit %d, want %d", code, imagePlanFailed)
+	if code := runImagePlan(context.Background(), imagePlanOptions{File: apps, App: "other", Timeout: defaultImagePlanTimeout}, &out, &errb); code != exitFailed {
+		t.Fatalf("--app other: exit %d, want %d", code, exitFailed)
 	}
 }
 

@@ -15,12 +15,17 @@ import (
 	"github.com/flotilla-gitops/flotilla/renderbox"
 )
 
-// Exit codes shared by every subcommand.
+// Exit codes of every subcommand, in this one place.
 const (
 	exitOK      = 0
 	exitFailed  = 1 // the command ran and the answer is "no" (invalid, failed)
 	exitMisuse  = 2 // bad flags or arguments
 	exitUnknown = 3 // an error the command could not classify
+	// exitChanges is the answer of `flotilla plan` and `flotilla image
+	// plan` when they would change or commit something, for a CI job to
+	// gate on. Their bad flags exit exitFailed, so that 2 always means
+	// "something would change".
+	exitChanges = 2
 )
 
 // exitError carries an exit code out of a command whose output has already

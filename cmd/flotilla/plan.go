@@ -24,14 +24,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
-// Exit codes of `flotilla plan`, for a CI job to gate on. Bad flags exit 1
-// too, so 2 always means "this change would change something".
-const (
-	planNoChanges = 0
-	planFailed    = 1
-	planChanges   = 2
-)
-
 // planOptions are the flags of `flotilla plan`.
 type planOptions struct {
 	Repo, Base, Head string
@@ -86,7 +78,7 @@ Exit status: 0 no changes, 2 changes, 1 error (bad flags included).`,
 	}
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		fmt.Fprintln(c.ErrOrStderr(), "flotilla plan:", err)
-		return exitError{planFailed}
+		return exitError{exitFailed}
 	})
 	f := cmd.Flags()
 	f.StringVar(&o.Repo, "repo", "", "repository URL or local path (required)")
@@ -151,7 +143,7 @@ func runPlan(ctx context.Context, o planOptions, stdout, stderr io.Writer) int {
 	}
 	fail := func(err error) int {
 		fmt.Fprintln(stderr, "flotilla plan:", redact.Text(err.Error()))
-		return planFailed
+		return exitFailed
 	}
 	if err := o.check(); err != nil {
 		return fail(err)
@@ -220,10 +212,10 @@ func runPlan(ctx context.Context, o planOptions, stdout, stderr io.Writer) int {
 	}
 	for _, p := range plans {
 		if len(p.Services) > 0 {
-			return planChanges
+			return exitChanges
 		}
 	}
-	return planNoChanges
+	return exitOK
 }
 
 // apps lists what to plan: the applications of --config sourced from

@@ -34,13 +34,13 @@ func TestPlanCommentIsEditedInPlaceOnEachPush(t *testing.T) {
 	o := planOptions{Repo: repo, Base: base, Head: first, App: "shop", Path: ".", Format: "text",
 		Comment: planComment{Number: n, Kind: forge.Gitea, API: g.API(), Repo: "ann/web", TokenFile: tokenFile}}
 	var out, errOut bytes.Buffer
-	if code := runPlan(context.Background(), o, &out, &errOut); code != planChanges {
+	if code := runPlan(context.Background(), o, &out, &errOut); code != exitChanges {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	commitFile(t, repo, "compose.yaml", strings.Replace(planHead, "example/web:2", "example/web:3", 1))
 	o.Head = gitHead(t, repo)
 	errOut.Reset()
-	if code := runPlan(context.Background(), o, &out, &errOut); code != planChanges {
+	if code := runPlan(context.Background(), o, &out, &errOut); code != exitChanges {
 		t.Fatalf("second run: exit %d: %s", code, errOut.String())
 	}
 	if !strings.Contains(errOut.String(), "plan comment on ann/web#") || !strings.Contains(errOut.String(), "updated") {

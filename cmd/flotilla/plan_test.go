@@ -52,8 +52,8 @@ func TestPlanPrintsExactlyTheServicesAndFieldsTheHeadChanges(t *testing.T) {
 
 	var out, errOut bytes.Buffer
 	code := runPlan(context.Background(), planOptions{Repo: repo, Base: base, Head: head, App: "shop", Path: ".", Format: "text"}, &out, &errOut)
-	if code != planChanges {
-		t.Fatalf("exit %d, want %d; stderr %s", code, planChanges, errOut.String())
+	if code != exitChanges {
+		t.Fatalf("exit %d, want %d; stderr %s", code, exitChanges, errOut.String())
 	}
 	want := "shop: head " + head[:8] + " against base " + base[:8] + "\n" +
 		"  + cache (create)\n" +
@@ -66,7 +66,7 @@ func TestPlanPrintsExactlyTheServicesAndFieldsTheHeadChanges(t *testing.T) {
 	}
 
 	out.Reset()
-	if code := runPlan(context.Background(), planOptions{Repo: repo, Base: head, Head: head, Path: ".", Format: "markdown"}, &out, &errOut); code != planNoChanges {
+	if code := runPlan(context.Background(), planOptions{Repo: repo, Base: head, Head: head, Path: ".", Format: "markdown"}, &out, &errOut); code != exitOK {
 		t.Fatalf("same commit: exit %d, stderr %s", code, errOut.String())
 	}
 	if !strings.Contains(out.String(), "No changes.") {
@@ -89,11 +89,11 @@ func TestPlanExitsOneOnBadInputSoTwoAlwaysMeansChanges(t *testing.T) {
 		{Repo: repo, Base: "main", Head: "nope", Format: "text", Path: "."},
 		{Repo: repo, Base: "main", Head: "main", Format: "html", Path: "."},
 	} {
-		if code := runPlan(context.Background(), o, &out, &errOut); code != planFailed {
+		if code := runPlan(context.Background(), o, &out, &errOut); code != exitFailed {
 			t.Errorf("%+v: exit %d, want 1", o, code)
 		}
 	}
-	if code := run([]string{"plan", "--no-such-flag"}); code != planFailed {
+	if code := run([]string{"plan", "--no-such-flag"}); code != exitFailed {
 		t.Errorf("unknown flag: exit %d, want 1", code)
 	}
 }
@@ -119,7 +119,7 @@ func TestPlanWithAServerAlsoComparesTheHeadWithWhatTheControllerDeployed(t *test
 
 	var out, errOut bytes.Buffer
 	code := runPlan(context.Background(), planOptions{Repo: repo, Base: base, Head: head, App: "shop", Path: ".", Format: "text", Server: srv.URL}, &out, &errOut)
-	if code != planChanges {
+	if code != exitChanges {
 		t.Fatalf("exit %d; stderr %s", code, errOut.String())
 	}
 	want := "shop: head " + head[:8] + " against the swarm (revision 4, " + head[:8] + ")\n" +
@@ -155,8 +155,8 @@ func TestPlanOfAChartInGitComparesWhatItsValuesRenderAtEachCommit(t *testing.T) 
 	}
 	var out, errOut bytes.Buffer
 	code := runPlan(context.Background(), planOptions{Repo: repo, Base: base, Head: head, Config: config, Path: ".", Format: "text"}, &out, &errOut)
-	if code != planChanges {
-		t.Fatalf("exit %d, want %d; stderr %s\nstdout %s", code, planChanges, errOut.String(), out.String())
+	if code != exitChanges {
+		t.Fatalf("exit %d, want %d; stderr %s\nstdout %s", code, exitChanges, errOut.String(), out.String())
 	}
 	// Only the value file changed between the commits, and only web's
 	// replicas read it; the set tag is the same on both sides.
