@@ -107,7 +107,34 @@ func printStatus(w io.Writer, st application.Status, now time.Time) error {
 	if err := printImages(w, st.Images, now); err != nil {
 		return err
 	}
+	if err := printSecretRefs(w, st.SecretRefs, now); err != nil {
+		return err
+	}
 	return printHooks(w, st.Hooks, now)
+}
+
+// printSecretRefs lists the secrets the deployed revision took from secret
+// stores: where each value lives, the store's version, the swarm secret
+// that holds it and its last rotation. Never a value: the status has none.
+func printSecretRefs(w io.Writer, refs []application.SecretRefStatus, now time.Time) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	fmt.Fprintln(tw, "SECRET	STORE	PATH	KEY	VERSION	SWARM SECRET	LAST ROTATED")
+	for _, r := range refs {
+		version, rotated := "-", "never"
+		if r.Version > 0 {
+			version = strconv.Itoa(r.Version)
+		}
+		if !r.LastRotated.IsZero() {
+			rotated = fmt.Sprintf("%s (revision %d)", ago(now, r.LastRotated), r.RotatedRevision)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafe(r.Secret), termSafe(r.Store), termSafe(r.Path),
+			termSafe(r.Key), version, termSafe(r.SwarmSecret), rotated)
+	}
+	return tw.Flush()
 }
 
 // heldOutcomes are the image outcomes that wrote nothing and wait for the
