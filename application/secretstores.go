@@ -20,8 +20,10 @@ type SecretStore struct {
 	// unique in a file.
 	Name string `yaml:"name"`
 	// Vault is a HashiCorp Vault or OpenBao server's KV secrets engine.
-	// Required (the only kind so far).
+	// Exactly one kind of store is set.
 	Vault *VaultStore `yaml:"vault,omitempty"`
+	// AWS is AWS Secrets Manager in one region (see AWSStore).
+	AWS *AWSStore `yaml:"aws,omitempty"`
 	// PollInterval is the shortest time between two reads of one entry: a
 	// pass within it reuses the last answer, a pass after it reads again
 	// (KV v2: the version metadata first, the value only when the version
@@ -148,8 +150,12 @@ func (c *checker) secretStores(ss []SecretStore, projects map[string]bool) {
 			c.report("", p+".pollInterval", ErrInvalid, "must not be negative")
 		}
 		switch {
+		case s.Vault != nil && s.AWS != nil:
+			c.report("", p, ErrInvalid, "set exactly one kind of store: vault or aws")
+		case s.AWS != nil:
+			c.awsStore(p+".aws", s.AWS)
 		case s.Vault == nil:
-			c.report("", p+".vault", ErrRequired, "required: the store's address, mount and auth")
+			c.report("", p+".vault", ErrRequired, "required: the store's address, mount and auth (or aws: the region and auth)")
 		default:
 			c.vaultStore(p+".vault", s.Vault)
 		}
@@ -166,7 +172,9 @@ func (c *checker) secretStores(ss []SecretStore, projects map[string]bool) {
 					c.report("", gp+".projects["+strconv.Itoa(k)+"]", ErrInvalid, "no project %q in this file", pr)
 				}
 			}
-			if len(g.Paths) == 0 {
+			if len(g.Paths) == 0 && s.AWS != nil {
+				c.report("", gp+".paths", ErrRequired, "required: globs of the secret names (or ARNs) granted, such as <team>/*")
+			} else if len(g.Paths) == 0 {
 				c.report("", gp+".paths", ErrRequired, "required: globs of the entry paths granted, such as %s/data/<team>/*", mountOr(s))
 			}
 			for k, gl := range g.Paths {

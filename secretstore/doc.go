@@ -9,7 +9,8 @@
 // gives it, application.StoreGrant) before it asks any store, so a
 // repository can name only what its operator granted. A value is read at
 // most once per store pollInterval (KV v2: the version metadata is asked
-// first, the value only when the version moved); between reads the last
+// first, the value only when the version moved; AWS Secrets Manager
+// likewise, by the AWSCURRENT version id); between reads the last
 // answer serves. A changed value gives the render a new content-named swarm
 // secret, and the rest (one write per consuming service, retention of
 // rotated secrets, the sweep, the revision record) is the pass's ordinary

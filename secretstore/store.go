@@ -63,15 +63,25 @@ type Value struct {
 	// Version is the KV v2 version of the entry; 0 for KV v1, which keeps
 	// no versions.
 	Version int
+	// VersionID is the version of a store that names versions by id (AWS
+	// Secrets Manager's VersionId); "" for the others.
+	VersionID string
 }
 
-// reader is one store's protocol: Vault's KV, for now.
+// reader is one store's protocol: Vault's KV, or AWS Secrets Manager.
 type reader interface {
 	// read returns the value of key at path.
 	read(ctx context.Context, path, key string) (Value, error)
 	// version returns the entry's current version without its value; ok
 	// false when the store keeps no versions or may not be asked.
 	version(ctx context.Context, path string) (v int, ok bool, err error)
+}
+
+// versionIDReader is a reader whose store names versions by id (AWS
+// Secrets Manager): versionID returns the current one without the value;
+// ok false when it may not be asked.
+type versionIDReader interface {
+	versionID(ctx context.Context, path string) (id string, ok bool, err error)
 }
 
 // Stores holds one client per store configuration and the values read,
@@ -151,13 +161,24 @@ func newStores(k []byte) *Stores {
 		key:       k,
 		readers:   map[string]reader{},
 		entries:   map[entryKey]*entry{},
-		newReader: newVaultReader,
+		newReader: newStoreReader,
 	}
+}
+
+// newStoreReader makes the reader for the store's kind.
+func newStoreReader(s application.SecretStore) (reader, error) {
+	if s.AWS != nil {
+		return newAWSReader(s, nil)
+	}
+	return newVaultReader(s)
 }
 
 // storeID identifies a store's configuration: a store redefined in the
 // applications file (another address, another login) is another store.
 func storeID(s application.SecretStore) string {
+	if a := s.AWS; a != nil {
+		return fmt.Sprintf("%s|aws|%s|%s|%s|%+v", s.Name, a.Region, a.Endpoint, a.CACertFile, a.Auth)
+	}
 	v := s.Vault
 	if v == nil {
 		return s.Name
@@ -187,6 +208,9 @@ type Used struct {
 	Ref    Ref
 	// Version is the store's version of the entry (0: KV v1).
 	Version int
+	// VersionID is the version id of a store that names versions by id
+	// (AWS Secrets Manager).
+	VersionID string
 	// Rotated is when this controller first saw the value change; zero
 	// when it has not.
 	Rotated time.Time
@@ -236,7 +260,7 @@ func (r *Resolution) Resolve(secret string, ref Ref) ([]byte, string, error) {
 	}
 	r.stores.usedBy(g.Store, ref, r.app)
 	r.mu.Lock()
-	r.used = append(r.used, Used{Secret: secret, Ref: ref, Version: v.Version, Rotated: e.rotated, digest: e.digest})
+	r.used = append(r.used, Used{Secret: secret, Ref: ref, Version: v.Version, VersionID: v.VersionID, Rotated: e.rotated, digest: e.digest})
 	r.mu.Unlock()
 	return v.Data, r.stores.tag(g.Store, ref, v), nil
 }
@@ -248,6 +272,11 @@ func (r *Resolution) Resolve(secret string, ref Ref) ([]byte, string, error) {
 // and release record, could be tested against guesses.
 func (s *Stores) tag(st application.SecretStore, ref Ref, v Value) string {
 	where := st.Name + "\x00" + storeAddress(st) + "\x00" + ref.Path + "\x00" + ref.Key
+	if v.VersionID != "" {
+		// A Secrets Manager version is immutable: its id names its value.
+		sum := sha256.Sum256([]byte(where + "\x00id\x00" + v.VersionID))
+		return "version:" + hex.EncodeToString(sum[:])
+	}
 	if v.Version > 0 {
 		sum := sha256.Sum256([]byte(where + "\x00" + strconv.Itoa(v.Version)))
 		return "version:" + hex.EncodeToString(sum[:])
@@ -261,6 +290,9 @@ func (s *Stores) tag(st application.SecretStore, ref Ref, v Value) string {
 func storeAddress(st application.SecretStore) string {
 	if st.Vault != nil {
 		return st.Vault.Address
+	}
+	if st.AWS != nil {
+		return st.AWS.Region + " " + st.AWS.Endpoint
 	}
 	return ""
 }
@@ -319,6 +351,18 @@ func (s *Stores) get(ctx context.Context, st application.SecretStore, ref Ref) (
 	now := s.now()
 	if e != nil && now.Sub(cached.checked) < st.PollInterval.Duration {
 		return cached.value, cached, nil
+	}
+	if vr, ok := rd.(versionIDReader); ok && e != nil && cached.value.VersionID != "" {
+		// Secrets Manager: the current version id says whether it moved.
+		if id, ok, err := vr.versionID(ctx, ref.Path); err != nil {
+			return Value{}, entry{}, err
+		} else if ok && id == cached.value.VersionID {
+			s.mu.Lock()
+			e.checked = now
+			cached = *e
+			s.mu.Unlock()
+			return cached.value, cached, nil
+		}
 	}
 	if e != nil && cached.value.Version > 0 {
 		// KV v2: the version says whether the value moved.
