@@ -20,10 +20,12 @@ type SecretStore struct {
 	// unique in a file.
 	Name string `yaml:"name"`
 	// Vault is a HashiCorp Vault or OpenBao server's KV secrets engine.
-	// Exactly one of Vault and OnePassword.
+	// Exactly one kind of store is set.
 	Vault *VaultStore `yaml:"vault,omitempty"`
 	// OnePassword is a 1Password Connect server.
 	OnePassword *OnePasswordStore `yaml:"onePassword,omitempty"`
+	// AWS is AWS Secrets Manager in one region (see AWSStore).
+	AWS *AWSStore `yaml:"aws,omitempty"`
 	// PollInterval is the shortest time between two reads of one entry: a
 	// pass within it reuses the last answer, a pass after it reads again
 	// (KV v2: the version metadata first, the value only when the version
@@ -163,12 +165,14 @@ func (c *checker) secretStores(ss []SecretStore, projects map[string]bool) {
 			c.report("", p+".pollInterval", ErrInvalid, "must not be negative")
 		}
 		switch {
-		case s.Vault != nil && s.OnePassword != nil:
-			c.report("", p, ErrInvalid, "set exactly one of vault and onePassword")
+		case kinds(*s) > 1:
+			c.report("", p, ErrInvalid, "set exactly one kind of store: vault, onePassword or aws")
 		case s.OnePassword != nil:
 			c.onePasswordStore(p+".onePassword", s.OnePassword)
+		case s.AWS != nil:
+			c.awsStore(p+".aws", s.AWS)
 		case s.Vault == nil:
-			c.report("", p+".vault", ErrRequired, "required: the store's address, mount and auth (or onePassword)")
+			c.report("", p+".vault", ErrRequired, "required: the store's address, mount and auth (or onePassword, or aws)")
 		default:
 			c.vaultStore(p+".vault", s.Vault)
 		}
@@ -205,6 +209,9 @@ func (c *checker) secretStores(ss []SecretStore, projects map[string]bool) {
 func pathExample(s *SecretStore) string {
 	if s.OnePassword != nil {
 		return "<vault>/* (1Password paths are <vault>/<item>)"
+	}
+	if s.AWS != nil {
+		return "<team>/* (globs of the secret names (or ARNs) granted)"
 	}
 	return mountOr(s) + "/data/<team>/*"
 }
@@ -293,4 +300,15 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// kinds counts the kinds of store s sets: exactly one is valid.
+func kinds(s SecretStore) int {
+	n := 0
+	for _, set := range []bool{s.Vault != nil, s.OnePassword != nil, s.AWS != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
 }

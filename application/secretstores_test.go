@@ -104,7 +104,7 @@ func TestSecretStoresAreValidated(t *testing.T) {
 		{"1password: relative token file", "onePassword: {connectHost: https://c, tokenFile: t}\n    grants: [{applications: [a], paths: [shop/*]}]", "secretStores[0].onePassword.tokenFile"},
 		{"1password: a glob without an item", "onePassword: {connectHost: https://c, tokenFile: /t}\n    grants: [{applications: [a], paths: [shop]}]", "secretStores[0].grants[0].paths[0]"},
 		{"1password: unknown field", "onePassword: {connectHost: https://c, tokenFile: /t, token: abc}\n    grants: [{applications: [a], paths: [shop/*]}]", "token"},
-		{"vault and 1password", "onePassword: {connectHost: https://c, tokenFile: /t}\n    vault: {address: https://v, mount: kv, auth: {tokenFile: /t}}\n    grants: [{applications: [a], paths: [shop/*]}]", "set exactly one of vault and onePassword"},
+		{"vault and 1password", "onePassword: {connectHost: https://c, tokenFile: /t}\n    vault: {address: https://v, mount: kv, auth: {tokenFile: /t}}\n    grants: [{applications: [a], paths: [shop/*]}]", "set exactly one kind of store"},
 		{"1password: credentials in the host", "onePassword: {connectHost: 'https://u:s3cret@c', tokenFile: /t}\n    grants: [{applications: [a], paths: [shop/*]}]", "must not carry credentials"},
 		{"credentials in the address", "vault: {address: 'https://u:s3cret@v', mount: kv, auth: {tokenFile: /t}}\n    grants: [{applications: [a], paths: [kv/data/*]}]", "must not carry credentials"},
 	} {

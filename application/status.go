@@ -431,6 +431,9 @@ type SecretRefStatus struct {
 	// Version is the store's version of the entry (0: the store keeps
 	// none, as KV v1).
 	Version int `json:"version,omitempty"`
+	// VersionID is the version id of a store that names versions by id
+	// (AWS Secrets Manager); empty otherwise.
+	VersionID string `json:"versionID,omitempty"`
 	// SwarmSecret is the content-named swarm secret that holds it.
 	SwarmSecret string `json:"swarmSecret"`
 	// LastRotated is when a revision last deployed a new value, and

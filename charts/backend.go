@@ -194,6 +194,10 @@ type SecretRef struct {
 	// Version is the store's version of the entry; 0 for a store that
 	// keeps none (KV v1).
 	Version int `json:"version,omitempty"`
+	// VersionID is the store's version id, for a store whose versions
+	// are ids rather than numbers (AWS Secrets Manager's VersionId); empty
+	// otherwise, and in records written before it existed.
+	VersionID string `json:"versionID,omitempty"`
 	// Name is the swarm secret, named by the value's keyed digest: a
 	// rotated value has a new one.
 	Name string `json:"name"`

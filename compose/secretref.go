@@ -30,7 +30,8 @@ import (
 const extensionKey = "x-flotilla"
 
 // SecretRef names one value in a secret store: the store's name in the
-// applications file, the path of the entry and the key inside it.
+// applications file, the path of the entry and the key inside it (empty:
+// the whole entry, for a store that has such a value).
 type SecretRef struct {
 	Store string `json:"store" yaml:"store"`
 	Path  string `json:"path" yaml:"path"`
@@ -102,8 +103,10 @@ func secretRefOf(obj composetypes.FileObjectConfig) (*SecretRef, error) {
 				ref.Key = s
 			}
 		}
+		// key may be left out: the store says what a whole entry is (AWS
+		// Secrets Manager: the secret's whole value) or refuses it (Vault).
 		var missing []string
-		for _, f := range []struct{ name, v string }{{"store", ref.Store}, {"path", ref.Path}, {"key", ref.Key}} {
+		for _, f := range []struct{ name, v string }{{"store", ref.Store}, {"path", ref.Path}} {
 			if strings.TrimSpace(f.v) == "" {
 				missing = append(missing, f.name)
 			}

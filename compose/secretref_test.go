@@ -119,7 +119,7 @@ func TestRenderRefusesBadSecretRefs(t *testing.T) {
 		want         string
 	}{
 		{"no store", "x-flotilla:\n      secretRef: {store: vault, path: kv/data/a, key: k}", nil, "no secret store is granted"},
-		{"missing key", "x-flotilla:\n      secretRef: {store: vault, path: kv/data/a}", ok, "key required"},
+		{"missing path", "x-flotilla:\n      secretRef: {store: vault, key: k}", ok, "path required"},
 		{"unknown field", "x-flotilla:\n      secretRef: {store: vault, path: kv/data/a, key: k, version: 3}", ok, "secretRef.version: unknown field"},
 		{"with a file", "file: ./plain.txt\n    x-flotilla:\n      secretRef: {store: vault, path: kv/data/a, key: k}", ok, "not both"},
 		{"with a name", "name: fixed\n    x-flotilla:\n      secretRef: {store: vault, path: kv/data/a, key: k}", ok, "leave name: out"},
@@ -134,6 +134,22 @@ func TestRenderRefusesBadSecretRefs(t *testing.T) {
 				t.Fatalf("err %v, want one naming secrets.s and %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A reference without a key asks the store for the whole entry: the store,
+// not the renderer, decides whether it has one (AWS Secrets Manager does,
+// Vault refuses).
+func TestRenderPassesAReferenceWithoutAKeyToTheStore(t *testing.T) {
+	d := refProject(t, "version: \"3.8\"\nservices:\n  api:\n    image: flotilla-test/app:1\n    secrets: [s]\nsecrets:\n  s:\n    x-flotilla:\n      secretRef: {store: aws, path: shop/api-token}\n")
+	refs := &fixedRefs{values: map[string]string{"aws:shop/api-token#": "whole-value"}}
+	d.SecretRef = refs.resolve
+	r, err := Render(refStack, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Refs) != 1 || r.Refs[0].Ref != (SecretRef{Store: "aws", Path: "shop/api-token"}) || len(refs.asked) != 1 {
+		t.Fatalf("refs %+v, asked %v", r.Refs, refs.asked)
 	}
 }
 

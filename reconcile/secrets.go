@@ -74,15 +74,15 @@ func (c *Controller) recordRefs(p *pass, rec *charts.Release) string {
 			prev[r.Secret] = r
 		}
 	}
-	versions := map[string]int{}
+	used := map[string]secretstore.Used{}
 	for _, u := range p.refs {
-		versions[u.Secret] = u.Version
+		used[u.Secret] = u
 	}
 	var rotated []string
 	for _, r := range p.rendered.Refs {
 		out := charts.SecretRef{
 			Secret: r.Secret, Store: r.Ref.Store, Path: r.Ref.Path, Key: r.Ref.Key,
-			Version: versions[r.Secret], Name: r.Name,
+			Version: used[r.Secret].Version, VersionID: used[r.Secret].VersionID, Name: r.Name,
 		}
 		if old, ok := prev[r.Secret]; ok {
 			out.Rotated, out.RotatedRevision = old.Rotated, old.RotatedRevision
@@ -105,6 +105,10 @@ func (c *Controller) recordRefs(p *pass, rec *charts.Release) string {
 func rotationText(old, now charts.SecretRef) string {
 	s := fmt.Sprintf("%s %s key %s", now.Store, now.Path, now.Key)
 	switch {
+	case now.VersionID != "" && old.VersionID != "":
+		s += fmt.Sprintf(" version %s to %s", old.VersionID, now.VersionID)
+	case now.VersionID != "":
+		s += " version " + now.VersionID
 	case now.Version > 0 && old.Version > 0:
 		s += fmt.Sprintf(" version %d to %d", old.Version, now.Version)
 	case now.Version > 0:
@@ -121,7 +125,7 @@ func refStatus(refs []charts.SecretRef) []application.SecretRefStatus {
 	out := make([]application.SecretRefStatus, 0, len(refs))
 	for _, r := range refs {
 		out = append(out, application.SecretRefStatus{
-			Secret: r.Secret, Store: r.Store, Path: r.Path, Key: r.Key, Version: r.Version,
+			Secret: r.Secret, Store: r.Store, Path: r.Path, Key: r.Key, Version: r.Version, VersionID: r.VersionID,
 			SwarmSecret: r.Name, LastRotated: r.Rotated, RotatedRevision: r.RotatedRevision,
 		})
 	}

@@ -6,7 +6,7 @@
 # and flock-guarded, so the callers that eval its output afterwards find it
 # built and return at once. A warm cache makes this a few seconds.
 #
-# Usage: bash scripts/prebuild.sh gitea traefik prometheus engine
+# Usage: bash scripts/prebuild.sh gitea traefik prometheus vault kumo engine
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -39,7 +39,7 @@ bash scripts/build-test-image.sh
 # from their Go modules and cached; on a cold machine the builds run side by
 # side (scripts/prebuild.sh), and each step below then finds its build done.
 step "servers and the current engine (built once from Go modules, cached; side by side)"
-time bash scripts/prebuild.sh gitea traefik prometheus registry vault engine
+time bash scripts/prebuild.sh gitea traefik prometheus registry vault kumo engine
 
 # The preview, feedback and image pull request tests talk to a real forge: Gitea, built once from its Go
 # module and cached (scripts/gitea.sh); without it they would fail, not skip.
@@ -79,6 +79,14 @@ step "vault (the real secret store of the secretstore and rotation tests; cached
 eval "$(bash scripts/vault.sh | sed 's/^/export /')"
 export FLOTILLA_REQUIRE_VAULT=1
 echo "vault: $FLOTILLA_VAULT ($("$FLOTILLA_VAULT" version 2>/dev/null | head -1))"
+
+# The AWS Secrets Manager store is tested against kumo, an AWS emulator
+# built once from its Go module and cached (scripts/kumo.sh): AWS itself is
+# out of reach here. Without it those tests would fail, not skip.
+step "kumo (the AWS emulator of the AWS Secrets Manager store tests; cached after the first build)"
+eval "$(bash scripts/kumo.sh | sed 's/^/export /')"
+export FLOTILLA_REQUIRE_AWSEMU=1
+echo "kumo: $FLOTILLA_KUMO"
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))

@@ -11,7 +11,8 @@
 // repository can name only what its operator granted. A value is read at
 // most once per store pollInterval (where the store keeps versions, Vault
 // KV v2 and 1Password items, the version is asked first and the value only
-// when it moved); between reads the last
+// when it moved; AWS Secrets Manager likewise, by the AWSCURRENT version
+// id); between reads the last
 // answer serves. A changed value gives the render a new content-named swarm
 // secret, and the rest (one write per consuming service, retention of
 // rotated secrets, the sweep, the revision record) is the pass's ordinary

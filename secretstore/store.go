@@ -68,9 +68,13 @@ type Value struct {
 	// IDs (a title names a new item), the creation time of a Vault KV v2
 	// version (a metadata delete restarts at version 1). "" otherwise.
 	Entry string
+	// VersionID is the version of a store that names versions by id (AWS
+	// Secrets Manager's VersionId); "" for the others.
+	VersionID string
 }
 
-// reader is one store's protocol: Vault's KV, or 1Password Connect.
+// reader is one store's protocol: Vault's KV, 1Password Connect or AWS
+// Secrets Manager.
 type reader interface {
 	// read returns the value of key at path.
 	read(ctx context.Context, path, key string) (Value, error)
@@ -161,13 +165,15 @@ func newStores(k []byte) *Stores {
 		key:       k,
 		readers:   map[string]reader{},
 		entries:   map[entryKey]*entry{},
-		newReader: newReader,
+		newReader: newStoreReader,
 	}
 }
 
-// newReader makes the reader for a store's kind.
-func newReader(s application.SecretStore) (reader, error) {
+// newStoreReader makes the reader for the store's kind.
+func newStoreReader(s application.SecretStore) (reader, error) {
 	switch {
+	case s.AWS != nil:
+		return newAWSReader(s, nil)
 	case s.OnePassword != nil:
 		return newOnePasswordReader(s)
 	default:
@@ -180,6 +186,9 @@ func newReader(s application.SecretStore) (reader, error) {
 func storeID(s application.SecretStore) string {
 	if o := s.OnePassword; o != nil {
 		return fmt.Sprintf("%s|onepassword|%s|%s", s.Name, o.ConnectHost, o.TokenFile)
+	}
+	if a := s.AWS; a != nil {
+		return fmt.Sprintf("%s|aws|%s|%s|%s|%+v", s.Name, a.Region, a.Endpoint, a.CACertFile, a.Auth)
 	}
 	v := s.Vault
 	if v == nil {
@@ -210,6 +219,9 @@ type Used struct {
 	Ref    Ref
 	// Version is the store's version of the entry (0: KV v1).
 	Version int
+	// VersionID is the version id of a store that names versions by id
+	// (AWS Secrets Manager).
+	VersionID string
 	// Rotated is when this controller first saw the value change; zero
 	// when it has not.
 	Rotated time.Time
@@ -259,7 +271,7 @@ func (r *Resolution) Resolve(secret string, ref Ref) ([]byte, string, error) {
 	}
 	r.stores.usedBy(g.Store, ref, r.app)
 	r.mu.Lock()
-	r.used = append(r.used, Used{Secret: secret, Ref: ref, Version: e.tagged.Version, Rotated: e.rotated, digest: e.digest})
+	r.used = append(r.used, Used{Secret: secret, Ref: ref, Version: e.tagged.Version, VersionID: e.tagged.VersionID, Rotated: e.rotated, digest: e.digest})
 	r.mu.Unlock()
 	return v.Data, r.stores.tag(g.Store, ref, e.tagged), nil
 }
@@ -271,6 +283,11 @@ func (r *Resolution) Resolve(secret string, ref Ref) ([]byte, string, error) {
 // and release record, could be tested against guesses.
 func (s *Stores) tag(st application.SecretStore, ref Ref, v Value) string {
 	where := st.Name + "\x00" + storeAddress(st) + "\x00" + ref.Path + "\x00" + ref.Key
+	if v.VersionID != "" {
+		// A Secrets Manager version is immutable: its id names its value.
+		sum := sha256.Sum256([]byte(where + "\x00id\x00" + v.VersionID))
+		return "version:" + hex.EncodeToString(sum[:])
+	}
 	if v.Entry != "" {
 		where += "\x00" + v.Entry
 	}
@@ -290,6 +307,9 @@ func storeAddress(st application.SecretStore) string {
 	}
 	if st.OnePassword != nil {
 		return st.OnePassword.ConnectHost
+	}
+	if st.AWS != nil {
+		return st.AWS.Region + " " + st.AWS.Endpoint
 	}
 	return ""
 }
@@ -352,11 +372,13 @@ func (s *Stores) get(ctx context.Context, st application.SecretStore, ref Ref) (
 	if e != nil && now.Sub(cached.checked) < st.PollInterval.Duration {
 		return cached.value, cached, nil
 	}
-	if e != nil && cached.value.Version > 0 {
-		// KV v2: the version says whether the value moved.
+	if e != nil && (cached.value.Version > 0 || cached.value.VersionID != "") {
+		// A store that keeps versions: the version says whether the value
+		// moved (KV v2 and 1Password by number and entry, Secrets Manager
+		// by the id that holds AWSCURRENT).
 		if v, ok, err := rd.version(ctx, ref.Path); err != nil {
 			return Value{}, entry{}, err
-		} else if ok && v.Version == cached.value.Version && v.Entry == cached.value.Entry {
+		} else if ok && v.Version == cached.value.Version && v.Entry == cached.value.Entry && v.VersionID == cached.value.VersionID {
 			s.mu.Lock()
 			e.checked = now
 			cached = *e

@@ -71,6 +71,9 @@ func newVaultReader(s application.SecretStore) (reader, error) {
 }
 
 func (r *vaultReader) read(ctx context.Context, path, key string) (Value, error) {
+	if key == "" {
+		return Value{}, fmt.Errorf("%w: a Vault entry is a map; name one of its keys", ErrNoValue)
+	}
 	sec, err := r.do(ctx, func(c *vault.Client) (*vault.Secret, error) { return c.Logical().ReadWithContext(ctx, path) })
 	if err != nil {
 		return Value{}, err
