@@ -71,9 +71,10 @@ func (c *Controller) recordRefs(p *pass, rec *charts.Release) string {
 	prev := map[string]charts.SecretRef{}
 	if p.latest != nil {
 		for _, r := range p.latest.SecretRefs {
-			prev[r.Secret] = r
+			prev[recordUse(r)] = r
 		}
 	}
+	// The store is told each value's use (compose.ResolvedRef.Use).
 	versions := map[string]int{}
 	for _, u := range p.refs {
 		versions[u.Secret] = u.Version
@@ -81,10 +82,10 @@ func (c *Controller) recordRefs(p *pass, rec *charts.Release) string {
 	var rotated []string
 	for _, r := range p.rendered.Refs {
 		out := charts.SecretRef{
-			Secret: r.Secret, Store: r.Ref.Store, Path: r.Ref.Path, Key: r.Ref.Key,
-			Version: versions[r.Secret], Name: r.Name,
+			Kind: r.Kind, Secret: r.Secret, Service: r.Service, Store: r.Ref.Store, Path: r.Ref.Path, Key: r.Ref.Key,
+			Version: versions[r.Use()], Name: r.Name,
 		}
-		if old, ok := prev[r.Secret]; ok {
+		if old, ok := prev[r.Use()]; ok {
 			out.Rotated, out.RotatedRevision = old.Rotated, old.RotatedRevision
 			sameRef := old.Store == out.Store && old.Path == out.Path && old.Key == out.Key
 			if sameRef && old.Name != out.Name {
@@ -97,8 +98,16 @@ func (c *Controller) recordRefs(p *pass, rec *charts.Release) string {
 	if len(rotated) == 0 {
 		return ""
 	}
+	// One value used in several places is one rotation.
 	slices.Sort(rotated)
+	rotated = slices.Compact(rotated)
 	return "secret rotated: " + strings.Join(rotated, ", ")
+}
+
+// recordUse is a recorded reference's use, as compose.ResolvedRef.Use
+// names it.
+func recordUse(r charts.SecretRef) string {
+	return compose.ResolvedRef{Kind: r.Kind, Secret: r.Secret, Service: r.Service}.Use()
 }
 
 // rotationText names a rotated value by its reference and versions.
@@ -121,7 +130,7 @@ func refStatus(refs []charts.SecretRef) []application.SecretRefStatus {
 	out := make([]application.SecretRefStatus, 0, len(refs))
 	for _, r := range refs {
 		out = append(out, application.SecretRefStatus{
-			Secret: r.Secret, Store: r.Store, Path: r.Path, Key: r.Key, Version: r.Version,
+			Kind: r.Kind, Secret: r.Secret, Service: r.Service, Store: r.Store, Path: r.Path, Key: r.Key, Version: r.Version,
 			SwarmSecret: r.Name, LastRotated: r.Rotated, RotatedRevision: r.RotatedRevision,
 		})
 	}
