@@ -338,3 +338,87 @@ applications:
 	}
 	t.Logf("scanned %d bytes from %d kinds of output", scanned, len(out.bodies))
 }
+
+// With a pollInterval of an hour, a rotation reaches the services only
+// because the store's rotation is reported (`flotilla secretstore rotated`,
+// POST /api/v1/secretstores/{name}/rotated).
+func TestVaultRotationReportedThroughTheAPIIsDeployedBeforeThePollInterval(t *testing.T) {
+	t.Parallel()
+	flotillaBinary(t)
+	srv := vaulttest.Start(t)
+	stack := swarmtest.Name(t, "vhook")
+	swarmtest.Cleanup(t, stack)
+	dir := t.TempDir()
+	srv.Mount("kv", 2)
+	_, tokenFile := srv.Token(dir, "root")
+	dbEntry := "kv/data/" + stack + "/db"
+	srv.Write(dbEntry, true, map[string]any{"password": "vhook-pw1-0e4d-plaintext"})
+	srv.Write("kv/data/"+stack+"/app", true, map[string]any{"conf": "vhook-conf1-0e4d-plaintext"})
+	repo := gittest.New(t)
+	repo.Commit("by reference", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(vaultRefsCompose, stack)})
+	appsFile := filepath.Join(dir, "applications.yaml")
+	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
+secretStores:
+  - name: vault
+    vault: {address: %[3]s, mount: kv, kvVersion: 2, auth: {tokenFile: %[4]s}}
+    pollInterval: 1h
+    grants:
+      - applications: [%[1]s]
+        paths: [kv/data/%[1]s/*]
+applications:
+  - name: %[1]s
+    source: {repoURL: %[2]s, revision: main, path: deploy}
+    stack: %[1]s
+    syncPolicy:
+      automated: {prune: true}
+      interval: 10s
+`, stack, repo.Dir, srv.Addr, tokenFile)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	const adminToken, readToken = "e2e-vhook-admin-0123456789", "e2e-vhook-read-0123456789"
+	_, server, _ := startWatchedController(t, appsFile, "e2evhook", addr, adminToken, readToken)
+	c := cli{t: t, bin: flotillaBinary(t), server: server, env: []string{"FLOTILLA_SERVER=" + server, "FLOTILLA_TOKEN=" + adminToken}}
+	revision := func() (int, string) {
+		out, code := c.run("app", "get", stack, "-o", "json")
+		if code != 0 {
+			t.Fatalf("app get: %s", out)
+		}
+		var st application.Status
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.LastAppliedRevision, string(st.Sync)
+	}
+	swarmtest.Eventually(t, 120*time.Second, func() (bool, string) {
+		n, sync := revision()
+		return n == 1 && sync == string(application.Synced), fmt.Sprint(n, sync)
+	})
+
+	srv.Write(dbEntry, true, map[string]any{"password": "vhook-pw2-0e4d-plaintext"})
+	// Passes run (two explicit syncs, waited for) and serve the cached
+	// value: the store is not asked within its pollInterval.
+	for range 2 {
+		if out, code := c.run("app", "sync", "--wait", stack); code != 0 {
+			t.Fatalf("sync: %s", out)
+		}
+	}
+	if n, _ := revision(); n != 1 {
+		t.Fatalf("revision %d before the rotation was reported: the pollInterval was not honoured", n)
+	}
+	out, code := c.run("secretstore", "rotated", "vault", "--path", dbEntry)
+	if code != 0 || !strings.Contains(out, "queued "+stack) {
+		t.Fatalf("secretstore rotated: %d %s", code, out)
+	}
+	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
+		n, sync := revision()
+		return n == 2 && sync == string(application.Synced), fmt.Sprint(n, sync)
+	})
+	s, err := swarmtest.Client(t).ServiceInspect(context.Background(), stack+"_worker", client.ServiceInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(s.Service.Spec.TaskTemplate.ContainerSpec.Env, "DB_PASSWORD=vhook-pw2-0e4d-plaintext") {
+		t.Fatal("worker does not run with the reported value")
+	}
+}

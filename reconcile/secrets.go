@@ -136,3 +136,35 @@ func refStatus(refs []charts.SecretRef) []application.SecretRefStatus {
 	}
 	return out
 }
+
+// StoreUsers answers a store's rotation webhook: users are the
+// applications whose last renders used a value of the store named store
+// (only the entry at path, when path is not ""), granted all applications
+// the applications file grants that store, sorted; none for a store it
+// does not declare.
+func (c *Controller) StoreUsers(store, path string) (users, granted []string) {
+	c.mu.Lock()
+	for name, a := range c.apps {
+		for _, g := range a.app.SecretStores {
+			if g.Store.Name == store {
+				granted = append(granted, name)
+				break
+			}
+		}
+	}
+	c.mu.Unlock()
+	if len(granted) == 0 {
+		return nil, nil
+	}
+	slices.Sort(granted)
+	return c.stores.Users(store, path), granted
+}
+
+// ExpireStore makes the values StoreUsers covers due for a read at once,
+// whatever their store's pollInterval: the next pass of an application
+// that uses one asks the store, and the store watch starts the pass of any
+// other application whose value moved.
+func (c *Controller) ExpireStore(store, path string) {
+	n := c.stores.Expire(store, path)
+	c.log.Info("a secret store reported a rotation; its values are read again", "store", store, "path", path, "values", n)
+}

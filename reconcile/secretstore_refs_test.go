@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/charts/chartstest"
@@ -137,5 +138,47 @@ path "kv/metadata/shop/*" { capabilities = ["read"] }`)
 	noValue("rollback error", res.Err.Error())
 	if b.Writes() != writes {
 		t.Fatalf("a refused rollback wrote %d times", b.Writes()-writes)
+	}
+}
+
+// A store's rotation webhook (ExpireStore) makes the next pass read the
+// value again although the store's pollInterval has not passed.
+func TestARotationReportedByTheStoreIsReadBeforeThePollInterval(t *testing.T) {
+	srv := vaulttest.Start(t)
+	srv.Mount("kv", 2)
+	_, tokenFile := srv.Token(t.TempDir(), "root")
+	srv.Write("kv/data/shop/db", true, map[string]any{"password": "hook-pw1-33f0-plaintext"})
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, map[string]string{"docker-compose.yml": composeVault})
+	app := vaultApp(t, srv, tokenFile)
+	app.SecretStores[0].Store.PollInterval.Duration = time.Hour
+	c := newTestController(t, b, f, app)
+	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Action != charts.Install {
+		t.Fatalf("install: %s %v", res.Action, res.Err)
+	}
+	if users, granted := c.StoreUsers("vault", ""); !slices.Equal(users, []string{"shop"}) || !slices.Equal(granted, []string{"shop"}) {
+		t.Fatalf("users %v granted %v", users, granted)
+	}
+	if users, granted := c.StoreUsers("nope", ""); users != nil || granted != nil {
+		t.Fatalf("an undeclared store has users %v granted %v", users, granted)
+	}
+	if users, _ := c.StoreUsers("vault", "kv/data/shop/other"); len(users) != 0 {
+		t.Fatalf("users of an entry nobody names: %v", users)
+	}
+
+	srv.Write("kv/data/shop/db", true, map[string]any{"password": "hook-pw2-33f0-plaintext"})
+	// Within the hour, the pass serves the cached value.
+	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Action != charts.Unchanged {
+		t.Fatalf("pass within the poll interval: %s %v", res.Action, res.Err)
+	}
+	c.ExpireStore("vault", "kv/data/shop/db")
+	res := mustReconcile(t, c, "shop")
+	if res.Err != nil || res.Action != charts.Upgrade || !slices.Equal(res.Deployed.Updated, []string{"api", "worker"}) {
+		t.Fatalf("pass after the store's report: %s %v %v", res.Action, res.Err, res.Deployed.Updated)
+	}
+	rs, _ := b.Releases(context.Background(), "shop")
+	if want := "secret rotated: vault kv/data/shop/db key password version 1 to 2"; rs[0].Trigger != want {
+		t.Fatalf("trigger %q", rs[0].Trigger)
 	}
 }
