@@ -167,6 +167,9 @@ func New(opts Options) http.Handler {
 	handle("POST /api/v1/applications/{name}/rollback", app(access.Operate), s.postRollback)
 	handle("POST /api/v1/applications/{name}/refresh", app(access.Operate), s.postRefresh)
 	handle("POST /api/v1/applications/{name}/rollout/{command}", app(access.Operate), s.postRollout)
+	// A store's rotation: the handler checks the caller may operate an
+	// application granted the store, and queues only those it may.
+	handle("POST /api/v1/secretstores/{name}/rotated", filtered, s.postStoreRotated)
 	handle("GET /api/v1/events", filtered, s.streamEvents)
 	// The swarm list counts every application, so only a global role
 	// reads it; a viewer does.

@@ -422,8 +422,14 @@ type RolloutStatus struct {
 // SecretRefStatus is one secret an application's deployed revision took
 // from a secret store.
 type SecretRefStatus struct {
-	// Secret is the compose secret's key.
+	// Kind is "" for a top-level secret, "config" for a top-level
+	// config, "env" for a service's environment variable.
+	Kind string `json:"kind,omitempty"`
+	// Secret is the compose secret's or config's key, or the variable's
+	// name.
 	Secret string `json:"secret"`
+	// Service is, for an environment variable, the service that has it.
+	Service string `json:"service,omitempty"`
 	// Store, Path and Key name the value.
 	Store string `json:"store"`
 	Path  string `json:"path"`
@@ -434,7 +440,8 @@ type SecretRefStatus struct {
 	// VersionID is the version id of a store that names versions by id
 	// (AWS Secrets Manager); empty otherwise.
 	VersionID string `json:"versionID,omitempty"`
-	// SwarmSecret is the content-named swarm secret that holds it.
+	// SwarmSecret is the content-named swarm secret or config that holds
+	// it; for an environment variable, its sealed placeholder.
 	SwarmSecret string `json:"swarmSecret"`
 	// LastRotated is when a revision last deployed a new value, and
 	// RotatedRevision that revision; zero when it never changed.

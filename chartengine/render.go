@@ -55,6 +55,11 @@ type Dir struct {
 	// APIVersion is passed to the compose render, as compose.Dir's is:
 	// each field that engine API cannot carry is named in the warnings.
 	APIVersion string
+	// SecretRef resolves the store references (x-flotilla.secretRef) the
+	// templates write, as compose.Dir.SecretRef does. The values are read
+	// after the templates ran, by the compose render of their output, so
+	// no template ever sees one.
+	SecretRef compose.SecretRefFunc
 }
 
 // ValueFile is a value file outside the chart's checkout.
@@ -541,7 +546,7 @@ func (s *renderSet) compose(stack string, doc map[string]any, origin map[string]
 		// messages: give it the file's repository path.
 		dec = func(file string, data []byte) ([]byte, error) { return decrypt(s.fileOf(file), data) }
 	}
-	r, err := compose.Render(stack, compose.Dir{Root: view, Path: ".", Files: []string{composeFile}, Decrypt: dec, SealKey: d.SealKey, Limits: d.Limits, APIVersion: d.APIVersion})
+	r, err := compose.Render(stack, compose.Dir{Root: view, Path: ".", Files: []string{composeFile}, Decrypt: dec, SealKey: d.SealKey, Limits: d.Limits, APIVersion: d.APIVersion, SecretRef: d.SecretRef})
 	if err != nil {
 		return nil, s.composeFault(err, origin)
 	}

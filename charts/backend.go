@@ -185,8 +185,15 @@ type TaskState struct {
 // Release is one recorded revision of a deployed stack.
 // SecretRef is one secret a release took from a secret store.
 type SecretRef struct {
-	// Secret is the compose secret's key.
+	// Kind is what took the value: "" for a top-level secret (records
+	// written before the other kinds have none), "config" for a top-level
+	// config, "env" for a service's environment variable.
+	Kind string `json:"kind,omitempty"`
+	// Secret is the compose secret's or config's key, or the variable's
+	// name.
 	Secret string `json:"secret"`
+	// Service is, for an environment variable, the service that has it.
+	Service string `json:"service,omitempty"`
 	// Store, Path and Key name the value in the applications file's store.
 	Store string `json:"store"`
 	Path  string `json:"path"`
@@ -198,8 +205,9 @@ type SecretRef struct {
 	// are ids rather than numbers (AWS Secrets Manager's VersionId); empty
 	// otherwise, and in records written before it existed.
 	VersionID string `json:"versionID,omitempty"`
-	// Name is the swarm secret, named by the value's keyed digest: a
-	// rotated value has a new one.
+	// Name is the swarm secret or config, named by the value's keyed
+	// digest: a rotated value has a new one. For an environment variable
+	// it is the sealed placeholder of the manifest, which changes likewise.
 	Name string `json:"name"`
 	// Rotated is when a release first deployed this value in place of an
 	// earlier one; zero when it never changed.

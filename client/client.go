@@ -189,6 +189,15 @@ func (c *Client) Refresh(ctx context.Context, name string) (api.OperationRespons
 	return out, c.do(ctx, http.MethodPost, appPath(name, "refresh"), nil, nil, &out)
 }
 
+// StoreRotated tells the controller that a secret store rotated a value
+// (only the entry at path, when path is not ""): the store's values are
+// read again and the applications that use them, among those the caller
+// may operate, are due now.
+func (c *Client) StoreRotated(ctx context.Context, store, path string) (api.StoreRotatedResponse, error) {
+	var out api.StoreRotatedResponse
+	return out, c.do(ctx, http.MethodPost, "/api/v1/secretstores/"+url.PathEscape(store)+"/rotated", nil, api.StoreRotatedRequest{Path: path}, &out)
+}
+
 // Ready returns nil when the controller answers /readyz with 200.
 func (c *Client) Ready(ctx context.Context) error {
 	return c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)

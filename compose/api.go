@@ -28,9 +28,10 @@ type Dir struct {
 	// from the encrypted files themselves, stable but computable by anyone
 	// who can read the repository.
 	SealKey []byte
-	// SecretRef resolves top-level secrets declared by reference to a
-	// secret store (x-flotilla.secretRef, see secretref.go). Default nil:
-	// such a secret fails the render with ErrNoSecretStore.
+	// SecretRef resolves top-level secrets and configs, and service
+	// environment values, declared by reference to a secret store
+	// (x-flotilla.secretRef, see secretref.go). Default nil: such a
+	// reference fails the render with ErrNoSecretStore.
 	SecretRef SecretRefFunc
 	// Limits bound what a render reads and writes; zero fields take the
 	// defaults (see Limits).
@@ -54,7 +55,8 @@ type Rendered struct {
 	// for: values decrypted with SOPS (environment values, config files),
 	// for DeployRequest.Sealed and Unseal. Memory only, like Secrets.
 	Sealed map[string]string
-	// Refs are the secrets taken from a secret store, by compose key.
+	// Refs are the secrets, configs and environment values taken from a
+	// secret store, sorted by kind, service and key.
 	Refs []ResolvedRef
 	// Warnings name what the render ignored, as `docker stack deploy`
 	// would warn about it: service options Swarm does not support, and

@@ -41,7 +41,10 @@
 //
 // A secret taken from a secret store (x-flotilla.secretRef, see
 // secretref.go) carries from: (store:path#key) and storeTag: (a digest of
-// the store's tag for the value) in place of a digest of its content.
+// the store's tag for the value) in place of a digest of its content. A
+// config taken from a store carries from: and its data sealed (below); an
+// environment value a service takes from a store (its x-flotilla.env) is
+// sealed in its environment.
 //
 // A value decrypted with SOPS appears in the manifest only as a placeholder,
 // "flotilla-sealed:" and a keyed digest, in an environment entry or as a

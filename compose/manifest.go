@@ -52,6 +52,9 @@ type manifestConfig struct {
 	// Sealed stands for content decrypted with SOPS: a placeholder whose
 	// plaintext is in Rendered.Sealed, never here.
 	Sealed string `yaml:"sealed,omitempty"`
+	// From is the store reference ("store:path#key") of a config taken
+	// from a secret store; its data is then sealed.
+	From string `yaml:"from,omitempty"`
 }
 
 // manifestSecret stands for one secret the stack creates: its compose key

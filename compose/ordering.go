@@ -234,8 +234,10 @@ func parseOrder(raw any, mode string) (Order, string, error) {
 				return Order{}, sub, fmt.Errorf("%w: %w", errOrdering, err)
 			}
 			o.Rollout = &spec
+		case "env":
+			// Environment values from a secret store: read by envRefs.
 		default:
-			return Order{}, k, fmt.Errorf("%w: unknown key %q (known: wave, hook, deletePolicy, rollout)", errOrdering, k)
+			return Order{}, k, fmt.Errorf("%w: unknown key %q (known: wave, hook, deletePolicy, rollout, env)", errOrdering, k)
 		}
 	}
 	switch {

@@ -581,15 +581,24 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 
 	for _, key := range sortedKeys(cfg.Configs) {
 		obj := composetypes.FileObjectConfig(cfg.Configs[key])
-		data, name, sealed, err := p.fileObject(stack, "configs", key, &obj)
+		data, name, ref, err := p.refObject(stack, "configs", key, &obj, out)
 		if err != nil {
 			return nil, err
+		}
+		sealed := false
+		if ref == nil {
+			if data, name, sealed, err = p.fileObject(stack, "configs", key, &obj); err != nil {
+				return nil, err
+			}
 		}
 		if data != nil {
 			if _, dup := m.Configs[name]; dup {
 				return nil, p.fault("configs."+key+".name", fmt.Errorf("config name %q is used twice", name))
 			}
 			switch {
+			case ref != nil:
+				r := out.Refs[slices.IndexFunc(out.Refs, func(r ResolvedRef) bool { return r.Kind == RefConfig && r.Secret == key })]
+				m.Configs[name] = manifestConfig{Key: key, From: ref.String(), Sealed: p.sealRef(out, "config", name, r, string(data))}
 			case sealed:
 				m.Configs[name] = manifestConfig{Key: key, Sealed: p.seal(out, "config", name, string(data))}
 			case IsSealed(string(data)):
@@ -602,7 +611,7 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 	}
 	for _, key := range sortedKeys(cfg.Secrets) {
 		obj := composetypes.FileObjectConfig(cfg.Secrets[key])
-		data, name, ref, err := p.refObject(stack, key, &obj, out)
+		data, name, ref, err := p.refObject(stack, "secrets", key, &obj, out)
 		if err != nil {
 			return nil, err
 		}
@@ -618,7 +627,7 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 				return nil, p.fault("secrets."+key+".name", fmt.Errorf("secret name %q is used twice", name))
 			}
 			if ref != nil {
-				m.Secrets[name] = manifestSecret{Key: key, From: ref.String(), StoreTag: digest([]byte("secret\x00" + refTag(out, key)))}
+				m.Secrets[name] = manifestSecret{Key: key, From: ref.String(), StoreTag: digest([]byte("secret\x00" + refTag(out, RefSecret, key)))}
 			} else if sealed {
 				m.Secrets[name] = manifestSecret{Key: key, HMAC: p.keyedDigest("secret", string(data))}
 			} else {
@@ -633,6 +642,10 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 		return nil, err
 	}
 	if err := p.sealEnv(cfg, out); err != nil {
+		return nil, err
+	}
+	// After sealEnv, which refuses a placeholder it did not write.
+	if err := p.envRefs(cfg, out); err != nil {
 		return nil, err
 	}
 	ord, err := p.readOrdering(cfg)

@@ -146,6 +146,10 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 		Limits:     c.opts.RenderLimits,
 		Resolve:    c.dependencyResolver(ctx, p),
 	}
+	// Store references the templates write are resolved by the compose
+	// render of their output, under this application's grants.
+	res := c.stores.For(ctx, p.app)
+	d.SecretRef = secretRefFunc(res)
 	if v := src.Values; v != nil && p.values != nil {
 		origin := "values repository " + redact.Text(v.RepoURL)
 		for _, f := range v.Files {
@@ -162,8 +166,12 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 	}
 	r, err := c.renderRelease(ctx, chart, d, rel, latest)
 	if err != nil {
+		if storeFailure(err) {
+			return secretFailed(err)
+		}
 		return chartRenderFailed(ctx, err)
 	}
+	p.refs = res.Used()
 	declared, err := compose.Convert(ctx, r.Manifest, p.app.Stack, nil)
 	if err != nil {
 		return stalled("render", err)

@@ -143,7 +143,7 @@ func (c *Controller) useRecord(ctx context.Context, p *pass, rec *charts.Release
 			v, ok := at.Sealed[ph]
 			if !ok {
 				return stalled("render", fmt.Errorf(
-					"revision %d holds values decrypted with SOPS that a render of its commit %s no longer reproduces (the age key or the application's source settings changed since): it cannot be redeployed with its exact values",
+					"revision %d holds sealed values (decrypted with SOPS, or environment values and configs read from a secret store) that a render of its commit %s no longer reproduces (the age key, the application's source settings or the store's value changed since): it cannot be redeployed with its exact values",
 					rec.Revision, shortCommit(rec.Commit)))
 			}
 			r.Sealed[ph] = v

@@ -71,9 +71,10 @@ func (c *Controller) recordRefs(p *pass, rec *charts.Release) string {
 	prev := map[string]charts.SecretRef{}
 	if p.latest != nil {
 		for _, r := range p.latest.SecretRefs {
-			prev[r.Secret] = r
+			prev[recordUse(r)] = r
 		}
 	}
+	// The store is told each value's use (compose.ResolvedRef.Use).
 	used := map[string]secretstore.Used{}
 	for _, u := range p.refs {
 		used[u.Secret] = u
@@ -81,10 +82,10 @@ func (c *Controller) recordRefs(p *pass, rec *charts.Release) string {
 	var rotated []string
 	for _, r := range p.rendered.Refs {
 		out := charts.SecretRef{
-			Secret: r.Secret, Store: r.Ref.Store, Path: r.Ref.Path, Key: r.Ref.Key,
-			Version: used[r.Secret].Version, VersionID: used[r.Secret].VersionID, Name: r.Name,
+			Kind: r.Kind, Secret: r.Secret, Service: r.Service, Store: r.Ref.Store, Path: r.Ref.Path, Key: r.Ref.Key,
+			Version: used[r.Use()].Version, VersionID: used[r.Use()].VersionID, Name: r.Name,
 		}
-		if old, ok := prev[r.Secret]; ok {
+		if old, ok := prev[r.Use()]; ok {
 			out.Rotated, out.RotatedRevision = old.Rotated, old.RotatedRevision
 			sameRef := old.Store == out.Store && old.Path == out.Path && old.Key == out.Key
 			if sameRef && old.Name != out.Name {
@@ -97,8 +98,16 @@ func (c *Controller) recordRefs(p *pass, rec *charts.Release) string {
 	if len(rotated) == 0 {
 		return ""
 	}
+	// One value used in several places is one rotation.
 	slices.Sort(rotated)
+	rotated = slices.Compact(rotated)
 	return "secret rotated: " + strings.Join(rotated, ", ")
+}
+
+// recordUse is a recorded reference's use, as compose.ResolvedRef.Use
+// names it.
+func recordUse(r charts.SecretRef) string {
+	return compose.ResolvedRef{Kind: r.Kind, Secret: r.Secret, Service: r.Service}.Use()
 }
 
 // rotationText names a rotated value by its reference and versions.
@@ -125,9 +134,41 @@ func refStatus(refs []charts.SecretRef) []application.SecretRefStatus {
 	out := make([]application.SecretRefStatus, 0, len(refs))
 	for _, r := range refs {
 		out = append(out, application.SecretRefStatus{
-			Secret: r.Secret, Store: r.Store, Path: r.Path, Key: r.Key, Version: r.Version, VersionID: r.VersionID,
+			Kind: r.Kind, Secret: r.Secret, Service: r.Service, Store: r.Store, Path: r.Path, Key: r.Key, Version: r.Version, VersionID: r.VersionID,
 			SwarmSecret: r.Name, LastRotated: r.Rotated, RotatedRevision: r.RotatedRevision,
 		})
 	}
 	return out
+}
+
+// StoreUsers answers a store's rotation webhook: users are the
+// applications whose last renders used a value of the store named store
+// (only the entry at path, when path is not ""), granted all applications
+// the applications file grants that store, sorted; none for a store it
+// does not declare.
+func (c *Controller) StoreUsers(store, path string) (users, granted []string) {
+	c.mu.Lock()
+	for name, a := range c.apps {
+		for _, g := range a.app.SecretStores {
+			if g.Store.Name == store {
+				granted = append(granted, name)
+				break
+			}
+		}
+	}
+	c.mu.Unlock()
+	if len(granted) == 0 {
+		return nil, nil
+	}
+	slices.Sort(granted)
+	return c.stores.Users(store, path), granted
+}
+
+// ExpireStore makes the values StoreUsers covers due for a read at once,
+// whatever their store's pollInterval: the next pass of an application
+// that uses one asks the store, and the store watch starts the pass of any
+// other application whose value moved.
+func (c *Controller) ExpireStore(store, path string) {
+	n := c.stores.Expire(store, path)
+	c.log.Info("a secret store reported a rotation; its values are read again", "store", store, "path", path, "values", n)
 }

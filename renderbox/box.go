@@ -117,7 +117,7 @@ func (b *Box) Render(ctx context.Context, j Job) (*chartengine.Rendered, error) 
 	req := request{
 		Root: d.Root, Path: d.Path, ValueFiles: d.ValueFiles, ExtraValueFiles: d.ExtraValueFiles,
 		Values: d.Values, Set: d.Set, SealKey: d.SealKey, Limits: d.Limits, APIVersion: d.APIVersion,
-		HasDecrypt: d.Decrypt != nil, HasResolve: d.Resolve != nil,
+		HasDecrypt: d.Decrypt != nil, HasResolve: d.Resolve != nil, HasSecretRef: d.SecretRef != nil,
 		Release: j.Release, Memory: max(l.Memory, 0), CPU: l.Deadline,
 	}
 	if j.Recorded != nil {
@@ -169,7 +169,7 @@ func (b *Box) Render(ctx context.Context, j Job) (*chartengine.Rendered, error) 
 			return nil, res.Err.err()
 		}
 		return &chartengine.Rendered{
-			Rendered:     &compose.Rendered{Manifest: res.Manifest, Secrets: res.Secrets, Sealed: res.Sealed, Warnings: res.Warnings},
+			Rendered:     &compose.Rendered{Manifest: res.Manifest, Secrets: res.Secrets, Sealed: res.Sealed, Refs: res.Refs, Warnings: res.Warnings},
 			Chart:        res.Chart,
 			ValuesDigest: res.ValuesDigest,
 		}, nil
@@ -210,6 +210,15 @@ func converse(stdin io.Writer, stdout io.Reader, req request, d chartengine.Dir,
 			}
 			data, err := d.Decrypt(m.File, m.Data)
 			reply = down{Data: data, Err: toWire(err)}
+		case "secretRef":
+			// The store is read here, in the parent, under the
+			// application's grants; the child gets the value for the
+			// compose render only.
+			if d.SecretRef == nil {
+				return nil, fmt.Errorf("the render process asked for a secret store value without a resolver")
+			}
+			data, tag, err := d.SecretRef(m.Use, m.Ref)
+			reply = down{Data: data, Tag: tag, Err: toWire(err)}
 		case "resolve":
 			if d.Resolve == nil {
 				return nil, fmt.Errorf("the render process asked to resolve %s without a resolver", m.Name)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/chartengine"
+	"github.com/flotilla-gitops/flotilla/compose"
 )
 
 // EnvMode selects the child mode: a process started with EnvMode=1 in
@@ -171,12 +172,21 @@ func render(req request, call func(up) (down, error)) *result {
 			return chartengine.LoadFetched(r.Root, r.Dir, r.Origin)
 		}
 	}
+	if req.HasSecretRef {
+		d.SecretRef = func(use string, ref compose.SecretRef) ([]byte, string, error) {
+			r, err := call(up{Call: "secretRef", Use: use, Ref: ref})
+			if err != nil {
+				return nil, "", err
+			}
+			return r.Data, r.Tag, r.Err.err()
+		}
+	}
 	r, err := renderRelease(d, req.Release, req.Recorded, req.HasRecorded)
 	if err != nil {
 		return &result{Err: toWire(err)}
 	}
 	return &result{
-		Manifest: r.Manifest, Secrets: r.Secrets, Sealed: r.Sealed, Warnings: r.Warnings,
+		Manifest: r.Manifest, Secrets: r.Secrets, Sealed: r.Sealed, Refs: r.Refs, Warnings: r.Warnings,
 		Chart: r.Chart, ValuesDigest: r.ValuesDigest,
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/chartrepo"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/fault"
+	"github.com/flotilla-gitops/flotilla/secretstore"
 )
 
 // The parent and the child speak gob over the child's stdin and stdout:
@@ -29,6 +30,7 @@ type request struct {
 	APIVersion      string
 	HasDecrypt      bool
 	HasResolve      bool
+	HasSecretRef    bool
 	Release         chartengine.Release
 	// Recorded, when HasRecorded, is the newest release's manifest: a
 	// render that differs from it is done again as the next revision, in
@@ -43,19 +45,23 @@ type request struct {
 
 // up is a message from the child.
 type up struct {
-	Call string // "decrypt", "resolve", or "" for the result
+	Call string // "decrypt", "resolve", "secretRef", or "" for the result
 
 	File string // decrypt
 	Data []byte
 
 	Repo, Name, Constraint string // resolve
 
+	Use string            // secretRef
+	Ref compose.SecretRef // secretRef
+
 	Result *result
 }
 
 // down is the parent's reply to a call.
 type down struct {
-	Data              []byte // decrypt
+	Data              []byte // decrypt; secretRef: the value
+	Tag               string // secretRef
 	Root, Dir, Origin string // resolve: where the fetched chart lies
 	Err               *wireError
 }
@@ -65,6 +71,7 @@ type result struct {
 	Manifest     string
 	Secrets      map[string][]byte
 	Sealed       map[string]string
+	Refs         []compose.ResolvedRef
 	Warnings     []string
 	Chart        chartengine.Metadata
 	ValuesDigest string
@@ -98,6 +105,10 @@ var sentinels = []error{
 	compose.ErrUnsupported,
 	compose.ErrSealedMissing,
 	compose.ErrEncryptedOutsideEnvironment,
+	compose.ErrNoSecretStore,
+	secretstore.ErrUnavailable,
+	secretstore.ErrNoValue,
+	secretstore.ErrNotGranted,
 }
 
 func init() {

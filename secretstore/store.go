@@ -214,7 +214,9 @@ func derefJWT(j *application.VaultJWT) application.VaultJWT {
 
 // Used is one value a resolution gave: what the reconciler records.
 type Used struct {
-	// Secret is the compose secret's key.
+	// Secret names what used the value, as the render told Resolve: a
+	// compose secret's key, "configs.<key>" or
+	// "services.<service>.environment.<variable>".
 	Secret string
 	Ref    Ref
 	// Version is the store's version of the entry (0: KV v1).

@@ -485,6 +485,8 @@ func TestBrowser_secretRefsAreListedWithVersionAndRotation(t *testing.T) {
 		{Secret: "db_password", Store: "vault", Path: "kv/data/shop/db", Key: "password", Version: 4,
 			SwarmSecret: "drifty_db_password-0123456789", LastRotated: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), RotatedRevision: 7},
 		{Secret: "api_key", Store: "vault1", Path: "kv1/shop/api", Key: "key"},
+		{Kind: "config", Secret: "app_conf", Store: "vault", Path: "kv/data/shop/app", Key: "conf", Version: 2},
+		{Kind: "env", Service: "worker", Secret: "DB_PASSWORD", Store: "vault", Path: "kv/data/shop/db", Key: "password", Version: 4},
 	}
 	f := newFixture(t, false, apps...)
 	ctx := newTab(t)
@@ -495,10 +497,11 @@ func TestBrowser_secretRefsAreListedWithVersionAndRotation(t *testing.T) {
 		t.Fatal("a status without store secrets shows the section")
 	}
 	run(t, ctx, chromedp.Evaluate[chromedp.Void](`location.hash = '#/app/drifty'`))
-	waitJS(t, ctx, "the store secrets table", `document.querySelectorAll('#secretrefs tbody tr').length === 2`)
+	waitJS(t, ctx, "the store secrets table", `document.querySelectorAll('#secretrefs tbody tr').length === 4`)
 	rows := tableRows(t, ctx, "#secretrefs table")
-	if len(rows) != 2 || !strings.HasPrefix(rows[0], "db_password|vault|kv/data/shop/db|password|4|") || !strings.HasSuffix(rows[0], "(release 7)") ||
-		rows[1] != "api_key|vault1|kv1/shop/api|key|—|never" {
+	if len(rows) != 4 || !strings.HasPrefix(rows[0], "db_password|vault|kv/data/shop/db|password|4|") || !strings.HasSuffix(rows[0], "(release 7)") ||
+		rows[1] != "api_key|vault1|kv1/shop/api|key|—|never" || rows[2] != "config app_conf|vault|kv/data/shop/app|conf|2|never" ||
+		rows[3] != "worker env DB_PASSWORD|vault|kv/data/shop/db|password|4|never" {
 		t.Fatalf("rows %q", rows)
 	}
 }

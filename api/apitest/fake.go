@@ -29,6 +29,7 @@ var (
 	_ api.RouterRoutes     = (*Controller)(nil)
 	_ api.SwarmLister      = (*Controller)(nil)
 	_ api.LogReader        = (*Controller)(nil)
+	_ api.StoreRotations   = (*Controller)(nil)
 	_ api.Controller       = (*MinimalController)(nil)
 )
 
@@ -58,15 +59,20 @@ type Controller struct {
 	// later.
 	LogFeed chan api.LogLine
 
-	mu        sync.Mutex
-	apps      map[string]application.Status
-	releases  map[string][]charts.Release
-	diffs     map[string]api.Diff
-	revDiffs  map[revDiffKey]api.Diff
-	syncs     []api.SyncOptions
-	refreshed []string
-	commands  []string
-	rollbacks []int
+	mu sync.Mutex
+	// storeGrants maps a secret store's name to the applications granted
+	// it, storeUse to those whose renders used it (see SetStore); expired
+	// lists what ExpireStore was asked for, as "store" or "store:path".
+	storeGrants, storeUse map[string][]string
+	expired               []string
+	apps                  map[string]application.Status
+	releases              map[string][]charts.Release
+	diffs                 map[string]api.Diff
+	revDiffs              map[revDiffKey]api.Diff
+	syncs                 []api.SyncOptions
+	refreshed             []string
+	commands              []string
+	rollbacks             []int
 }
 
 // NewController returns a fake holding statuses.
@@ -119,6 +125,41 @@ func (c *Controller) Refreshed() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.refreshed)
+}
+
+// SetStore declares a secret store granted to the applications granted,
+// of which those in users used its values.
+func (c *Controller) SetStore(store string, granted, users []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.storeGrants == nil {
+		c.storeGrants, c.storeUse = map[string][]string{}, map[string][]string{}
+	}
+	c.storeGrants[store], c.storeUse[store] = granted, users
+}
+
+// StoreUsers answers what SetStore declared.
+func (c *Controller) StoreUsers(store, _ string) (users, granted []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.storeUse[store]), slices.Clone(c.storeGrants[store])
+}
+
+// ExpireStore notes the request.
+func (c *Controller) ExpireStore(store, path string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if path != "" {
+		store += ":" + path
+	}
+	c.expired = append(c.expired, store)
+}
+
+// Expired lists what ExpireStore was asked for.
+func (c *Controller) Expired() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.expired)
 }
 
 // SetRollouts sets the rollouts an application's status lists.

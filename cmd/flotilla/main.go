@@ -57,6 +57,7 @@ func newRootCmd() *cobra.Command {
 		newLogoutCmd(),
 		newPlanCmd(),
 		newRenderCmd(),
+		newSecretStoreCmd(),
 		newStatusCmd(),
 		newSwarmCmd(),
 		newValidateCmd(),

@@ -63,7 +63,17 @@ var (
 	_ api.SwarmLister      = Controller{}
 	_ api.LogReader        = Controller{}
 	_ api.LogMasker        = Controller{}
+	_ api.StoreRotations   = Controller{}
 )
+
+// StoreUsers lists who uses and who is granted a secret store
+// (reconcile.Controller.StoreUsers).
+func (a Controller) StoreUsers(store, path string) (users, granted []string) {
+	return a.ctl.StoreUsers(store, path)
+}
+
+// ExpireStore makes a store's values due for a read at once.
+func (a Controller) ExpireStore(store, path string) { a.ctl.ExpireStore(store, path) }
 
 // LogMask blanks the secret values of the application's deployed revision
 // in its log lines (reconcile.Controller.LogMask).

@@ -60,15 +60,18 @@ function enterApp(name) {
   closeDialog();
 }
 
-// secretRefsSection lists the secrets the deployed release took from
-// secret stores: where from, which version, when last rotated; never a value.
+// secretRefsSection lists the secrets, configs and environment values the
+// deployed release took from secret stores: where from, which version, when
+// last rotated; never a value.
 function secretRefsSection(a) {
   const refs = a.secretRefs || [];
   if (!refs.length) return null;
-  const rows = refs.map((r) => [r.secret, r.store, r.path, r.key, r.version ? String(r.version) : '—',
+  const use = (r) => (r.kind === 'config' ? `config ${r.secret}`
+    : r.kind === 'env' ? `${r.service} env ${r.secret}` : r.secret);
+  const rows = refs.map((r) => [use(r), r.store, r.path, r.key, r.version ? String(r.version) : '—',
     r.rotatedRevision ? `${when(r.lastRotated)} (release ${r.rotatedRevision})` : 'never']);
   return el('div', { id: 'secretrefs' }, el('h3', {}, 'Secrets from stores'),
-    table(['Secret', 'Store', 'Path', 'Key', 'Version', 'Last rotated'], rows, ''));
+    table(['Used as', 'Store', 'Path', 'Key', 'Version', 'Last rotated'], rows, ''));
 }
 
 function renderDetail(name) {

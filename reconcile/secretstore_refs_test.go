@@ -1,0 +1,184 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/charts/chartstest"
+	"github.com/flotilla-gitops/flotilla/secretstore/vaulttest"
+)
+
+const composeVaultRefs = `version: "3.8"
+services:
+  api:
+    image: example/api:1
+    configs: [app_conf]
+  worker:
+    image: example/worker:1
+    x-flotilla:
+      env:
+        DB_PASSWORD:
+          secretRef: {store: vault, path: kv/data/shop/db, key: password}
+  web:
+    image: example/web:1
+configs:
+  app_conf:
+    x-flotilla:
+      secretRef: {store: vault, path: kv/data/shop/app, key: conf}
+`
+
+func TestStoreConfigsAndEnvironmentValuesRollOnlyTheirConsumers(t *testing.T) {
+	srv := vaulttest.Start(t)
+	srv.Mount("kv", 2)
+	srv.Policy("shop", `path "kv/data/shop/*" { capabilities = ["read"] }
+path "kv/metadata/shop/*" { capabilities = ["read"] }`)
+	_, tokenFile := srv.Token(t.TempDir(), "shop")
+	const pw1, pw2 = "refs-pw1-6a0c-plaintext", "refs-pw2-6a0c-plaintext"
+	const conf1, conf2 = "refs-conf1-e2b9-plaintext", "refs-conf2-e2b9-plaintext"
+	srv.Write("kv/data/shop/db", true, map[string]any{"password": pw1})
+	srv.Write("kv/data/shop/app", true, map[string]any{"conf": conf1})
+
+	b := chartstest.NewMinimal()
+	f := commitFetcher{newFakeFetcher()}
+	f.commit(t, map[string]string{"docker-compose.yml": composeVaultRefs})
+	c := newTestController(t, b, f, vaultApp(t, srv, tokenFile))
+	values := []string{pw1, pw2, conf1, conf2}
+	noValue := func(where string, v any) {
+		t.Helper()
+		var s string
+		if str, ok := v.(string); ok {
+			s = str
+		} else {
+			j, _ := json.Marshal(v)
+			s = string(j)
+		}
+		for _, val := range values {
+			if strings.Contains(s, val) {
+				t.Fatalf("%s holds a value:\n%s", where, s)
+			}
+		}
+	}
+
+	res := mustReconcile(t, c, "shop")
+	if res.Err != nil || res.Action != charts.Install {
+		t.Fatalf("install: %s %v", res.Action, res.Err)
+	}
+	refs := res.Status.SecretRefs
+	if len(refs) != 2 || refs[0].Kind != "config" || refs[0].Secret != "app_conf" || refs[1].Kind != "env" || refs[1].Service != "worker" || refs[1].Secret != "DB_PASSWORD" || refs[1].Version != 1 {
+		t.Fatalf("status refs %+v", refs)
+	}
+	noValue("status", res.Status)
+	apiV, webV := b.ServiceVersion("shop", "shop_api"), b.ServiceVersion("shop", "shop_web")
+
+	// The environment value rotates: worker alone, once; the diff shows a
+	// masked change.
+	srv.Write("kv/data/shop/db", true, map[string]any{"password": pw2})
+	d, err := c.Diff(context.Background(), "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Action != charts.Upgrade || !strings.Contains(d.Manifest, "-        DB_PASSWORD: ***") || !strings.Contains(d.Manifest, "+        DB_PASSWORD: ***") {
+		t.Fatalf("diff %s:\n%s", d.Action, d.Manifest)
+	}
+	noValue("diff", d)
+	res = mustReconcile(t, c, "shop")
+	if res.Err != nil || res.Action != charts.Upgrade {
+		t.Fatalf("env rotation: %s %v", res.Action, res.Err)
+	}
+	if got := res.Deployed.Updated; !slices.Equal(got, []string{"worker"}) || res.Deployed.Writes != 1 {
+		t.Fatalf("env rotation updated %v in %d writes, want worker once", got, res.Deployed.Writes)
+	}
+	rs, _ := b.Releases(context.Background(), "shop")
+	if want := "secret rotated: vault kv/data/shop/db key password version 1 to 2"; rs[0].Trigger != want {
+		t.Fatalf("trigger %q, want %q", rs[0].Trigger, want)
+	}
+
+	// The config rotates: a new config, then api alone, once.
+	srv.Write("kv/data/shop/app", true, map[string]any{"conf": conf2})
+	res = mustReconcile(t, c, "shop")
+	if res.Err != nil || res.Action != charts.Upgrade {
+		t.Fatalf("config rotation: %s %v", res.Action, res.Err)
+	}
+	if got := res.Deployed.Updated; !slices.Equal(got, []string{"api"}) || res.Deployed.Writes != 2 {
+		t.Fatalf("config rotation updated %v in %d writes, want the config, then api once", got, res.Deployed.Writes)
+	}
+	if b.ServiceVersion("shop", "shop_api") != apiV+1 || b.ServiceVersion("shop", "shop_web") != webV {
+		t.Fatal("api was not written exactly once, or web was written")
+	}
+	rs, _ = b.Releases(context.Background(), "shop")
+	rec := rs[0]
+	if want := "secret rotated: vault kv/data/shop/app key conf version 1 to 2"; rec.Trigger != want {
+		t.Fatalf("trigger %q, want %q", rec.Trigger, want)
+	}
+	if len(rec.SecretRefs) != 2 || rec.SecretRefs[0].RotatedRevision != 3 || rec.SecretRefs[1].RotatedRevision != 2 {
+		t.Fatalf("record refs %+v", rec.SecretRefs)
+	}
+	for _, r := range rs {
+		noValue("record", r)
+	}
+
+	// Steady: nothing more.
+	writes := b.Writes()
+	if res = mustReconcile(t, c, "shop"); res.Err != nil || res.Action != charts.Unchanged || b.Writes() != writes {
+		t.Fatalf("steady pass: %s %v, %d writes", res.Action, res.Err, b.Writes()-writes)
+	}
+
+	// A rollback to a revision from before the rotations needs values the
+	// store no longer gives: refused, as for sealed values a render no
+	// longer reproduces, and nothing is written.
+	res, _ = c.reconcileNow(context.Background(), "shop", &SyncRequest{Rollback: 1})
+	if res.Err == nil || KindOf(res.Err) != Stalled || !strings.Contains(res.Err.Error(), "no longer reproduces") {
+		t.Fatalf("rollback to 1: %v; want a stalled refusal", res.Err)
+	}
+	noValue("rollback error", res.Err.Error())
+	if b.Writes() != writes {
+		t.Fatalf("a refused rollback wrote %d times", b.Writes()-writes)
+	}
+}
+
+// A store's rotation webhook (ExpireStore) makes the next pass read the
+// value again although the store's pollInterval has not passed.
+func TestARotationReportedByTheStoreIsReadBeforeThePollInterval(t *testing.T) {
+	srv := vaulttest.Start(t)
+	srv.Mount("kv", 2)
+	_, tokenFile := srv.Token(t.TempDir(), "root")
+	srv.Write("kv/data/shop/db", true, map[string]any{"password": "hook-pw1-33f0-plaintext"})
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, map[string]string{"docker-compose.yml": composeVault})
+	app := vaultApp(t, srv, tokenFile)
+	app.SecretStores[0].Store.PollInterval.Duration = time.Hour
+	c := newTestController(t, b, f, app)
+	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Action != charts.Install {
+		t.Fatalf("install: %s %v", res.Action, res.Err)
+	}
+	if users, granted := c.StoreUsers("vault", ""); !slices.Equal(users, []string{"shop"}) || !slices.Equal(granted, []string{"shop"}) {
+		t.Fatalf("users %v granted %v", users, granted)
+	}
+	if users, granted := c.StoreUsers("nope", ""); users != nil || granted != nil {
+		t.Fatalf("an undeclared store has users %v granted %v", users, granted)
+	}
+	if users, _ := c.StoreUsers("vault", "kv/data/shop/other"); len(users) != 0 {
+		t.Fatalf("users of an entry nobody names: %v", users)
+	}
+
+	srv.Write("kv/data/shop/db", true, map[string]any{"password": "hook-pw2-33f0-plaintext"})
+	// Within the hour, the pass serves the cached value.
+	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Action != charts.Unchanged {
+		t.Fatalf("pass within the poll interval: %s %v", res.Action, res.Err)
+	}
+	c.ExpireStore("vault", "kv/data/shop/db")
+	res := mustReconcile(t, c, "shop")
+	if res.Err != nil || res.Action != charts.Upgrade || !slices.Equal(res.Deployed.Updated, []string{"api", "worker"}) {
+		t.Fatalf("pass after the store's report: %s %v %v", res.Action, res.Err, res.Deployed.Updated)
+	}
+	rs, _ := b.Releases(context.Background(), "shop")
+	if want := "secret rotated: vault kv/data/shop/db key password version 1 to 2"; rs[0].Trigger != want {
+		t.Fatalf("trigger %q", rs[0].Trigger)
+	}
+}
