@@ -149,6 +149,9 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 	// Store references the templates write are resolved by the compose
 	// render of their output, under this application's grants.
 	res := c.stores.For(ctx, p.app)
+	if p.pins != nil {
+		res = res.Pinned(p.pins) // a recorded revision's versions (useRecord)
+	}
 	d.SecretRef = secretRefFunc(res)
 	if v := src.Values; v != nil && p.values != nil {
 		origin := "values repository " + redact.Text(v.RepoURL)

@@ -118,6 +118,13 @@ func (c *Controller) renderRollback(ctx context.Context, p *pass, revision int) 
 // removed one from the swarm. A record without placeholders relies, as
 // before, on its secrets still being on the swarm, which rotation retention
 // provides.
+//
+// A record that took values from secret stores is rendered again with the
+// versions it names (secretstore.Pinned): a store that keeps versions gives
+// the value the revision deployed, even after a rotation, so its sealed
+// placeholders match and its secrets can be made again if swept. The
+// render's references become the pass's, so the record of the rollback
+// lists them with their versions.
 func (c *Controller) useRecord(ctx context.Context, p *pass, rec *charts.Release) error {
 	// What the record's source declared is what is deployed again: the
 	// rollout step then decides its colours, so a rollback goes through
@@ -133,7 +140,7 @@ func (c *Controller) useRecord(ctx context.Context, p *pass, rec *charts.Release
 		return stalled("render", fmt.Errorf("revision %d: %w", rec.Revision, err))
 	}
 	r := &compose.Rendered{Manifest: manifest}
-	if need := compose.SealedValues(manifest); len(need) > 0 {
+	if need := compose.SealedValues(manifest); len(need) > 0 || len(rec.SecretRefs) > 0 {
 		at, err := c.renderRecordCommit(ctx, p, rec)
 		if err != nil {
 			return err
@@ -154,6 +161,14 @@ func (c *Controller) useRecord(ctx context.Context, p *pass, rec *charts.Release
 				r.Secrets[name] = data
 			}
 		}
+		// The references whose names the record holds: the same version,
+		// so the same value (a store without versions that rotated since
+		// names another, and the record's own secret on the swarm serves).
+		for _, ref := range at.Refs {
+			if recordNames(rec, ref.Name) {
+				r.Refs = append(r.Refs, ref)
+			}
+		}
 	}
 	p.rendered = r
 	p.chart = rec.Chart
@@ -167,7 +182,8 @@ func (c *Controller) renderRecordCommit(ctx context.Context, p *pass, rec *chart
 	if rec.Commit == "" {
 		return nil, stalled("render", fmt.Errorf("revision %d holds sealed values and names no commit to render them from", rec.Revision))
 	}
-	if p.rendered != nil && p.rev != nil && p.rev.Commit == rec.Commit {
+	pins := recordPins(rec)
+	if p.rendered != nil && p.rev != nil && p.rev.Commit == rec.Commit && len(pins) == 0 {
 		return p.rendered, nil
 	}
 	rev, err := c.opts.Fetcher.Fetch(ctx, source.Request{
@@ -182,6 +198,8 @@ func (c *Controller) renderRecordCommit(ctx context.Context, p *pass, rec *chart
 	}
 	// The render holds what it needs in memory; the tree may go.
 	defer rev.Release()
+	p.pins = pins
+	defer func() { p.pins = nil }()
 	at, _, err := c.renderAt(ctx, p, rev)
 	if err != nil {
 		return nil, fmt.Errorf("revision %d: render its commit %s for its sealed values: %w", rec.Revision, shortCommit(rec.Commit), err)

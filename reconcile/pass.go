@@ -124,6 +124,9 @@ type pass struct {
 	// and hookLogs the redacted log tails of failed ones, by job id.
 	hooks    map[string]application.HookStatus
 	hookLogs map[string][]string
+	// pins are the store versions a recorded revision names while it is
+	// rendered again for a rollback (see useRecord); nil otherwise.
+	pins map[string]secretstore.Pin
 }
 
 // snapshot is one read of the swarm for many stacks; err is set when the read
@@ -369,6 +372,10 @@ func (c *Controller) renderAt(ctx context.Context, p *pass, rev *source.Revision
 	}
 	key := renderKey(p.app, rev.Commit, ids.Fingerprint(), c.opts.RenderLimits)
 	res := c.stores.For(ctx, p.app)
+	if p.pins != nil {
+		// A recorded revision's versions: neither from the cache nor for it.
+		return c.renderWith(ctx, p, rev, ids, res.Pinned(p.pins))
+	}
 	if e, ok := c.renders.get(p.app.Name, key); ok {
 		same, err := sameRefs(res, e.refs)
 		if err != nil {
@@ -380,6 +387,17 @@ func (c *Controller) renderAt(ctx context.Context, p *pass, rev *source.Revision
 		}
 		res = c.stores.For(ctx, p.app)
 	}
+	r, declared, err := c.renderWith(ctx, p, rev, ids, res)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.renders.put(p.app.Name, renderEntry{key: key, rendered: r, declared: declared, steady: &steadyMark{}, refs: p.refs}, c.knownApp)
+	return r, declared, nil
+}
+
+// renderWith renders the application at rev, resolving store references
+// through res, and notes in p what the stores gave.
+func (c *Controller) renderWith(ctx context.Context, p *pass, rev *source.Revision, ids *sopsage.Identities, res *secretstore.Resolution) (*compose.Rendered, *compose.Stack, error) {
 	d := compose.Dir{
 		SecretRef: secretRefFunc(res),
 		Root:      rev.Dir,
@@ -402,7 +420,6 @@ func (c *Controller) renderAt(ctx context.Context, p *pass, rev *source.Revision
 	if err != nil {
 		return nil, nil, stalled("render", err)
 	}
-	c.renders.put(p.app.Name, renderEntry{key: key, rendered: r, declared: declared, steady: &steadyMark{}, refs: p.refs}, c.knownApp)
 	return r, declared, nil
 }
 

@@ -172,3 +172,27 @@ func (c *Controller) ExpireStore(store, path string) {
 	n := c.stores.Expire(store, path)
 	c.log.Info("a secret store reported a rotation; its values are read again", "store", store, "path", path, "values", n)
 }
+
+// recordPins are the store versions rec names, by use, for rendering its
+// commit again with the values it deployed (see useRecord).
+func recordPins(rec *charts.Release) map[string]secretstore.Pin {
+	if len(rec.SecretRefs) == 0 {
+		return nil
+	}
+	pins := make(map[string]secretstore.Pin, len(rec.SecretRefs))
+	for _, r := range rec.SecretRefs {
+		pins[recordUse(r)] = secretstore.Pin{Version: r.Version, VersionID: r.VersionID}
+	}
+	return pins
+}
+
+// recordNames reports whether rec lists a store value under name: the
+// swarm secret or config, or the sealed placeholder of a variable.
+func recordNames(rec *charts.Release, name string) bool {
+	for _, r := range rec.SecretRefs {
+		if r.Name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -128,16 +128,52 @@ path "kv/metadata/shop/*" { capabilities = ["read"] }`)
 		t.Fatalf("steady pass: %s %v, %d writes", res.Action, res.Err, b.Writes()-writes)
 	}
 
-	// A rollback to a revision from before the rotations needs values the
-	// store no longer gives: refused, as for sealed values a render no
-	// longer reproduces, and nothing is written.
+	// A rollback to a revision from before the rotations: the store keeps
+	// its versions, so the values revision 1 deployed are read again (KV v2
+	// ?version=1), its placeholders and config name match, and api and
+	// worker go back, once each; web is not touched.
 	res, _ = c.reconcileNow(context.Background(), "shop", &SyncRequest{Rollback: 1})
-	if res.Err == nil || KindOf(res.Err) != Stalled || !strings.Contains(res.Err.Error(), "no longer reproduces") {
-		t.Fatalf("rollback to 1: %v; want a stalled refusal", res.Err)
+	if res.Err != nil {
+		t.Fatalf("rollback to 1: %v", res.Err)
+	}
+	if got := res.Deployed.Updated; !slices.Equal(got, []string{"api", "worker"}) {
+		t.Fatalf("rollback updated %v, want api and worker", got)
+	}
+	if b.ServiceVersion("shop", "shop_web") != webV {
+		t.Fatal("the rollback wrote web")
+	}
+	rs, _ = b.Releases(context.Background(), "shop")
+	rec = rs[0]
+	if !strings.HasPrefix(rec.Trigger, "rollback to revision 1") || !strings.Contains(rec.Trigger, "version 2 to 1") {
+		t.Fatalf("rollback trigger %q", rec.Trigger)
+	}
+	if len(rec.SecretRefs) != 2 || rec.SecretRefs[0].Version != 1 || rec.SecretRefs[1].Version != 1 {
+		t.Fatalf("rollback record refs %+v, want both at version 1", rec.SecretRefs)
+	}
+	if rec.Manifest != rs[len(rs)-1].Manifest {
+		t.Fatalf("the rollback deployed another manifest than revision 1's:\n%s\n---\n%s", rec.Manifest, rs[len(rs)-1].Manifest)
+	}
+	for _, r := range rs {
+		noValue("record", r)
+	}
+	// Pinned: the next pass stays on revision 1's values.
+	writes = b.Writes()
+	if res = mustReconcile(t, c, "shop"); res.Err != nil || b.Writes() != writes || res.Status.Pinned == "" {
+		t.Fatalf("pinned pass: %s %v, %d writes, pinned %q", res.Action, res.Err, b.Writes()-writes, res.Status.Pinned)
+	}
+
+	// A version the store no longer has (destroyed) cannot be read again:
+	// the rollback fails naming the version, and nothing is written.
+	if _, err := srv.Client.Logical().WriteWithContext(context.Background(), "kv/destroy/shop/db", map[string]any{"versions": []int{2}}); err != nil {
+		t.Fatal(err)
+	}
+	res, _ = c.reconcileNow(context.Background(), "shop", &SyncRequest{Rollback: 2})
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "version 2") || !strings.Contains(res.Err.Error(), "kv/data/shop/db") {
+		t.Fatalf("rollback to a destroyed version: %v", res.Err)
 	}
 	noValue("rollback error", res.Err.Error())
 	if b.Writes() != writes {
-		t.Fatalf("a refused rollback wrote %d times", b.Writes()-writes)
+		t.Fatalf("a failed rollback wrote %d times", b.Writes()-writes)
 	}
 }
 

@@ -93,7 +93,26 @@ func newAWSReader(s application.SecretStore, wrap func(http.RoundTripper) http.R
 }
 
 func (r *awsReader) read(ctx context.Context, path, key string) (Value, error) {
-	out, err := r.client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(path)})
+	return r.readVersion(ctx, path, key, "")
+}
+
+// readAt reads the version a record names by its id, for a rollback (see
+// Pinned). Secrets Manager keeps a version while a staging label (such as
+// AWSPREVIOUS) holds it; one it dropped is an error naming the id.
+func (r *awsReader) readAt(ctx context.Context, path, key string, at Pin) (Value, error) {
+	if at.VersionID == "" {
+		return Value{}, errNoPastVersions
+	}
+	return r.readVersion(ctx, path, key, at.VersionID)
+}
+
+// readVersion reads the version id names, AWSCURRENT when id is "".
+func (r *awsReader) readVersion(ctx context.Context, path, key, id string) (Value, error) {
+	in := &secretsmanager.GetSecretValueInput{SecretId: aws.String(path)}
+	if id != "" {
+		in.VersionId = aws.String(id)
+	}
+	out, err := r.client.GetSecretValue(ctx, in)
 	if err != nil {
 		return Value{}, awsError("GetSecretValue", err)
 	}

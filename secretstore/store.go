@@ -95,6 +95,8 @@ type Stores struct {
 	mu      sync.Mutex
 	readers map[string]reader // by store identity (see storeID)
 	entries map[entryKey]*entry
+	// pinned holds past versions read for rollbacks (see Pinned).
+	pinned pinnedValues
 	// newReader makes a store's reader; tests replace it.
 	newReader func(application.SecretStore) (reader, error)
 }
@@ -241,6 +243,9 @@ type Resolution struct {
 	stores *Stores
 	app    string
 	grants []application.StoreGrant
+	// pins are the versions a rollback's record names, by use (see
+	// Pinned); nil for an ordinary pass.
+	pins map[string]Pin
 
 	mu   sync.Mutex
 	used []Used
@@ -263,6 +268,11 @@ func (r *Resolution) Used() []Used {
 // it, to name the swarm secret by (see Tag). The grant is checked first; a
 // reference it does not cover reads nothing.
 func (r *Resolution) Resolve(secret string, ref Ref) ([]byte, string, error) {
+	if pin, ok := r.pins[secret]; ok && pin.set() {
+		if data, tag, ok, err := r.resolvePinned(secret, ref, pin); ok {
+			return data, tag, err
+		}
+	}
 	g, err := r.grant(ref)
 	if err != nil {
 		return nil, "", &Error{Ref: ref, Err: err}

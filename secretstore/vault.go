@@ -71,10 +71,32 @@ func newVaultReader(s application.SecretStore) (reader, error) {
 }
 
 func (r *vaultReader) read(ctx context.Context, path, key string) (Value, error) {
+	return r.readVersion(ctx, path, key, 0)
+}
+
+// readAt reads a past KV v2 version for a rollback (see Pinned).
+func (r *vaultReader) readAt(ctx context.Context, path, key string, at Pin) (Value, error) {
+	if r.store.Vault.KVVersion != 2 || at.Version <= 0 {
+		return Value{}, errNoPastVersions
+	}
+	v, err := r.readVersion(ctx, path, key, at.Version)
+	if err == nil && v.Version != at.Version {
+		return Value{}, fmt.Errorf("%w: asked for version %d, the store answered version %d", ErrNoValue, at.Version, v.Version)
+	}
+	return v, err
+}
+
+// readVersion reads version n of the entry, the current one when n is 0.
+func (r *vaultReader) readVersion(ctx context.Context, path, key string, n int) (Value, error) {
 	if key == "" {
 		return Value{}, fmt.Errorf("%w: a Vault entry is a map; name one of its keys", ErrNoValue)
 	}
-	sec, err := r.do(ctx, func(c *vault.Client) (*vault.Secret, error) { return c.Logical().ReadWithContext(ctx, path) })
+	sec, err := r.do(ctx, func(c *vault.Client) (*vault.Secret, error) {
+		if n > 0 {
+			return c.Logical().ReadWithDataWithContext(ctx, path, map[string][]string{"version": {strconv.Itoa(n)}})
+		}
+		return c.Logical().ReadWithContext(ctx, path)
+	})
 	if err != nil {
 		return Value{}, err
 	}
@@ -85,6 +107,9 @@ func (r *vaultReader) read(ctx context.Context, path, key string) (Value, error)
 	if r.store.Vault.KVVersion == 2 {
 		d, _ := sec.Data["data"].(map[string]any)
 		if d == nil {
+			if n > 0 {
+				return Value{}, fmt.Errorf("%w: version %d of the entry is deleted or destroyed", ErrNoValue, n)
+			}
 			return Value{}, fmt.Errorf("%w: the entry's current version is deleted or destroyed", ErrNoValue)
 		}
 		data = d
