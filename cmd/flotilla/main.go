@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flotilla-gitops/flotilla/daemon"
 	"github.com/flotilla-gitops/flotilla/renderbox"
 )
 
@@ -101,6 +102,10 @@ func exitCodeOf(err error) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
+	// The controller has reported this failure itself.
+	if errors.Is(err, daemon.ErrFailed) {
+		return exitFailed
+	}
 	fmt.Fprintln(os.Stderr, "flotilla:", err)
 	if isUsageError(err) {
 		return exitMisuse
@@ -116,7 +121,8 @@ func (u usageError) Unwrap() error { return u.err }
 
 func isUsageError(err error) bool {
 	var u usageError
-	if errors.As(err, &u) {
+	var du daemon.UsageError
+	if errors.As(err, &u) || errors.As(err, &du) {
 		return true
 	}
 	// cobra's own flag and argument errors are plain errors; recognise them

@@ -34,6 +34,27 @@ const planHead = `services:
     image: example/cache:1
 `
 
+// commitFile writes name in the repository at dir (creating it) and
+// commits it with the git command line.
+func commitFile(t *testing.T, dir, name, body string) {
+	t.Helper()
+	run := func(args ...string) {
+		t.Helper()
+		out, err := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+		run("init", "-q", "-b", "main")
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run("add", "-A")
+	run("commit", "-q", "-m", "change")
+}
+
 func gitHead(t *testing.T, dir string) string {
 	t.Helper()
 	out, err := exec.Command("git", "-C", dir, "rev-parse", "HEAD").Output()

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -27,40 +27,42 @@ const (
 	autoMemoryInterval = time.Second
 )
 
-// memoryLimit is the parsed --soft-memory-limit: auto, off or a size.
-type memoryLimit struct {
-	auto  bool
-	bytes int64 // fixed limit; 0 with auto false is off
+// MemoryLimit is the parsed --soft-memory-limit: auto, off or a size. It
+// is a flag value (pflag.Value) so the command line is parsed where the
+// limit is understood.
+type MemoryLimit struct {
+	Auto  bool
+	Bytes int64 // fixed limit; 0 with Auto false is off
 }
 
-func (m memoryLimit) String() string {
+func (m MemoryLimit) String() string {
 	switch {
-	case m.auto:
+	case m.Auto:
 		return "auto"
-	case m.bytes == 0:
+	case m.Bytes == 0:
 		return "off"
 	}
-	return strconv.FormatInt(m.bytes, 10)
+	return strconv.FormatInt(m.Bytes, 10)
 }
 
-func (m *memoryLimit) Set(s string) error {
+func (m *MemoryLimit) Set(s string) error {
 	switch strings.TrimSpace(s) {
 	case "auto":
-		*m = memoryLimit{auto: true}
+		*m = MemoryLimit{Auto: true}
 		return nil
 	case "off", "0":
-		*m = memoryLimit{}
+		*m = MemoryLimit{}
 		return nil
 	}
 	n, err := parseSize(s)
 	if err != nil {
 		return err
 	}
-	*m = memoryLimit{bytes: n}
+	*m = MemoryLimit{Bytes: n}
 	return nil
 }
 
-func (m memoryLimit) Type() string { return "auto|off|size" }
+func (m MemoryLimit) Type() string { return "auto|off|size" }
 
 // parseSize reads a size the way GOMEMLIMIT is written: a whole number of
 // bytes with an optional B, KiB, MiB, GiB or TiB suffix.
@@ -88,17 +90,17 @@ func parseSize(in string) (int64, error) {
 // the operator's setting of the runtime's own variable wins. With auto it
 // keeps the limit in step with the live heap until stop is called or ctx
 // ends; stop returns once it no longer changes the limit.
-func applyMemoryLimit(ctx context.Context, m memoryLimit, log *slog.Logger) (stop func()) {
+func applyMemoryLimit(ctx context.Context, m MemoryLimit, log *slog.Logger) (stop func()) {
 	if v := os.Getenv("GOMEMLIMIT"); v != "" {
-		if m.auto || m.bytes > 0 {
+		if m.Auto || m.Bytes > 0 {
 			log.Info("GOMEMLIMIT is set; --soft-memory-limit is not applied", "component", "controller", "GOMEMLIMIT", v)
 		}
 		return func() {}
 	}
 	switch {
-	case m.bytes > 0:
-		debug.SetMemoryLimit(m.bytes)
-	case m.auto:
+	case m.Bytes > 0:
+		debug.SetMemoryLimit(m.Bytes)
+	case m.Auto:
 		follow := func() { debug.SetMemoryLimit(autoLimit(liveHeap())) }
 		follow()
 		ctx, cancel := context.WithCancel(ctx)

@@ -1,12 +1,9 @@
-package main
+package daemon
 
 import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,30 +11,10 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/charts/chartstest"
 	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/internal/gittest"
 	"github.com/flotilla-gitops/flotilla/reconcile"
 	"github.com/flotilla-gitops/flotilla/source"
 )
-
-// commitFile writes name in the repository at dir (creating it) and
-// commits it with the git command line.
-func commitFile(t *testing.T, dir, name, body string) {
-	t.Helper()
-	run := func(args ...string) {
-		t.Helper()
-		out, err := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
-		run("init", "-q", "-b", "main")
-	}
-	if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	run("add", "-A")
-	run("commit", "-q", "-m", "change")
-}
 
 type recordedEvents struct {
 	mu sync.Mutex
@@ -64,11 +41,12 @@ func appFile(names ...string) string {
 }
 
 func TestTheApplicationsFileFromGitIsReloadedPerCommitAndAnInvalidCommitIsReportedAndSkipped(t *testing.T) {
-	repo := t.TempDir()
-	commitFile(t, repo, "apps.yaml", appFile("shop"))
+	git := gittest.New(t)
+	repo := git.Dir
+	git.Commit("change", map[string]string{"apps.yaml": appFile("shop")})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	pub := &recordedEvents{}
-	o := &controllerOptions{configRepo: configRepoOptions{repo: repo, revision: "main", path: "apps.yaml", setsInterval: time.Minute}}
+	o := &Options{ConfigRepo: ConfigRepoOptions{Repo: repo, Revision: "main", Path: "apps.yaml", SetsInterval: time.Minute}}
 	fetcher := source.New(source.Options{CacheDir: t.TempDir(), Backoff: source.Backoff{Min: time.Millisecond, Max: time.Millisecond}})
 	rl := newControllerReloader(o, fetcher, pub, log)
 	file, apps, err := rl.load(context.Background())
@@ -86,7 +64,7 @@ func TestTheApplicationsFileFromGitIsReloadedPerCommitAndAnInvalidCommitIsReport
 		t.Fatal("an unchanged commit replaced the applications")
 	}
 
-	commitFile(t, repo, "apps.yaml", appFile("shop")+"  - name: Blog\n")
+	git.Commit("change", map[string]string{"apps.yaml": appFile("shop") + "  - name: Blog\n"})
 	if rl.check(context.Background(), false) {
 		t.Fatal("an invalid commit replaced the applications")
 	}
@@ -108,7 +86,7 @@ func TestTheApplicationsFileFromGitIsReloadedPerCommitAndAnInvalidCommitIsReport
 		t.Fatal("a forced check of the unchanged invalid commit cleared its problem")
 	}
 
-	commitFile(t, repo, "apps.yaml", appFile("shop", "blog"))
+	git.Commit("change", map[string]string{"apps.yaml": appFile("shop", "blog")})
 	if !rl.check(context.Background(), false) {
 		t.Fatal("a valid new commit was not loaded")
 	}
@@ -123,14 +101,14 @@ func TestTheApplicationsFileFromGitIsReloadedPerCommitAndAnInvalidCommitIsReport
 func TestControllerFlagsNeedExactlyOneApplicationsFile(t *testing.T) {
 	for _, tc := range []struct {
 		config string
-		c      configRepoOptions
+		c      ConfigRepoOptions
 		ok     bool
 	}{
-		{"", configRepoOptions{setsInterval: time.Minute}, false},
-		{"a.yaml", configRepoOptions{repo: "/r", path: "a.yaml", setsInterval: time.Minute}, false},
-		{"", configRepoOptions{repo: "/r", path: "../a.yaml", setsInterval: time.Minute}, false},
-		{"", configRepoOptions{repo: "/r", path: "deploy/a.yaml", setsInterval: time.Minute}, true},
-		{"a.yaml", configRepoOptions{setsInterval: time.Minute}, true},
+		{"", ConfigRepoOptions{SetsInterval: time.Minute}, false},
+		{"a.yaml", ConfigRepoOptions{Repo: "/r", Path: "a.yaml", SetsInterval: time.Minute}, false},
+		{"", ConfigRepoOptions{Repo: "/r", Path: "../a.yaml", SetsInterval: time.Minute}, false},
+		{"", ConfigRepoOptions{Repo: "/r", Path: "deploy/a.yaml", SetsInterval: time.Minute}, true},
+		{"a.yaml", ConfigRepoOptions{SetsInterval: time.Minute}, true},
 	} {
 		if err := tc.c.check(tc.config); (err == nil) != tc.ok {
 			t.Errorf("--config %q %+v: %v", tc.config, tc.c, err)

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func names(apps []application.Application) []string {
 // does not parse must leave the loaded set exactly as it was; one that does
 // must become the set, application for application.
 func FuzzReloadApplications(f *testing.F) {
-	if data, err := os.ReadFile("../../application/testdata/full.yaml"); err == nil {
+	if data, err := os.ReadFile("../application/testdata/full.yaml"); err == nil {
 		f.Add(data)
 	}
 	f.Add([]byte(reloadBase))

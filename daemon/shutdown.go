@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -19,51 +19,10 @@ import (
 	"github.com/flotilla-gitops/flotilla/reconcile"
 )
 
-// validate checks the controller flags that need more than their type.
-func (o *controllerOptions) validate() error {
-	if o.shutdownTimeout <= 0 {
-		return usageError{fmt.Errorf("--shutdown-timeout must be positive, not %s", o.shutdownTimeout)}
-	}
-	for name, d := range map[string]time.Duration{
-		"--http-read-timeout": o.http.read, "--http-write-timeout": o.http.write, "--http-idle-timeout": o.http.idle,
-	} {
-		if d < 0 {
-			return usageError{fmt.Errorf("%s must be 0 (none) or positive, not %s", name, d)}
-		}
-	}
-	for name, d := range map[string]time.Duration{
-		"--swarm-read-timeout": o.swarmReadTimeout, "--orphan-sweep-timeout": o.orphanSweepTimeout,
-	} {
-		if d <= 0 {
-			return usageError{fmt.Errorf("%s must be positive, not %s", name, d)}
-		}
-	}
-	if o.mcp.AllowWrites && !o.mcp.Enabled {
-		return usageError{errors.New("--mcp-allow-writes needs --mcp")}
-	}
-	if o.ha {
-		if o.once {
-			return usageError{fmt.Errorf("--ha and --once do not go together: a single pass has no one to hand over to")}
-		}
-		if o.leaseDuration < 100*time.Millisecond {
-			return usageError{fmt.Errorf("--lease-duration must be at least 100ms, not %s", o.leaseDuration)}
-		}
-		if o.haID == "" {
-			o.haID = defaultHAID()
-		}
-	}
-	for name, n := range map[string]int{"--queue-limit": o.queueLimit, "--max-concurrent-passes": o.maxPasses} {
-		if n < 1 {
-			return usageError{fmt.Errorf("%s must be 1 or more, not %d", name, n)}
-		}
-	}
-	return nil
-}
-
 // runner is the long-running controller: the reconciler, the applications
 // file watcher, the notifier and, with --listen, the API.
 type runner struct {
-	opts     *controllerOptions
+	opts     *Options
 	ctl      *reconcile.Controller
 	policy   *access.Policy // the applications file's projects
 	reloader *reloader      // keeps ctl's applications in step with the file
@@ -97,15 +56,15 @@ func (r *runner) run(ctx context.Context) error {
 	served := make(chan error, 1)
 	stopping := make(chan struct{})
 	if r.handler != nil {
-		ln, err := net.Listen("tcp", o.listen)
+		ln, err := net.Listen("tcp", o.Listen)
 		if err != nil {
-			return fmt.Errorf("--listen %s: %w", o.listen, err)
+			return fmt.Errorf("--listen %s: %w", o.Listen, err)
 		}
-		srv = api.NewServer(r.handler(stopping), api.Timeouts{Read: o.http.read, Write: o.http.write, Idle: o.http.idle}, r.apiLog)
+		srv = api.NewServer(r.handler(stopping), api.Timeouts{Read: o.HTTP.Read, Write: o.HTTP.Write, Idle: o.HTTP.Idle}, r.apiLog)
 		go func() {
 			var err error
-			if o.tlsCert != "" {
-				err = srv.ServeTLS(ln, o.tlsCert, o.tlsKey)
+			if o.TLSCert != "" {
+				err = srv.ServeTLS(ln, o.TLSCert, o.TLSKey)
 			} else {
 				err = srv.Serve(ln)
 			}
@@ -113,7 +72,7 @@ func (r *runner) run(ctx context.Context) error {
 				served <- err
 			}
 		}()
-		r.log.Info("api listening", "addr", ln.Addr().String(), "tls", o.tlsCert != "")
+		r.log.Info("api listening", "addr", ln.Addr().String(), "tls", o.TLSCert != "")
 	}
 
 	// Passes and the watcher stop with ctx; notifications outlive it until
@@ -143,7 +102,7 @@ func (r *runner) run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		r.log.Info("stopping: no new pass starts, passes in flight end at their next step",
-			"cause", context.Cause(ctx).Error(), "timeout", o.shutdownTimeout)
+			"cause", context.Cause(ctx).Error(), "timeout", o.ShutdownTimeout)
 	case err := <-served:
 		failed = fmt.Errorf("api: %w", err)
 		r.log.Error("api failed; stopping the controller", "error", err)
@@ -154,7 +113,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 
 	began := time.Now()
-	deadline, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	deadline, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
 	defer cancel()
 	stopWork()
 	close(stopping)
@@ -181,7 +140,7 @@ func (r *runner) run(ctx context.Context) error {
 		// receiver is down would retry until the deadline and turn every
 		// stop into a failed one, so it gets half of what is left, and
 		// what it could not send is logged, not counted as unfinished.
-		left := time.Until(began.Add(o.shutdownTimeout))
+		left := time.Until(began.Add(o.ShutdownTimeout))
 		drain, cancelDrain := context.WithTimeout(deadline, left/2)
 		if err := r.notifier.Drain(drain, r.broker); err != nil {
 			r.log.Warn("stopping without sending every notification", "error", err)
@@ -206,8 +165,8 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	if len(unfinished) > 0 {
 		r.log.Error("shutdown timed out; exiting with work unfinished",
-			"timeout", o.shutdownTimeout, "still_running", strings.Join(unfinished, "; "))
-		return exitError{exitFailed}
+			"timeout", o.ShutdownTimeout, "still_running", strings.Join(unfinished, "; "))
+		return ErrFailed
 	}
 	r.log.Info("controller stopped", "took", time.Since(began).Round(time.Millisecond))
 	return failed

@@ -4,43 +4,19 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 
-	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
-	"github.com/flotilla-gitops/flotilla/forgepost"
-	"github.com/flotilla-gitops/flotilla/metrics"
 	"github.com/flotilla-gitops/flotilla/reconcile"
 )
 
-// newForgePoster builds what posts the applications' feedback (commit
-// statuses, the plan comment) to their forges from the event stream. It
-// looks each application up at every event, so a reloaded applications
-// file takes effect at once.
-func newForgePoster(o *controllerOptions, ctl *reconcile.Controller, logger *slog.Logger, m *metrics.Metrics) (*forgepost.Poster, error) {
-	return forgepost.New(forgepost.Options{
-		Logger:     logger,
-		ConsoleURL: o.consoleURL,
-		Apps: func(name string) (application.Application, bool) {
-			for _, a := range ctl.Applications() {
-				if a.Name == name {
-					return a, true
-				}
-			}
-			return application.Application{}, false
-		},
-		Plan:   controllerPlan(ctl),
-		OnPost: m.ForgePost,
-	})
-}
-
 // controllerPlan makes the plan of a pull request comment in the format of
-// `flotilla plan --format markdown`. A deploy's plan compares the record it
-// wrote with the one before, so it says what the deploy changed however
-// late it is asked; a failed sync's plan is the controller's diff of the
-// repository with the swarm (what a sync would change, and what the sweep
-// would remove), since nothing was recorded.
+// `flotilla plan --format markdown`: the controller (package daemon) posts
+// it, and this command owns the format, so both read the same. A deploy's
+// plan compares the record it wrote with the one before, so it says what
+// the deploy changed however late it is asked; a failed sync's plan is the
+// controller's diff of the repository with the swarm (what a sync would
+// change, and what the sweep would remove), since nothing was recorded.
 func controllerPlan(ctl *reconcile.Controller) func(ctx context.Context, app, commit string, deployed bool) (string, error) {
 	return func(ctx context.Context, app, commit string, deployed bool) (string, error) {
 		var stack string

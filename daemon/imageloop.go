@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"log/slog"
@@ -21,16 +21,16 @@ var _ apiwire.ImageStatuses = (*imagewrite.Loop)(nil)
 // for every application (so an image is asked once per interval however
 // many use it), scratch clones under the data directory, and with --ha only
 // the lease holder committing.
-func newImageLoop(o *controllerOptions, ctl *reconcile.Controller, ls *lease.Lease, broker *events.Broker, m *metrics.Metrics, logger *slog.Logger) *imagewrite.Loop {
+func newImageLoop(o *Options, ctl *reconcile.Controller, ls *lease.Lease, broker *events.Broker, m *metrics.Metrics, logger *slog.Logger) *imagewrite.Loop {
 	loop := &imagewrite.Loop{
 		Updater: &imagewrite.Updater{
 			// Answers are shared for the shortest interval an application
 			// may ask for: an image costs at most one query a minute
 			// however many applications and services use it, and no
 			// application sees answers older than its own interval.
-			Registry:   registryclient.New(registryclient.Options{Interval: application.MinImageInterval, PlainHTTP: o.registryPlainHTTP, Logger: logger}),
+			Registry:   registryclient.New(registryclient.Options{Interval: application.MinImageInterval, PlainHTTP: o.RegistryPlainHTTP, Logger: logger}),
 			Logger:     logger,
-			ScratchDir: filepath.Join(o.dataDir, "image-commits"),
+			ScratchDir: filepath.Join(o.DataDir, "image-commits"),
 		},
 		Apps:    ctl.Applications,
 		Refresh: ctl.Refresh,

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -12,22 +12,22 @@ import (
 )
 
 func TestSoftMemoryLimit_flagTakesAutoOffOrASize(t *testing.T) {
-	for in, want := range map[string]memoryLimit{
-		"auto":   {auto: true},
+	for in, want := range map[string]MemoryLimit{
+		"auto":   {Auto: true},
 		"off":    {},
 		"0":      {},
-		"96MiB":  {bytes: 96 << 20},
-		"1GiB":   {bytes: 1 << 30},
-		"500000": {bytes: 500000},
-		"64KiB":  {bytes: 64 << 10},
+		"96MiB":  {Bytes: 96 << 20},
+		"1GiB":   {Bytes: 1 << 30},
+		"500000": {Bytes: 500000},
+		"64KiB":  {Bytes: 64 << 10},
 	} {
-		var m memoryLimit
+		var m MemoryLimit
 		if err := m.Set(in); err != nil || m != want {
 			t.Errorf("Set(%q) = %+v, %v; want %+v", in, m, err, want)
 		}
 	}
 	for _, bad := range []string{"", "lots", "-5MiB", "1.5GiB", "10MB", "9999999TiB"} {
-		var m memoryLimit
+		var m MemoryLimit
 		if err := m.Set(bad); err == nil || !strings.Contains(err.Error(), strconv.Quote(bad)) {
 			t.Errorf("Set(%q) = %+v, %v; want an error naming the value", bad, m, err)
 		}
@@ -59,11 +59,11 @@ func TestSoftMemoryLimit_isTheRuntimesUnlessGOMEMLIMITIsSet(t *testing.T) {
 	ctx := context.Background()
 
 	t.Setenv("GOMEMLIMIT", "")
-	applyMemoryLimit(ctx, memoryLimit{bytes: 123 << 20}, quiet)()
+	applyMemoryLimit(ctx, MemoryLimit{Bytes: 123 << 20}, quiet)()
 	if got := debug.SetMemoryLimit(-1); got != 123<<20 {
 		t.Errorf("limit with --soft-memory-limit 123MiB = %d", got)
 	}
-	stop := applyMemoryLimit(ctx, memoryLimit{auto: true}, quiet)
+	stop := applyMemoryLimit(ctx, MemoryLimit{Auto: true}, quiet)
 	if got := debug.SetMemoryLimit(-1); got < autoMemoryFloor {
 		t.Errorf("limit with auto = %d, under the floor", got)
 	}
@@ -71,7 +71,7 @@ func TestSoftMemoryLimit_isTheRuntimesUnlessGOMEMLIMITIsSet(t *testing.T) {
 
 	debug.SetMemoryLimit(before)
 	t.Setenv("GOMEMLIMIT", "1GiB")
-	applyMemoryLimit(ctx, memoryLimit{bytes: 123 << 20}, quiet)()
+	applyMemoryLimit(ctx, MemoryLimit{Bytes: 123 << 20}, quiet)()
 	if got := debug.SetMemoryLimit(-1); got != before {
 		t.Errorf("limit with GOMEMLIMIT set = %d, want it left at %d", got, before)
 	}

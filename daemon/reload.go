@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -27,9 +27,10 @@ import (
 // reloadInterval is how often the controller looks at its applications file.
 const reloadInterval = 5 * time.Second
 
-// defaultSetsInterval is how often application sets are expanded again
-// when the file itself did not change: their generators read git.
-const defaultSetsInterval = time.Minute
+// DefaultSetsInterval is how often application sets are expanded again
+// when the file itself did not change (their generators read git): the
+// default of --appset-interval.
+const DefaultSetsInterval = time.Minute
 
 // applicationSetter is the part of the controller a reload hands its result to.
 type applicationSetter interface {
@@ -83,16 +84,26 @@ func (s gitSource) read(ctx context.Context) ([]byte, string, string, error) {
 		return nil, "", name, fmt.Errorf("fetch the applications file's repository: %w", err)
 	}
 	defer rev.Release()
-	name = fmt.Sprintf("%s@%s", s.path, shortSHA(rev.Commit))
+	name = fmt.Sprintf("%s@%s", s.path, shortCommit(rev.Commit))
 	p, err := source.Contain(rev.Dir, s.path)
 	if err != nil {
 		return nil, rev.Commit, name, fmt.Errorf("--config-path: %w", err)
 	}
 	data, err := os.ReadFile(p)
 	if err != nil {
-		return nil, rev.Commit, name, fmt.Errorf("read applications file at commit %s: %w", shortSHA(rev.Commit), err)
+		return nil, rev.Commit, name, fmt.Errorf("read applications file at commit %s: %w", shortCommit(rev.Commit), err)
 	}
 	return data, rev.Commit, name, nil
+}
+
+// shortCommit abbreviates a commit of the applications file's repository
+// to the width the CLI shows commits in, so a problem names it the way
+// `flotilla app get` does.
+func shortCommit(commit string) string {
+	if len(commit) > 8 {
+		return commit[:8]
+	}
+	return commit
 }
 
 // reloader keeps the controller's applications in step with the
