@@ -285,6 +285,32 @@ applications:
 	}
 	collectAPI()
 
+	// A rollback to revision 1, past every rotation: the store is read at
+	// the versions revision 1 recorded, so config1 (swept) is made again
+	// under its own name with its own data, and worker gets its first
+	// password back; web is still never written.
+	if outText, code := c.run("app", "rollback", stack, "1", "--wait"); code != 0 {
+		t.Fatalf("rollback: exit %d: %s", code, outText)
+	}
+	synced(5, "")
+	if h := history(); !strings.HasPrefix(h[0].Trigger, "rollback to revision 1") {
+		t.Fatalf("revision 5 trigger %q", h[0].Trigger)
+	}
+	if cs, _ := spec("api"); len(cs) != 1 || cs[0] != config1 || configData(cs[0]) != conf(1) {
+		t.Fatalf("after the rollback api mounts %v, want %s holding revision 1's data", cs, config1)
+	}
+	if _, env := spec("worker"); env["DB_PASSWORD"] != pw(1) {
+		t.Fatal("after the rollback worker does not have revision 1's password")
+	}
+	if refs := status().SecretRefs; len(refs) != 2 || refs[0].Version != 1 || refs[1].Version != 1 || refs[0].SwarmSecret != config1 {
+		t.Fatalf("status refs after the rollback %+v", refs)
+	}
+	swarmtest.Eventually(t, 30*time.Second, func() (bool, string) {
+		w := writes()
+		return w["worker"] == 2 && w["api"] == 3 && w["web"] == 0, fmt.Sprint(w)
+	})
+	collectAPI()
+
 	// Every release record on the swarm, as stored and decompressed.
 	recs, err := cl.ConfigList(context.Background(), client.ConfigListOptions{Filters: make(client.Filters).Add("label", backend.LabelRelease+"="+stack)})
 	if err != nil {

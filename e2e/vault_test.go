@@ -290,12 +290,28 @@ applications:
 		t.Fatalf("service writes %v: want api and worker twice (one per rotation), web never", w)
 	}
 
+	// A rollback to revision 1, whose secret the sweep removed: the store
+	// is read at version 1 again, secret1 is made again under its own name,
+	// and api and worker mount it; web is never written.
+	c := cli{t: t, bin: flotillaBinary(t), server: server, env: []string{"FLOTILLA_SERVER=" + server, "FLOTILLA_TOKEN=" + adminToken}}
+	if outText, code := c.run("app", "rollback", stack, "1", "--wait"); code != 0 {
+		t.Fatalf("rollback: exit %d: %s", code, outText)
+	}
+	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
+		h := history()
+		return h[0].Revision == 4 && mounted("api") == secret1 && mounted("worker") == secret1 && slices.Contains(swarmSecrets(), secret1),
+			fmt.Sprintf("revision %d, api %s, worker %s, secrets %v", h[0].Revision, mounted("api"), mounted("worker"), swarmSecrets())
+	})
+	if w := writes(); w["api"] != 3 || w["worker"] != 3 || w["web"] != 0 {
+		t.Fatalf("service writes %v after the rollback: want api and worker three times, web never", w)
+	}
+	collectAPI(false)
+
 	// A revoked token: the pass fails naming the store and the entry, and
 	// nothing that runs is changed or removed.
 	srv.Revoke(token)
 	srv.Write(entry, true, map[string]any{"password": pw(4)})
 	before := swarmSecrets()
-	c := cli{t: t, bin: flotillaBinary(t), server: server, env: []string{"FLOTILLA_SERVER=" + server, "FLOTILLA_TOKEN=" + adminToken}}
 	swarmtest.Eventually(t, 90*time.Second, func() (bool, string) {
 		if _, code := c.run("app", "refresh", stack); code != 0 {
 			t.Fatal("refresh failed")
@@ -306,13 +322,13 @@ applications:
 	if got := swarmSecrets(); !slices.Equal(got, before) {
 		t.Fatalf("a failed pass changed the secrets: %v → %v", before, got)
 	}
-	if mounted("api") != secret3 || mounted("worker") != secret3 {
+	if mounted("api") != secret1 || mounted("worker") != secret1 {
 		t.Fatal("a failed pass changed what the services mount")
 	}
-	if h := history(); h[0].Revision != 3 {
+	if h := history(); h[0].Revision != 4 {
 		t.Fatalf("a failed pass recorded revision %d", h[0].Revision)
 	}
-	if w := writes(); w["api"] != 2 || w["worker"] != 2 || w["web"] != 0 {
+	if w := writes(); w["api"] != 3 || w["worker"] != 3 || w["web"] != 0 {
 		t.Fatalf("service writes %v after the failed pass", w)
 	}
 	collectAPI(true)
