@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -98,47 +95,11 @@ applications:
 	const adminToken, readToken = "e2e-aws-admin-0123456789", "e2e-aws-read-0123456789"
 	ctl, server, streams := startWatchedController(t, appsFile, "e2eaws", addr, adminToken, readToken)
 	var out outputs
-	get := func(path string) string {
-		req, _ := http.NewRequest(http.MethodGet, server+path, nil)
-		req.Header.Set("Authorization", "Bearer "+readToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
-		}
-		out.add("GET "+path, string(body))
-		return string(body)
-	}
-	status := func() application.Status {
-		var st application.Status
-		if err := json.Unmarshal([]byte(get("/api/v1/applications/"+stack)), &st); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
-	history := func() []charts.Release {
-		var h api.HistoryList
-		if err := json.Unmarshal([]byte(get("/api/v1/applications/"+stack+"/history")), &h); err != nil {
-			t.Fatal(err)
-		}
-		return h.Items
-	}
+	a := apiReader{t, server}
+	status := func() application.Status { return a.status(readToken, stack, &out) }
+	history := func() []charts.Release { return a.history(readToken, stack, &out) }
 	cl := swarmtest.Client(t)
-	mounted := func(svc string) string {
-		s, err := cl.ServiceInspect(context.Background(), stack+"_"+svc, client.ServiceInspectOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sec := s.Service.Spec.TaskTemplate.ContainerSpec.Secrets
-		if len(sec) != 1 {
-			return ""
-		}
-		return sec[0].SecretName
-	}
+	mounted := func(svc string) string { return mountedSecret(t, cl, stack, svc) }
 
 	// Revision 1: deployed with the value from the store, its version id
 	// recorded.

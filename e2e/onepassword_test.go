@@ -1,19 +1,13 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
-
-	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
@@ -91,46 +85,11 @@ applications:
 	addr := freeAddr(t)
 	const adminToken, readToken = "e2e-onepw-admin-0123456789", "e2e-onepw-read-0123456789"
 	ctl, server, streams := startWatchedController(t, appsFile, "e2eonepw", addr, adminToken, readToken)
-	get := func(path string) string {
-		req, _ := http.NewRequest(http.MethodGet, server+path, nil)
-		req.Header.Set("Authorization", "Bearer "+readToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
-		}
-		out.add("GET "+path, string(body))
-		return string(body)
-	}
-	status := func() application.Status {
-		var st application.Status
-		if err := json.Unmarshal([]byte(get("/api/v1/applications/"+stack)), &st); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
-	history := func() []charts.Release {
-		var h api.HistoryList
-		if err := json.Unmarshal([]byte(get("/api/v1/applications/"+stack+"/history")), &h); err != nil {
-			t.Fatal(err)
-		}
-		return h.Items
-	}
+	a := apiReader{t, server}
+	status := func() application.Status { return a.status(readToken, stack, &out) }
+	history := func() []charts.Release { return a.history(readToken, stack, &out) }
 	cl := swarmtest.Client(t)
-	mounted := func(svc string) string {
-		s, err := cl.ServiceInspect(t.Context(), stack+"_"+svc, client.ServiceInspectOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sec := s.Service.Spec.TaskTemplate.ContainerSpec.Secrets; len(sec) == 1 {
-			return sec[0].SecretName
-		}
-		return ""
-	}
+	mounted := func(svc string) string { return mountedSecret(t, cl, stack, svc) }
 
 	// Revision 1: deployed with the value from the item, version 1.
 	swarmtest.Eventually(t, 120*time.Second, func() (bool, string) {

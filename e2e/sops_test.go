@@ -10,7 +10,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -257,15 +256,7 @@ func TestSopsDecryptedValuesReachNoOutputAndARollbackRedeploysThemExactly(t *tes
 	repo.Commit("encrypted", leakFiles(t, id.Recipient, v1))
 
 	var out outputs
-	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		out.add("notification", string(body))
-	}))
-	defer sink.Close()
-	urlFile := filepath.Join(dir, "sink-url")
-	if err := os.WriteFile(urlFile, []byte(sink.URL+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	urlFile := notificationSink(t, dir, &out)
 	appsFile := filepath.Join(dir, "applications.yaml")
 	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
 notifications:
@@ -296,28 +287,9 @@ applications:
 	ctl, server, streams := startWatchedController(t, appsFile, "e2eseal", addr, adminToken, readToken)
 	logs := ctl.logs
 
-	get := func(token, path string) string {
-		req, _ := http.NewRequest(http.MethodGet, server+path, nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %s %s", path, resp.Status, body)
-		}
-		return string(body)
-	}
-	collectAPI := func() {
-		for role, token := range map[string]string{"admin": adminToken, "read": readToken} {
-			for _, path := range []string{"/api/v1/applications", "/api/v1/applications/" + stack,
-				"/api/v1/applications/" + stack + "/history", "/api/v1/applications/" + stack + "/diff"} {
-				out.add("GET "+path+" as "+role, get(token, path))
-			}
-		}
-	}
+	a := apiReader{t, server}
+	get := a.get
+	collectAPI := func() { a.collect(stack, map[string]string{"admin": adminToken, "read": readToken}, &out) }
 	c := cli{t: t, bin: bin, server: server, env: []string{"FLOTILLA_SERVER=" + server, "FLOTILLA_TOKEN=" + adminToken}}
 	appEnv := func() ([]string, swarm.Service) {
 		s, err := swarmtest.Client(t).ServiceInspect(context.Background(), stack+"_app", client.ServiceInspectOptions{})

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -74,15 +71,7 @@ func TestVaultConfigAndEnvironmentRotationsRollOnlyTheirConsumersAndLeakNoValue(
 	repo.Commit("config and environment by reference", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(vaultRefsCompose, stack)})
 
 	var out outputs
-	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		out.add("notification", string(body))
-	}))
-	defer sink.Close()
-	urlFile := filepath.Join(dir, "sink-url")
-	if err := os.WriteFile(urlFile, []byte(sink.URL+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	urlFile := notificationSink(t, dir, &out)
 	appsFile := filepath.Join(dir, "applications.yaml")
 	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
 notifications:
@@ -120,42 +109,10 @@ applications:
 	addr := freeAddr(t)
 	const adminToken, readToken = "e2e-vrefs-admin-0123456789", "e2e-vrefs-read-0123456789"
 	ctl, server, streams := startWatchedController(t, appsFile, "e2evrefs", addr, adminToken, readToken)
-	get := func(tok, path string) string {
-		req, _ := http.NewRequest(http.MethodGet, server+path, nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
-		}
-		return string(body)
-	}
-	collectAPI := func() {
-		for role, tok := range map[string]string{"admin": adminToken, "read": readToken} {
-			for _, path := range []string{"/api/v1/applications", "/api/v1/applications/" + stack,
-				"/api/v1/applications/" + stack + "/history", "/api/v1/applications/" + stack + "/diff"} {
-				out.add("GET "+path+" as "+role, get(tok, path))
-			}
-		}
-	}
-	status := func() application.Status {
-		var st application.Status
-		if err := json.Unmarshal([]byte(get(readToken, "/api/v1/applications/"+stack)), &st); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
-	history := func() []charts.Release {
-		var h api.HistoryList
-		if err := json.Unmarshal([]byte(get(readToken, "/api/v1/applications/"+stack+"/history")), &h); err != nil {
-			t.Fatal(err)
-		}
-		return h.Items
-	}
+	a := apiReader{t, server}
+	collectAPI := func() { a.collect(stack, map[string]string{"admin": adminToken, "read": readToken}, &out) }
+	status := func() application.Status { return a.status(readToken, stack, nil) }
+	history := func() []charts.Release { return a.history(readToken, stack, nil) }
 	cl := swarmtest.Client(t)
 	spec := func(svc string) (configs []string, env map[string]string) {
 		s, err := cl.ServiceInspect(context.Background(), stack+"_"+svc, client.ServiceInspectOptions{})

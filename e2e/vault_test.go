@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,7 +18,6 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -109,15 +106,7 @@ func TestVaultRotationRollsOnlyTheConsumersAndLeaksNoValue(t *testing.T) {
 	repo.Commit("secret by reference", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(vaultCompose, stack)})
 
 	var out outputs
-	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		out.add("notification", string(body))
-	}))
-	defer sink.Close()
-	urlFile := filepath.Join(dir, "sink-url")
-	if err := os.WriteFile(urlFile, []byte(sink.URL+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	urlFile := notificationSink(t, dir, &out)
 	appsFile := filepath.Join(dir, "applications.yaml")
 	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
 notifications:
@@ -155,24 +144,8 @@ applications:
 	addr := freeAddr(t)
 	const adminToken, readToken = "e2e-vault-admin-0123456789", "e2e-vault-read-0123456789"
 	ctl, server, streams := startWatchedController(t, appsFile, "e2evault", addr, adminToken, readToken)
-	getAny := func(tok, path string) (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, server+path, nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
-	get := func(tok, path string) string {
-		code, body := getAny(tok, path)
-		if code != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", path, code, body)
-		}
-		return body
-	}
+	a := apiReader{t, server}
+	getAny, get := a.getAny, a.get
 	// storeDown: the diff renders, so with the store refusing it fails,
 	// naming the store and the entry; its answer is scanned too.
 	collectAPI := func(storeDown bool) {
@@ -191,32 +164,10 @@ applications:
 			}
 		}
 	}
-	status := func() application.Status {
-		var st application.Status
-		if err := json.Unmarshal([]byte(get(readToken, "/api/v1/applications/"+stack)), &st); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
-	history := func() []charts.Release {
-		var h api.HistoryList
-		if err := json.Unmarshal([]byte(get(readToken, "/api/v1/applications/"+stack+"/history")), &h); err != nil {
-			t.Fatal(err)
-		}
-		return h.Items
-	}
+	status := func() application.Status { return a.status(readToken, stack, nil) }
+	history := func() []charts.Release { return a.history(readToken, stack, nil) }
 	cl := swarmtest.Client(t)
-	mounted := func(svc string) string {
-		s, err := cl.ServiceInspect(context.Background(), stack+"_"+svc, client.ServiceInspectOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sec := s.Service.Spec.TaskTemplate.ContainerSpec.Secrets
-		if len(sec) != 1 {
-			return ""
-		}
-		return sec[0].SecretName
-	}
+	mounted := func(svc string) string { return mountedSecret(t, cl, stack, svc) }
 	swarmSecrets := func() []string {
 		l, err := cl.SecretList(context.Background(), client.SecretListOptions{Filters: make(client.Filters).Add("name", stack+"_db_password-")})
 		if err != nil {
