@@ -9,6 +9,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/rollout"
+	"github.com/flotilla-gitops/flotilla/secretstore"
 	"github.com/flotilla-gitops/flotilla/source"
 )
 
@@ -140,7 +141,11 @@ func (c *Controller) useRecord(ctx context.Context, p *pass, rec *charts.Release
 		return stalled("render", fmt.Errorf("revision %d: %w", rec.Revision, err))
 	}
 	r := &compose.Rendered{Manifest: manifest}
-	if need := compose.SealedValues(manifest); len(need) > 0 || len(rec.SecretRefs) > 0 {
+	// Store values are read again at their recorded versions where the
+	// record's commit can be rendered as a compose project; a chart's
+	// record relies, as before, on retention for its secrets.
+	againRefs := len(rec.SecretRefs) > 0 && rec.Commit != "" && p.app.Source.Chart == nil
+	if need := compose.SealedValues(manifest); len(need) > 0 || againRefs {
 		at, err := c.renderRecordCommit(ctx, p, rec)
 		if err != nil {
 			return err
@@ -182,7 +187,10 @@ func (c *Controller) renderRecordCommit(ctx context.Context, p *pass, rec *chart
 	if rec.Commit == "" {
 		return nil, stalled("render", fmt.Errorf("revision %d holds sealed values and names no commit to render them from", rec.Revision))
 	}
-	pins := recordPins(rec)
+	var pins map[string]secretstore.Pin
+	if p.app.Source.Chart == nil {
+		pins = recordPins(rec)
+	}
 	if p.rendered != nil && p.rev != nil && p.rev.Commit == rec.Commit && len(pins) == 0 {
 		return p.rendered, nil
 	}

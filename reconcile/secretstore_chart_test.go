@@ -105,3 +105,56 @@ func TestAChartsStoreReferencesAreResolvedInProcessAndInTheRenderBox(t *testing.
 		})
 	}
 }
+
+// A chart's record is not rendered again as a compose project for its
+// store values (its commit holds a chart): a rollback past a rotation of a
+// secret redeploys the recorded manifest, whose secret retention keeps.
+func TestAChartsRollbackPastARotatedSecretUsesTheRetainedSecret(t *testing.T) {
+	srv := vaulttest.Start(t)
+	srv.Mount("kv", 2)
+	_, tokenFile := srv.Token(t.TempDir(), "root")
+	srv.Write("kv/data/shop/db", true, map[string]any{"password": "chart-rb-pw1-plaintext"})
+	chart := map[string]string{
+		"chart/Chart.yaml":  "apiVersion: v2\nname: shop\nversion: 0.1.0\n",
+		"chart/values.yaml": "db: {store: vault, path: kv/data/shop/db, key: password}\n",
+		"chart/templates/compose.yaml": `version: "3.8"
+services:
+  api:
+    image: example/api:1
+    secrets: [db_password]
+secrets:
+  db_password:
+    x-flotilla:
+      secretRef: {store: {{ .Values.db.store }}, path: {{ .Values.db.path }}, key: {{ .Values.db.key }}}
+`,
+	}
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, chart)
+	app := vaultApp(t, srv, tokenFile)
+	app.Source.Path = "chart"
+	app.Source.Chart = &application.Chart{}
+	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet}, []application.Application{app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Action != charts.Install {
+		t.Fatalf("install: %s %v", res.Action, res.Err)
+	}
+	srv.Write("kv/data/shop/db", true, map[string]any{"password": "chart-rb-pw2-plaintext"})
+	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Action != charts.Upgrade {
+		t.Fatalf("rotation: %s %v", res.Action, res.Err)
+	}
+	res, _ := c.reconcileNow(context.Background(), "shop", &SyncRequest{Rollback: 1})
+	if res.Err != nil {
+		t.Fatalf("rollback to 1: %v", res.Err)
+	}
+	rs, _ := b.Releases(context.Background(), "shop")
+	if rs[0].Revision != 3 || rs[0].Manifest != rs[len(rs)-1].Manifest {
+		t.Fatalf("the rollback is revision %d, deploying another manifest than revision 1's", rs[0].Revision)
+	}
+	// Pinned: the next pass stays, and fails nothing.
+	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Status.Pinned == "" {
+		t.Fatalf("pinned pass: %v, pinned %q", res.Err, res.Status.Pinned)
+	}
+}
