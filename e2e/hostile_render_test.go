@@ -79,7 +79,9 @@ func TestHostileRenderIsBoundedInAChildProcess(t *testing.T) {
 	o := bystander(t, h)
 	// 3 s was too short for the good chart's own render on a loaded CI
 	// machine; the deadline and the CPU limit are equal, and either may
-	// stop a runaway loop first.
+	// stop a runaway loop first. A loop that allocates as it goes (range
+	// makes a value per iteration) may also meet the memory limit first
+	// on a busy machine: seen once on the current engine's stage.
 	ctl := h.isolatedController(renderbox.Limits{Deadline: 8 * time.Second, Memory: 128 << 20}, source.TreeBudget{}, o.app)
 	if res := h.reconcile(ctl); res.Err != nil {
 		t.Fatal(res.Err)
@@ -92,13 +94,15 @@ func TestHostileRenderIsBoundedInAChildProcess(t *testing.T) {
 			// built once, a body that calls nothing and writes nothing.
 			name:  "nested range over a prebuilt list",
 			files: map[string]string{attackFile: `{{ $l := until 100000 }}{{ range $l }}{{ range $l }}{{ range $l }}{{ end }}{{ end }}{{ end }}`},
-			want:  []string{"chart shop", " of 8s exceeded"},
+			want:  []string{"chart shop"},
+			anyOf: []string{" of 8s exceeded", "memory limit of 128 MiB"},
 		},
 		{
 			// The same with no function at all: range over integers.
 			name:  "nested range over integers",
 			files: map[string]string{attackFile: `{{ range 100000 }}{{ range 100000 }}{{ if false }}{{ end }}{{ end }}{{ end }}`},
-			want:  []string{"chart shop", " of 8s exceeded"},
+			want:  []string{"chart shop"},
+			anyOf: []string{" of 8s exceeded", "memory limit of 128 MiB"},
 		},
 		{
 			// A list whose length overflows int64 when counted naively.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/flotilla-gitops/flotilla/reconcile"
@@ -13,6 +14,9 @@ type attack struct {
 	name  string
 	files map[string]string // laid over the running stack's files
 	want  []string
+	// anyOf: the error names at least one of these (a runaway loop in the
+	// render child may meet its deadline or its memory limit first).
+	anyOf []string
 }
 
 // refuseEach commits each attack in turn over good, the files of the stack
@@ -38,6 +42,9 @@ func (h *harness) refuseEach(ctl *reconcile.Controller, good map[string]string, 
 			if !strings.Contains(res.Status.LastError, w) {
 				h.t.Errorf("%s: error %q does not mention %q", a.name, res.Status.LastError, w)
 			}
+		}
+		if len(a.anyOf) > 0 && !slices.ContainsFunc(a.anyOf, func(w string) bool { return strings.Contains(res.Status.LastError, w) }) {
+			h.t.Errorf("%s: error %q mentions none of %q", a.name, res.Status.LastError, a.anyOf)
 		}
 		if d := h.backend.Stats().Sub(stats); d.Writes != 0 {
 			h.t.Errorf("%s: wrote to the swarm before refusing: %v", a.name, d.Requests)
