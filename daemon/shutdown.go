@@ -75,10 +75,13 @@ func (r *runner) run(ctx context.Context) error {
 		r.log.Info("api listening", "addr", ln.Addr().String(), "tls", o.TLSCert != "")
 	}
 
-	// Passes and the watcher stop with ctx; notifications outlive it until
-	// the last pass's events are sent.
-	work, stopWork := context.WithCancel(ctx)
-	defer stopWork()
+	// Passes and the watcher stop when the stop begins, not with ctx
+	// itself: Stopping must close first, or a waited sync answered by its
+	// pass's end could reach the API before the API knows it is stopping
+	// and be told 200 Failed rather than 503 (seen in CI). Notifications
+	// outlive both until the last pass's events are sent.
+	work, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopWork(nil)
 	notifyCtx, stopNotify := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopNotify()
 	notified := make(chan struct{})
@@ -115,8 +118,12 @@ func (r *runner) run(ctx context.Context) error {
 	began := time.Now()
 	deadline, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
 	defer cancel()
-	stopWork()
 	close(stopping)
+	if failed != nil {
+		stopWork(failed)
+	} else {
+		stopWork(context.Cause(ctx))
+	}
 	shut := make(chan error, 1)
 	if srv != nil {
 		go func() { shut <- srv.Shutdown(deadline) }()
