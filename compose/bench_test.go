@@ -58,7 +58,7 @@ func BenchmarkFirstRender20(b *testing.B) {
 	for b.Loop() {
 		i++
 		stack := fmt.Sprintf("first%d", i)
-		validatedManifests.reset()
+		memo.validated.reset()
 		r, err := render(stack, d, renderOpts{inc: incOff})
 		if err != nil {
 			b.Fatal(err)

@@ -71,9 +71,9 @@ func chunked(src []byte, always bool) (map[string]any, map[string][sha256.Size]b
 		var v map[string]any
 		var sum [sha256.Size]byte
 		if c.service {
-			v, sum, ok = parsedChunks.parse(c, prefix)
+			v, sum, ok = memo.chunks.parse(c, prefix)
 		} else {
-			v, sum, ok = parsedChunks.parse(c, nil)
+			v, sum, ok = memo.chunks.parse(c, nil)
 		}
 		if !ok || len(v) != 1 {
 			return nil, nil, false
@@ -254,11 +254,6 @@ func hasEntry(text []byte) bool {
 	}
 	return false
 }
-
-// parsedChunks remembers the pieces parsed recently, by their text. A
-// parsed piece takes several times its text in memory, hence the small
-// bound: enough for the files of a few large stacks.
-var parsedChunks = &chunkMemo{maxBytes: 4 << 20}
 
 // chunkMemo bounds itself by the text it keeps and forgets everything when
 // full, which costs one parse of each piece.

@@ -29,18 +29,18 @@ const defaultNetworkDriver = "overlay"
 // Secrets come back with Data nil; the caller has the plaintext (from
 // Render) and fills it in.
 //
-// A manifest is loaded and converted once per process (see converted):
+// A manifest is loaded and converted once per process (memo.conversions):
 // later calls with the same text copy that result and fill in the ids r
 // gives now, so they cost a copy, not a parse. The result is the caller's
 // to change.
 func Convert(ctx context.Context, manifest, stack string, r Resolver) (*Stack, error) {
-	t, ok := converted.get(manifest)
+	t, ok := memo.conversions.get(manifest)
 	if !ok || t.stack.Namespace != stack {
 		var err error
 		if t, err = newConvertTemplate(ctx, manifest, stack); err != nil {
 			return nil, err
 		}
-		converted.put(manifest, t)
+		memo.conversions.put(manifest, t)
 	}
 	return t.instantiate(ctx, manifest, r)
 }

@@ -105,18 +105,6 @@ func fillIDs(st *Stack, configs, secrets map[string]string, strict bool) bool {
 	return true
 }
 
-// converted is the process's memo of conversions, keyed by manifest text.
-// The reconciler converts the same manifest on every pass (for drift, for
-// a deploy, for what a stored revision declares); the same text converts
-// the same way every time, and only the ids, which are asked for anew on
-// every call, can differ. It is bounded to 256 manifests: a 5-service
-// conversion held about 12 KB, so at 1,000 applications a bound of 4,096
-// kept 12 MB of the controller's 45 MB live heap, which a steady pass never
-// reads (it skips conversion while the live services are unchanged) and
-// which the garbage collector had to mark on every cycle. A pass converts
-// its manifest and compares with it moments later, well inside 256.
-var converted = &convertMemo{maxBytes: 16 << 20, maxEntries: 256}
-
 // convertMemo bounds itself by the manifest text it keeps (a fair measure of
 // a conversion's size) and by its entries, dropping arbitrary entries to
 // make room.

@@ -109,7 +109,7 @@ func TestConvert_memoisedConversionGivesExactlyTheSpecsOfAFullOne(t *testing.T) 
 				if err != nil {
 					t.Fatal(err)
 				}
-				converted.reset()
+				memo.conversions.reset()
 				for i, what := range []string{"first", "memoised"} {
 					got, err := Convert(ctx, manifest, "compat", r)
 					if err != nil {
@@ -118,7 +118,7 @@ func TestConvert_memoisedConversionGivesExactlyTheSpecsOfAFullOne(t *testing.T) 
 					if !reflect.DeepEqual(got, want) {
 						t.Errorf("%s conversion (resolver %v) differs from a full one:\n got %+v\nwant %+v", what, r != nil, got.Services, want.Services)
 					}
-					if _, ok := converted.get(manifest); !ok && i == 0 {
+					if _, ok := memo.conversions.get(manifest); !ok && i == 0 {
 						t.Fatal("conversion was not memoised")
 					}
 				}

@@ -105,7 +105,7 @@ func (p *project) loadIncremental(scope string, mode incMode) (*composetypes.Con
 		}
 	}
 	shared := p.sharedDigest(f)
-	prev := incremental.get(scope)
+	prev := memo.pieces.get(scope)
 	if prev != nil && prev.shared != shared {
 		prev = nil
 	}
@@ -439,12 +439,6 @@ func (r *incRun) template(ctx context.Context, stack string) (*convertTemplate, 
 	r.tmpl, r.converted = t, len(missing)
 	return t, true
 }
-
-// incremental holds the latest incremental render of each application.
-// A state holds about what its manifest does several times over (the
-// loaded model, the manifest's lines, the converted specs), so it is
-// bounded by manifest bytes.
-var incremental = &incMemo{maxBytes: 16 << 20, maxEntries: 64}
 
 // incMemo keeps one state per scope, dropping arbitrary ones to make room.
 type incMemo struct {

@@ -446,7 +446,7 @@ func TestIncrementallyRenderedManifestNeedsNoValidationToRead(t *testing.T) {
 	if err != nil || run == nil {
 		t.Fatalf("render: %v (incremental: %v)", err, run != nil)
 	}
-	if !validatedManifests.has(manifestSum(r.Manifest)) {
+	if !memo.validated.has(manifestSum(r.Manifest)) {
 		t.Fatal("manifest not marked validated")
 	}
 	if names, err := ServiceNames(r.Manifest); err != nil || strings.Join(names, ",") != "db,web" {

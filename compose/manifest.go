@@ -165,7 +165,7 @@ func decodeManifest(text string) (*manifestIn, *composetypes.Config, error) {
 		return nil, nil, err
 	}
 	sum := digest(raw)
-	validated := validatedManifests.has(sum) || validatedManifests.has(manifestSum(text))
+	validated := memo.validated.has(sum) || memo.validated.has(manifestSum(text))
 	cfg, err := load(composetypes.ConfigDetails{
 		WorkingDir:  loaderRoot,
 		ConfigFiles: []composetypes.ConfigFile{{Filename: "manifest", Config: dict}},
@@ -175,21 +175,15 @@ func decodeManifest(text string) (*manifestIn, *composetypes.Config, error) {
 		return nil, nil, fmt.Errorf("load manifest compose section: %w", err)
 	}
 	if !validated {
-		validatedManifests.add(sum)
+		memo.validated.add(sum)
 	}
 	return m, cfg, nil
 }
 
-// manifestSum names a whole manifest in validatedManifests: one rendered
+// manifestSum names a whole manifest in the validated set: one rendered
 // incrementally was validated in pieces (every service and the top-level
 // sections, which is all the schema checks), never as one compose section.
 func manifestSum(text string) string { return "manifest:" + digest([]byte(text)) }
-
-// validatedManifests remembers the digests of compose sections that passed
-// schema validation. Validation is most of the cost of a Convert, and the
-// reconciler converts the same manifest on every pass; the same text
-// cannot validate differently the second time.
-var validatedManifests = &digestSet{max: 512}
 
 // digestSet is a small set that forgets everything when it fills up,
 // which costs one re-validation per manifest and needs no bookkeeping.

@@ -94,7 +94,7 @@ func render(stack string, d Dir, opts renderOpts) (_ *Rendered, err error) {
 	key := renderKey(stack, d, p.limits)
 	if !opts.memo {
 		// Leave the memo alone.
-	} else if r, ok := rendered.lookup(key, p); ok {
+	} else if r, ok := memo.renders.lookup(key, p); ok {
 		return r, nil
 	}
 	p.inputs = &renderInputs{}
@@ -124,9 +124,9 @@ func render(stack string, d Dir, opts renderOpts) (_ *Rendered, err error) {
 		return nil, err
 	}
 	if opts.memo {
-		rendered.store(key, p, out)
+		memo.renders.store(key, p, out)
 	}
-	incremental.store(p, len(out.Manifest))
+	memo.pieces.store(p, len(out.Manifest))
 	if opts.done != nil {
 		opts.done(p.inc)
 	}
@@ -675,8 +675,8 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 	var st *Stack
 	if p.inc != nil {
 		if t, ok := p.inc.template(context.Background(), stack); ok {
-			converted.put(text, t)
-			validatedManifests.add(manifestSum(text))
+			memo.conversions.put(text, t)
+			memo.validated.add(manifestSum(text))
 			// Read only, for the warnings: no copy needed.
 			st = t.stack
 		}
@@ -688,7 +688,7 @@ func (p *project) render(stack string, cfg *composetypes.Config) (*Rendered, err
 		// services in a new process, BenchmarkFirstRender20). The corpus
 		// and FuzzRender check every manifest a render returns against
 		// the schema (manifestschema_test.go).
-		validatedManifests.add(manifestSum(text))
+		memo.validated.add(manifestSum(text))
 		if st, err = Convert(context.Background(), text, stack, nil); err != nil {
 			return nil, p.convertFault(err)
 		}

@@ -8,19 +8,6 @@ import (
 	"sync"
 )
 
-// rendered is the process's memo of renders. A render is a function of
-// its options and of the files it reads, nothing else (never the host's
-// environment or the checkout's location), so a render whose options are
-// the same and whose every file reads the same as an earlier one's gives
-// what that one gave. Checking costs a read and a hash of each file; a
-// render costs a parse, a load and an encode of all of them. It serves a
-// new commit that left an application's files alone, and every caller
-// that renders without the reconciler's cache (the CLI, a rollback).
-//
-// A render that decrypted anything is not kept: its result depends on key
-// material no option names, and its plaintext stays with the caller.
-var rendered = &renderMemo{maxBytes: 64 << 20, maxEntries: 4096}
-
 // renderInputs is what one render read: each file's digest, by repository
 // path, and the answer of each existence check (the default file names).
 type renderInputs struct {

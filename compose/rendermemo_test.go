@@ -35,9 +35,9 @@ secrets:
 // fullRender renders d with the memo empty, as a first render does.
 func fullRender(t *testing.T, stack string, d Dir) *Rendered {
 	t.Helper()
-	rendered.reset()
+	memo.renders.reset()
 	r := mustRender(t, stack, d)
-	rendered.reset()
+	memo.renders.reset()
 	return r
 }
 
@@ -47,9 +47,9 @@ func fullRender(t *testing.T, stack string, d Dir) *Rendered {
 func TestRender_unchangedFilesInANewCheckoutAreAnsweredFromTheMemo(t *testing.T) {
 	want := fullRender(t, "memo", memoProject(t, t.TempDir()))
 	mustRender(t, "memo", memoProject(t, t.TempDir()))
-	hits := rendered.hits
+	hits := memo.renders.hits
 	got := mustRender(t, "memo", memoProject(t, t.TempDir()))
-	if rendered.hits != hits+1 {
+	if memo.renders.hits != hits+1 {
 		t.Fatalf("render of unchanged files was not answered from the memo")
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -80,11 +80,11 @@ func TestRender_aChangeToAnyFileItReadRendersAgain(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rendered.reset()
+			memo.renders.reset()
 			before := mustRender(t, "memo", d)
 			write(t, d, tc.file, tc.content)
 			got := mustRender(t, "memo", d)
-			if rendered.hits != 0 {
+			if memo.renders.hits != 0 {
 				t.Fatalf("a changed %s was answered from the memo", tc.name)
 			}
 			if want := fullRender(t, "memo", d); !reflect.DeepEqual(got, want) {
@@ -107,7 +107,7 @@ func firstKey[V any](m map[string]V) string {
 // Another option (the stack, the limits, the API version checked against)
 // is another render, never the memo's answer for the first.
 func TestRender_otherOptionsAreOtherRenders(t *testing.T) {
-	rendered.reset()
+	memo.renders.reset()
 	d := memoProject(t, t.TempDir())
 	mustRender(t, "memo", d)
 	other := d
@@ -117,13 +117,13 @@ func TestRender_otherOptionsAreOtherRenders(t *testing.T) {
 		d     Dir
 	}{{"memo2", d}, {"memo", other}, {"memo", Dir{Root: d.Root, Path: d.Path, Files: d.Files, EnvFiles: d.EnvFiles, Limits: Limits{MaxFileBytes: 1 << 10}}}} {
 		got := mustRender(t, tc.stack, tc.d)
-		if rendered.hits != 0 {
+		if memo.renders.hits != 0 {
 			t.Fatalf("render for %s %+v answered from the memo", tc.stack, tc.d)
 		}
 		if want := fullRender(t, tc.stack, tc.d); !reflect.DeepEqual(got, want) {
 			t.Errorf("render for %s differs from a full one", tc.stack)
 		}
-		rendered.reset()
+		memo.renders.reset()
 		mustRender(t, "memo", d)
 	}
 }
@@ -131,7 +131,7 @@ func TestRender_otherOptionsAreOtherRenders(t *testing.T) {
 // A render that decrypted a file is never kept: what it gives depends on
 // key material no option names, and its plaintext stays with its caller.
 func TestRender_aRenderThatDecryptedIsNotKept(t *testing.T) {
-	rendered.reset()
+	memo.renders.reset()
 	d := memoProject(t, t.TempDir())
 	d.Decrypt = func(file string, data []byte) ([]byte, error) {
 		if file == "app/token" {
@@ -141,8 +141,8 @@ func TestRender_aRenderThatDecryptedIsNotKept(t *testing.T) {
 	}
 	first := mustRender(t, "memo", d)
 	second := mustRender(t, "memo", d)
-	if rendered.hits != 0 || len(rendered.m) != 0 {
-		t.Fatalf("a render that decrypted was kept (%d hits, %d entries)", rendered.hits, len(rendered.m))
+	if memo.renders.hits != 0 || len(memo.renders.m) != 0 {
+		t.Fatalf("a render that decrypted was kept (%d hits, %d entries)", memo.renders.hits, len(memo.renders.m))
 	}
 	if string(first.Secrets[firstKey(first.Secrets)]) != "decrypted\n" || !reflect.DeepEqual(first, second) {
 		t.Errorf("decrypted renders differ: %q, %q", first.Secrets, second.Secrets)
