@@ -1,5 +1,5 @@
 // Package reconcile runs the loop that converges each application's stack to
-// its repository. A pass is the step table in pass.go, in order: fetch,
+// its repository. A pass is the step table in steps.go, in order: fetch,
 // render, plan, rollout, observe, drift, gate, the sync steps (presync,
 // waves, postsync, apply), correct, wait, sweep, hooks, confirm, rollback
 // (docs/design.md walks through it). It holds
@@ -602,29 +602,7 @@ func (c *Controller) passIn(ctx context.Context, app application.Application, re
 		p.backend, err = c.appBackend(p)
 	}
 	if err == nil {
-		for _, s := range steps {
-			// A stopping controller ends the pass between steps.
-			if ctx.Err() != nil {
-				err = transient(s.name, fmt.Errorf("controller stopping before %s: %w", s.name, context.Cause(ctx)))
-				break
-			}
-			sctx := ctx
-			if writingSteps[s.name] {
-				sctx = context.WithoutCancel(ctx)
-			}
-			if !offSwarm[s.name] {
-				p.awaitSnapshot()
-			}
-			began := time.Now()
-			err = s.run(c, sctx, p)
-			c.opts.Metrics.ObserveStep(s.name, time.Since(began))
-			if err != nil {
-				break
-			}
-			if s.name == "observe" {
-				c.syncAfterObserve(p)
-			}
-		}
+		err = c.runSteps(ctx, p)
 	}
 	p.awaitSnapshot() // a pass that failed early still reports health from it
 	c.joinReadBacks(ctx, p)

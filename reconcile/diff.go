@@ -165,7 +165,7 @@ func (c *Controller) planOnly(ctx context.Context, app application.Application) 
 		return p, err
 	}
 	p.base, p.backend = b, b
-	for _, s := range []step{{"fetch", (*Controller).fetch}, {"render", (*Controller).render}, {"plan", (*Controller).plan}} {
+	for _, s := range []step{{name: "fetch", run: (*Controller).fetch}, {name: "render", run: (*Controller).render}, {name: "plan", run: (*Controller).plan}} {
 		if err := s.run(c, ctx, p); err != nil {
 			return p, err
 		}

@@ -136,7 +136,7 @@ func (c *Controller) LogMask(ctx context.Context, name string) (LogMask, error) 
 		return newLogMask(from, renderedSecrets(r)), nil
 	}
 	defer func() { p.rev.Release(); p.values.Release() }()
-	for _, s := range []step{{"fetch", (*Controller).fetch}, {"render", (*Controller).render}} {
+	for _, s := range []step{{name: "fetch", run: (*Controller).fetch}, {name: "render", run: (*Controller).render}} {
 		if err := s.run(c, ctx, p); err != nil {
 			return LogMask{}, fmt.Errorf("application %q: reproduce its secrets to blank them: %w", name, err)
 		}

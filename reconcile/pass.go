@@ -245,43 +245,6 @@ func (p *pass) awaitSnapshot() {
 	}
 }
 
-// offSwarm are the steps that read nothing of the swarm's (a chart's
-// render, which does, waits by itself): they run while the batch's read is
-// still on its way.
-var offSwarm = map[string]bool{"fetch": true, "render": true}
-
-// step is one stage of a pass. The first step that fails ends the pass.
-type step struct {
-	name string
-	run  func(c *Controller, ctx context.Context, p *pass) error
-}
-
-// steps is the pass, in order. Each does one thing; see its function's doc.
-var steps = []step{
-	{"fetch", (*Controller).fetch},
-	{"render", (*Controller).render},
-	{"plan", (*Controller).plan},
-	{"rollout", (*Controller).rollouts},
-	{"observe", (*Controller).observe},
-	{"drift", (*Controller).detectDrift},
-	{"gate", (*Controller).gate},
-	{"presync", syncStep((*Controller).preSync)},
-	{"waves", syncStep((*Controller).applyWaves)},
-	{"postsync", syncStep((*Controller).postSync)},
-	{"apply", syncStep((*Controller).apply)},
-	{"correct", (*Controller).correct},
-	{"wait", syncStep((*Controller).wait)},
-	{"sweep", (*Controller).sweepStep},
-	{"hooks", (*Controller).cleanHooks},
-	{"confirm", (*Controller).confirm},
-	{"rollback", (*Controller).autoRollback},
-}
-
-// writingSteps are the steps that write to the swarm. A stopping controller
-// lets one of them finish rather than cut a deploy, heal or sweep in half;
-// the pass then ends at the next step boundary.
-var writingSteps = map[string]bool{"apply": true, "correct": true, "sweep": true}
-
 // errGated ends a pass early without failing it: a manual application that
 // was planned and reported but not asked to sync.
 var errGated = errors.New("gated")
