@@ -1,0 +1,125 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/secretstore"
+	"github.com/flotilla-gitops/flotilla/sopsage"
+	"github.com/flotilla-gitops/flotilla/source"
+)
+
+// The render step: the checkout turned into a manifest and converted
+// without the swarm.
+
+// render turns the checkout into a manifest and converts it without the
+// swarm, so that everything a deploy could object to is found before any
+// write.
+func (c *Controller) render(ctx context.Context, p *pass) error {
+	if p.request != nil && p.request.Rollback > 0 {
+		return c.renderRollback(ctx, p, p.request.Rollback)
+	}
+	if p.app.Source.Chart != nil {
+		ids, err := c.identities(p)
+		if err != nil {
+			return err
+		}
+		return c.renderChart(ctx, p, ids)
+	}
+	r, declared, err := c.renderAt(ctx, p, p.rev)
+	if err != nil {
+		return err
+	}
+	p.rendered, p.declared = r, declared
+	return nil
+}
+
+// identities are the age identities that decrypt this application's SOPS
+// files: its own key, else its project's, else the controller's. An own or
+// project key replaces the controller's, so a repository cannot have
+// another team's files decrypted by copying them in: they are encrypted to
+// a key this application is not given. The file is read every pass, so a
+// rotated key is picked up.
+func (c *Controller) identities(p *pass) (*sopsage.Identities, error) {
+	k, field := p.app.SOPSKey()
+	if k == nil {
+		return c.opts.SOPS, nil
+	}
+	ids, err := sopsage.ReadIdentityFile(k.AgeKeyFile)
+	if err != nil {
+		return nil, transient("render", fmt.Errorf("%s: %w", field, err))
+	}
+	return ids, nil
+}
+
+// renderAt renders the application at rev, or returns what an earlier
+// render of the same input gave: same commit, same application settings,
+// same key material (see renderCache). What it returns is shared with the
+// cache and must not be changed.
+func (c *Controller) renderAt(ctx context.Context, p *pass, rev *source.Revision) (*compose.Rendered, *compose.Stack, error) {
+	ids, err := c.identities(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	key := renderKey(p.app, rev.Commit, ids.Fingerprint(), c.opts.RenderLimits)
+	res := c.stores.For(ctx, p.app)
+	if p.pins != nil {
+		// A recorded revision's versions: neither from the cache nor for it.
+		return c.renderWith(ctx, p, rev, ids, res.Pinned(p.pins))
+	}
+	if e, ok := c.renders.get(p.app.Name, key); ok {
+		same, err := sameRefs(res, e.refs)
+		if err != nil {
+			return nil, nil, secretFailed(err)
+		}
+		if same {
+			p.refs = e.refs
+			return e.rendered, e.declared, nil
+		}
+		res = c.stores.For(ctx, p.app)
+	}
+	r, declared, err := c.renderWith(ctx, p, rev, ids, res)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.renders.put(p.app.Name, renderEntry{key: key, rendered: r, declared: declared, steady: &steadyMark{}, refs: p.refs}, c.knownApp)
+	return r, declared, nil
+}
+
+// renderWith renders the application at rev, resolving store references
+// through res, and notes in p what the stores gave.
+func (c *Controller) renderWith(ctx context.Context, p *pass, rev *source.Revision, ids *sopsage.Identities, res *secretstore.Resolution) (*compose.Rendered, *compose.Stack, error) {
+	d := compose.Dir{
+		SecretRef: secretRefFunc(res),
+		Root:      rev.Dir,
+		Path:      p.app.Source.Path,
+		Files:     p.app.Source.Compose.Files,
+		EnvFiles:  p.app.Source.Compose.EnvFiles,
+		Decrypt:   ids.Decrypt,
+		SealKey:   ids.SealKey(),
+		Limits:    c.opts.RenderLimits,
+	}
+	r, err := c.opts.Render(p.app.Stack, d)
+	if err != nil {
+		if storeFailure(err) {
+			return nil, nil, secretFailed(err)
+		}
+		return nil, nil, stalled("render", partialHint(err, rev))
+	}
+	p.refs = res.Used()
+	declared, err := compose.Convert(ctx, r.Manifest, p.app.Stack, nil)
+	if err != nil {
+		return nil, nil, stalled("render", err)
+	}
+	return r, declared, nil
+}
+
+// partialHint says, on a failure to read a tree that holds only the
+// application's path, why files outside it are missing.
+func partialHint(err error, rev *source.Revision) error {
+	if rev == nil || rev.Partial == "" {
+		return err
+	}
+	return fmt.Errorf("%w (the repository's tree is over the git tree budget, so only %s was written: files outside it are absent)", err, rev.Partial)
+}
