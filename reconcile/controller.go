@@ -27,13 +27,9 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/analysis"
 	"github.com/flotilla-gitops/flotilla/application"
-	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
-	"github.com/flotilla-gitops/flotilla/events"
-	"github.com/flotilla-gitops/flotilla/fault"
 	"github.com/flotilla-gitops/flotilla/metrics"
-	"github.com/flotilla-gitops/flotilla/redact"
 	"github.com/flotilla-gitops/flotilla/renderbox"
 	"github.com/flotilla-gitops/flotilla/rollout"
 	"github.com/flotilla-gitops/flotilla/secretstore"
@@ -231,20 +227,6 @@ type appState struct {
 	refreshed bool
 }
 
-// queued is one waiting request and everyone waiting for its result:
-// identical requests merge into one, so each gets the same answer.
-type queued struct {
-	req     SyncRequest
-	waiters []chan Result // each buffered for one result
-}
-
-// answer sends res to every waiter. It never blocks.
-func (q *queued) answer(res Result) {
-	for _, w := range q.waiters {
-		w <- res
-	}
-}
-
 // orphanInterval is how often Run looks for stacks of removed applications.
 const orphanInterval = 10 * time.Minute
 
@@ -370,40 +352,6 @@ func (c *Controller) reconcileNow(ctx context.Context, name string, req *SyncReq
 	return res, nil
 }
 
-// RequestSync queues an explicit sync for the controller's loop and returns a
-// channel that receives the result of the pass that serves it.
-func (c *Controller) RequestSync(name, by string) (<-chan Result, error) {
-	return c.enqueue(name, SyncRequest{By: by})
-}
-
-// Refresh makes the application due now, without forcing a manual one to
-// apply. It also clears the backoff of earlier transient failures: a refresh
-// (a webhook, an operator) says the outage is over, so the next pass must
-// not wait out the backoff. Asked for during a pass, it runs another one
-// right after.
-func (c *Controller) Refresh(name string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	a, ok := c.apps[name]
-	if !ok {
-		return fmt.Errorf("application %q: %w", name, ErrNotFound)
-	}
-	a.next = time.Time{}
-	a.failures = 0
-	if a.running {
-		a.refreshed = true
-	}
-	c.poke()
-	return nil
-}
-
-func (c *Controller) poke() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
-
 // Errors the controller's methods return.
 var (
 	ErrNotFound = errors.New("no such application")
@@ -418,11 +366,6 @@ var (
 	// does not hold.
 	ErrNoRevision = errors.New("no such revision")
 )
-
-type queueFullError struct{}
-
-func (queueFullError) Error() string        { return "too many requests waiting" }
-func (queueFullError) Is(target error) bool { return target == ErrBusy }
 
 // SetApplications replaces the set of applications, as after the
 // applications file changed: new ones are due at once, changed ones are due
@@ -517,218 +460,6 @@ func (c *Controller) Applications() []application.Application {
 	slices.SortFunc(out, func(a, b application.Application) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
-
-// InitialPassesDone reports whether every application has finished at least
-// one pass since the controller started, successful or not.
-func (c *Controller) InitialPassesDone() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, a := range c.apps {
-		if a.status.LastPass.IsZero() {
-			return false
-		}
-	}
-	return true
-}
-
-// Status returns the application's last published status.
-func (c *Controller) Status(name string) (application.Status, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	a, ok := c.apps[name]
-	if !ok {
-		return application.Status{}, false
-	}
-	return a.published(), true
-}
-
-// Statuses returns every application's status, sorted by name.
-func (c *Controller) Statuses() []application.Status {
-	c.mu.Lock()
-	out := make([]application.Status, 0, len(c.apps))
-	for _, a := range c.apps {
-		out = append(out, a.published())
-	}
-	c.mu.Unlock()
-	slices.SortFunc(out, func(a, b application.Status) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
-	return out
-}
-
-// pass runs the steps for one application and always publishes a status.
-func (c *Controller) pass(ctx context.Context, app application.Application, req *SyncRequest, snap *snapshot) (res Result) {
-	return c.passIn(ctx, app, req, &batchRead{done: closedDone, snap: snap})
-}
-
-// closedDone is the done channel of a read that is already there.
-var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// passIn is pass within a batch whose read of the swarm may still be on its
-// way: the steps that read nothing of the swarm run before it arrives.
-func (c *Controller) passIn(ctx context.Context, app application.Application, req *SyncRequest, read *batchRead) (res Result) {
-	c.mu.Lock()
-	var prev application.Status
-	if a, ok := c.apps[app.Name]; ok {
-		prev = a.status
-	}
-	c.mu.Unlock()
-	started := c.now()
-	p := &pass{
-		app:     app,
-		owner:   c.opts.ControllerID + "/" + app.Name,
-		request: req,
-		read:    read,
-		status:  prev,
-		log:     c.log.With("app", app.Name, "stack", app.Stack),
-	}
-	// The fetch step leases the checkout; no other fetch prunes it until
-	// the pass is over.
-	defer func() { p.rev.Release(); p.values.Release() }()
-	p.status.Name, p.status.Stack, p.status.Destination, p.status.Set = app.Name, app.Stack, destination(app), setName(app)
-	p.status.OutOfBand = nil
-	p.status.Corrected = nil
-	p.status.Waiting = ""
-	var err error
-	p.base, err = c.backendOf(app)
-	p.status.Unavailable = c.unavailable(p.base)
-	if err == nil {
-		p.backend, err = c.appBackend(p)
-	}
-	if err == nil {
-		err = c.runSteps(ctx, p)
-	}
-	p.awaitSnapshot() // a pass that failed early still reports health from it
-	c.joinReadBacks(ctx, p)
-	gated := errors.Is(err, errGated)
-	if gated {
-		err = nil
-		if p.status.Waiting != "" {
-			p.log.Info("sync held, nothing written", "action", p.action, "waiting", p.status.Waiting)
-		} else {
-			p.log.Info("manual application planned, waiting for a sync", "action", p.action)
-		}
-	}
-	if err != nil {
-		// Never the previous pass's judgement: this pass's own, or Unknown.
-		if !p.observed {
-			c.healthAfterEarlyFailure(ctx, p, prev, err)
-		} else {
-			c.healthAfterFailedComparison(p, err)
-		}
-		syncAfterFailure(p, err)
-	}
-	c.noteWrote(p)
-	c.keepRoutes(p)
-	if (err != nil || gated) && p.deployed == nil {
-		c.returnRolloutCommands(p)
-	}
-	c.finish(p, err)
-	c.wakeDependents(p)
-	c.reportChanges(p, prev)
-	c.observeOutcome(p, err, gated, c.now().Sub(started))
-	res = Result{App: app.Name, Action: p.action, Deployed: p.deployed, Healed: p.healed, Status: p.status, Plan: p.plan, NextCheck: p.rolloutNext, Err: err}
-	if p.recorded != nil {
-		res.Revision = p.recorded.Revision
-	}
-	return res
-}
-
-// finish records the pass's outcome in its status and logs it once.
-func (c *Controller) finish(p *pass, err error) {
-	p.status.LastPass = c.now()
-	if err == nil {
-		p.status.LastError = ""
-		c.publish(p)
-		return
-	}
-	msg := redact.Text(fault.WithApp(p.app.Name, err).Error())
-	p.status.LastError = msg
-	c.emit(p, events.SyncFailed, "", msg, map[string]any{"kind": string(KindOf(err))})
-	c.publish(p)
-	p.log.Error("pass failed, nothing more was applied", "kind", KindOf(err), "error", msg)
-}
-
-// publish stores p's status as the application's current one.
-func (c *Controller) publish(p *pass) {
-	c.mu.Lock()
-	if a, ok := c.apps[p.app.Name]; ok {
-		a.status = p.status
-		a.takenCmds = nil
-	}
-	c.mu.Unlock()
-}
-
-// latestRelease returns the newest record of stack. The copy this controller
-// keeps is checked against the swarm on every call (capability.LatestRelease:
-// one small read with ReleaseHead, the whole history without), so a record
-// deleted by hand or written by another controller is planned against on the
-// next pass, never hidden by memory. When that check cannot be made the copy
-// is returned as it is; apply never writes on it unchecked.
-func (c *Controller) latestRelease(ctx context.Context, p *pass) (*charts.Release, error) {
-	return c.latestReleaseIn(ctx, p, nil)
-}
-
-// latestReleaseIn is latestRelease within a batch: the check of the kept
-// copy is the batch's one check of every application's (snapshot.isHead)
-// when it vouches for it, which is at most as old as the batch; apply checks
-// again on its own before it writes.
-func (c *Controller) latestReleaseIn(ctx context.Context, p *pass, snap *snapshot) (*charts.Release, error) {
-	stack, key := p.app.Stack, relKey{destination(p.app), p.app.Stack}
-	c.relMu.Lock()
-	known := c.releases[key]
-	c.relMu.Unlock()
-	if snap.isHead(ctx, c, stack, known) {
-		return known, nil
-	}
-	r, err := capability.LatestRelease(ctx, p.base, stack, known)
-	if err != nil && known != nil {
-		// The pass may still plan from the record last read, so that it
-		// observes and reports what it can; apply checks the swarm again
-		// before it writes anything.
-		c.log.Warn("could not check the newest release record against the swarm; planning from the one last read",
-			"stack", stack, "revision", known.Revision, "error", err)
-		return known, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read release records: %w", err)
-	}
-	if known != nil && r != known && (r == nil || r.Revision != known.Revision || r.Version != known.Version) {
-		newest := "none"
-		if r != nil {
-			newest = fmt.Sprintf("revision %d of %s", r.Revision, r.Owner)
-		}
-		c.log.Warn("release records changed on the swarm since this controller read them; planning against the swarm's",
-			"stack", stack, "revision", known.Revision, "newest", newest)
-	}
-	c.relMu.Lock()
-	c.releases[key] = r
-	c.relMu.Unlock()
-	return r, nil
-}
-
-// readLatestRelease reads the newest record of the pass's stack from the
-// swarm, never from memory, and keeps it for the next latestRelease.
-func (c *Controller) readLatestRelease(ctx context.Context, p *pass) (*charts.Release, error) {
-	c.forgetRelease(destination(p.app), p.app.Stack)
-	return c.latestRelease(ctx, p)
-}
-
-func (c *Controller) forgetRelease(dest, stack string) {
-	c.relMu.Lock()
-	delete(c.releases, relKey{dest, stack})
-	c.relMu.Unlock()
-}
-
-// relKey names a stack on a swarm: the same stack name on two swarms is two
-// releases.
-type relKey struct{ dest, stack string }
 
 // destination is the swarm a's stack runs on.
 func destination(a application.Application) string {

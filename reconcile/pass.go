@@ -19,6 +19,12 @@ import (
 	"github.com/flotilla-gitops/flotilla/rollout"
 	"github.com/flotilla-gitops/flotilla/secretstore"
 	"github.com/flotilla-gitops/flotilla/source"
+
+	"errors"
+
+	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/fault"
+	"github.com/flotilla-gitops/flotilla/redact"
 )
 
 // Trigger values recorded with a release.
@@ -296,3 +302,106 @@ func shortCommit(c string) string {
 
 // now is the controller's clock.
 func (c *Controller) now() time.Time { return c.opts.Clock() }
+
+// pass runs the steps for one application and always publishes a status.
+func (c *Controller) pass(ctx context.Context, app application.Application, req *SyncRequest, snap *snapshot) (res Result) {
+	return c.passIn(ctx, app, req, &batchRead{done: closedDone, snap: snap})
+}
+
+// closedDone is the done channel of a read that is already there.
+var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// passIn is pass within a batch whose read of the swarm may still be on its
+// way: the steps that read nothing of the swarm run before it arrives.
+func (c *Controller) passIn(ctx context.Context, app application.Application, req *SyncRequest, read *batchRead) (res Result) {
+	c.mu.Lock()
+	var prev application.Status
+	if a, ok := c.apps[app.Name]; ok {
+		prev = a.status
+	}
+	c.mu.Unlock()
+	started := c.now()
+	p := &pass{
+		app:     app,
+		owner:   c.opts.ControllerID + "/" + app.Name,
+		request: req,
+		read:    read,
+		status:  prev,
+		log:     c.log.With("app", app.Name, "stack", app.Stack),
+	}
+	// The fetch step leases the checkout; no other fetch prunes it until
+	// the pass is over.
+	defer func() { p.rev.Release(); p.values.Release() }()
+	p.status.Name, p.status.Stack, p.status.Destination, p.status.Set = app.Name, app.Stack, destination(app), setName(app)
+	p.status.OutOfBand = nil
+	p.status.Corrected = nil
+	p.status.Waiting = ""
+	var err error
+	p.base, err = c.backendOf(app)
+	p.status.Unavailable = c.unavailable(p.base)
+	if err == nil {
+		p.backend, err = c.appBackend(p)
+	}
+	if err == nil {
+		err = c.runSteps(ctx, p)
+	}
+	p.awaitSnapshot() // a pass that failed early still reports health from it
+	c.joinReadBacks(ctx, p)
+	gated := errors.Is(err, errGated)
+	if gated {
+		err = nil
+		if p.status.Waiting != "" {
+			p.log.Info("sync held, nothing written", "action", p.action, "waiting", p.status.Waiting)
+		} else {
+			p.log.Info("manual application planned, waiting for a sync", "action", p.action)
+		}
+	}
+	if err != nil {
+		// Never the previous pass's judgement: this pass's own, or Unknown.
+		if !p.observed {
+			c.healthAfterEarlyFailure(ctx, p, prev, err)
+		} else {
+			c.healthAfterFailedComparison(p, err)
+		}
+		syncAfterFailure(p, err)
+	}
+	c.noteWrote(p)
+	c.keepRoutes(p)
+	if (err != nil || gated) && p.deployed == nil {
+		c.returnRolloutCommands(p)
+	}
+	c.finish(p, err)
+	c.wakeDependents(p)
+	c.reportChanges(p, prev)
+	c.observeOutcome(p, err, gated, c.now().Sub(started))
+	res = Result{App: app.Name, Action: p.action, Deployed: p.deployed, Healed: p.healed, Status: p.status, Plan: p.plan, NextCheck: p.rolloutNext, Err: err}
+	if p.recorded != nil {
+		res.Revision = p.recorded.Revision
+	}
+	return res
+}
+
+// finish records the pass's outcome in its status and logs it once.
+func (c *Controller) finish(p *pass, err error) {
+	p.status.LastPass = c.now()
+	if err == nil {
+		p.status.LastError = ""
+		c.publish(p)
+		return
+	}
+	msg := redact.Text(fault.WithApp(p.app.Name, err).Error())
+	p.status.LastError = msg
+	c.emit(p, events.SyncFailed, "", msg, map[string]any{"kind": string(KindOf(err))})
+	c.publish(p)
+	p.log.Error("pass failed, nothing more was applied", "kind", KindOf(err), "error", msg)
+}
+
+// publish stores p's status as the application's current one.
+func (c *Controller) publish(p *pass) {
+	c.mu.Lock()
+	if a, ok := c.apps[p.app.Name]; ok {
+		a.status = p.status
+		a.takenCmds = nil
+	}
+	c.mu.Unlock()
+}
