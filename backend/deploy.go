@@ -107,7 +107,13 @@ func (b *Backend) DeployStack(ctx context.Context, req charts.DeployRequest) (ch
 
 // plan reads the swarm and converts the manifest without writing.
 func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPlan, error) {
-	decl, err := compose.Convert(ctx, req.Manifest, req.Stack, nil)
+	// One conversion serves the deploy: what the manifest declares now,
+	// the specs with the swarm's ids once they are read.
+	conv, err := compose.Prepare(ctx, req.Manifest, req.Stack)
+	if err != nil {
+		return nil, fmt.Errorf("convert manifest: %w", err)
+	}
+	decl, err := conv.Stack(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("convert manifest: %w", err)
 	}
@@ -241,7 +247,7 @@ func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPl
 		return nil, err
 	}
 
-	p.stack, err = compose.Convert(ctx, req.Manifest, req.Stack, mapResolver{configs: liveConfigs, secrets: liveSecrets})
+	p.stack, err = conv.Stack(ctx, mapResolver{configs: liveConfigs, secrets: liveSecrets})
 	if err != nil {
 		return nil, fmt.Errorf("convert manifest: %w", err)
 	}

@@ -34,6 +34,25 @@ const defaultNetworkDriver = "overlay"
 // gives now, so they cost a copy, not a parse. The result is the caller's
 // to change.
 func Convert(ctx context.Context, manifest, stack string, r Resolver) (*Stack, error) {
+	c, err := Prepare(ctx, manifest, stack)
+	if err != nil {
+		return nil, err
+	}
+	return c.Stack(ctx, r)
+}
+
+// Conversion is a manifest converted once for a stack. A caller that needs
+// the same manifest's objects more than once (a deploy: for what it
+// declares, then with the swarm's ids) takes them from one Conversion
+// rather than converting the text each time. It never changes.
+type Conversion struct {
+	manifest string
+	t        *convertTemplate
+}
+
+// Prepare converts manifest for stack, or finds the conversion the process
+// already made of the same text (memo.conversions).
+func Prepare(ctx context.Context, manifest, stack string) (*Conversion, error) {
 	t, ok := memo.conversions.get(manifest)
 	if !ok || t.stack.Namespace != stack {
 		var err error
@@ -42,7 +61,13 @@ func Convert(ctx context.Context, manifest, stack string, r Resolver) (*Stack, e
 		}
 		memo.conversions.put(manifest, t)
 	}
-	return t.instantiate(ctx, manifest, r)
+	return &Conversion{manifest: manifest, t: t}, nil
+}
+
+// Stack is what Convert(manifest, stack, r) gives for c's manifest and
+// stack: a copy of the conversion, the caller's to change, with r's ids.
+func (c *Conversion) Stack(ctx context.Context, r Resolver) (*Stack, error) {
+	return c.t.instantiate(ctx, c.manifest, r)
 }
 
 // convertManifest is the conversion itself: the manifest is decoded and

@@ -247,3 +247,50 @@ func (failing) ConfigIDs(context.Context, []string) (map[string]string, error) {
 func (failing) SecretIDs(context.Context, []string) (map[string]string, error) {
 	return nil, errResolve
 }
+
+// A deploy takes what a manifest declares and, after reading the swarm, the
+// same specs with ids, from one Conversion. Each is what the conversion
+// without any memo gives, and each is a copy: changing the first must not
+// reach the second, even with the memo emptied in between.
+func TestOneConversionServesADeclarationAndAResolvedCopy(t *testing.T) {
+	ctx := context.Background()
+	for name, manifest := range corpusManifests(t) {
+		c, err := Prepare(ctx, manifest, "compat")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		decl, err := c.Stack(ctx, nil)
+		if err != nil {
+			t.Fatalf("%s: declared: %v", name, err)
+		}
+		want, err := slowConvert(ctx, manifest, "compat", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(decl, want) {
+			t.Errorf("%s: the declaration differs from the conversion itself", name)
+		}
+		for svc, spec := range decl.Services {
+			spec.Labels["changed"] = "by the caller"
+			if cs := spec.TaskTemplate.ContainerSpec; cs != nil {
+				if len(cs.Env) > 0 {
+					cs.Env[0] = "CHANGED=0" // in place: a shallow copy would share it
+				}
+				cs.Args = append(cs.Args, "changed")
+			}
+			decl.Services[svc] = spec
+		}
+		memo.conversions.reset()
+		got, err := c.Stack(ctx, &idResolver{})
+		if err != nil {
+			t.Fatalf("%s: resolved: %v", name, err)
+		}
+		want, err = slowConvert(ctx, manifest, "compat", &idResolver{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the resolved copy differs from the conversion itself (a change to the declaration reached it?)", name)
+		}
+	}
+}
