@@ -107,11 +107,15 @@ func (b *Backend) DeployStack(ctx context.Context, req charts.DeployRequest) (ch
 
 // plan reads the swarm and converts the manifest without writing.
 func (b *Backend) plan(ctx context.Context, req charts.DeployRequest) (*deployPlan, error) {
-	// One conversion serves the deploy: what the manifest declares now,
-	// the specs with the swarm's ids once they are read.
-	conv, err := compose.Prepare(ctx, req.Manifest, req.Stack)
-	if err != nil {
-		return nil, fmt.Errorf("convert manifest: %w", err)
+	// One conversion serves the deploy, the caller's when it made one:
+	// what the manifest declares now, the specs with the swarm's ids once
+	// they are read.
+	conv := req.Conversion
+	if !conv.Of(req.Manifest, req.Stack) {
+		var err error
+		if conv, err = compose.Prepare(ctx, req.Manifest, req.Stack); err != nil {
+			return nil, fmt.Errorf("convert manifest: %w", err)
+		}
 	}
 	decl, err := conv.Stack(ctx, nil)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/flotilla-gitops/flotilla/compose"
 )
 
 // ErrRecordExists is wrapped by RecordRelease refusing a revision that is
@@ -81,6 +83,11 @@ type DeployRequest struct {
 	// last deployed with matches the manifest: their live spec drifted and
 	// self-heal asked for a correction.
 	Heal []string
+	// Conversion, when set, is Manifest already converted for Stack (the
+	// render step's): a backend that converts the manifest uses it rather
+	// than converting the text again. One of another manifest or stack is
+	// not used.
+	Conversion *compose.Conversion
 }
 
 // DeployResult says what a deploy did, per service by unscoped name.

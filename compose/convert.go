@@ -64,6 +64,11 @@ func Prepare(ctx context.Context, manifest, stack string) (*Conversion, error) {
 	return &Conversion{manifest: manifest, t: t}, nil
 }
 
+// Of reports whether c is manifest converted for stack; false for nil.
+func (c *Conversion) Of(manifest, stack string) bool {
+	return c != nil && c.t.stack.Namespace == stack && c.manifest == manifest
+}
+
 // Stack is what Convert(manifest, stack, r) gives for c's manifest and
 // stack: a copy of the conversion, the caller's to change, with r's ids.
 func (c *Conversion) Stack(ctx context.Context, r Resolver) (*Stack, error) {

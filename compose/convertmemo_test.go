@@ -294,3 +294,24 @@ func TestOneConversionServesADeclarationAndAResolvedCopy(t *testing.T) {
 		}
 	}
 }
+
+// A backend uses a handed conversion only for the manifest and stack it was
+// made of; anything else, or none, it converts itself.
+func TestAConversionIsOfOnlyItsManifestAndStack(t *testing.T) {
+	ctx := context.Background()
+	r := mustRender(t, "demo", fixture(t))
+	c, err := Prepare(ctx, r.Manifest, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Of(r.Manifest, "demo") {
+		t.Error("not of its own manifest and stack")
+	}
+	if c.Of(r.Manifest+"\n", "demo") || c.Of(r.Manifest, "other") {
+		t.Error("of another manifest or stack")
+	}
+	var none *Conversion
+	if none.Of(r.Manifest, "demo") {
+		t.Error("a nil conversion is of something")
+	}
+}

@@ -13,7 +13,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/chartengine"
 	"github.com/flotilla-gitops/flotilla/chartrepo"
 	"github.com/flotilla-gitops/flotilla/charts"
-	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/redact"
 	"github.com/flotilla-gitops/flotilla/renderbox"
 	"github.com/flotilla-gitops/flotilla/sopsage"
@@ -175,11 +174,12 @@ func (c *Controller) renderChart(ctx context.Context, p *pass, ids *sopsage.Iden
 		return chartRenderFailed(ctx, err)
 	}
 	p.refs = res.Used()
-	declared, err := compose.Convert(ctx, r.Manifest, p.app.Stack, nil)
+	cv, err := p.convert(ctx, r.Manifest)
 	if err != nil {
 		return stalled("render", err)
 	}
-	p.rendered, p.declared = r.Rendered, declared
+	p.rendered = r.Rendered
+	p.use(cv)
 	p.chart = &charts.ChartRef{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion, ValuesDigest: r.ValuesDigest}
 	if p.values != nil {
 		p.chart.ValuesCommit = p.values.Commit

@@ -396,6 +396,9 @@ func (c *Controller) correct(ctx context.Context, p *pass) error {
 		Labels:   p.deployLabels(p.latestRevision()),
 		Heal:     heal,
 		Adopt:    p.app.Adopt,
+		// The render's conversion, when the manifest is the rendered one
+		// (no hook jobs taken out).
+		Conversion: p.conversion,
 	})
 	if err != nil {
 		return transient("correct", fmt.Errorf("correct drift: %w", err))

@@ -136,7 +136,7 @@ func (c *Controller) useRecord(ctx context.Context, p *pass, rec *charts.Release
 	} else {
 		p.asRecorded = strings.Contains(manifest, rollout.LabelPrefix)
 	}
-	declared, err := compose.Convert(ctx, manifest, p.app.Stack, nil)
+	cv, err := p.convert(ctx, manifest)
 	if err != nil {
 		return stalled("render", fmt.Errorf("revision %d: %w", rec.Revision, err))
 	}
@@ -160,8 +160,8 @@ func (c *Controller) useRecord(ctx context.Context, p *pass, rec *charts.Release
 			}
 			r.Sealed[ph] = v
 		}
-		r.Secrets = make(map[string][]byte, len(declared.Secrets))
-		for name := range declared.Secrets {
+		r.Secrets = make(map[string][]byte, len(cv.declared.Secrets))
+		for name := range cv.declared.Secrets {
 			if data, ok := at.Secrets[name]; ok {
 				r.Secrets[name] = data
 			}
@@ -177,7 +177,7 @@ func (c *Controller) useRecord(ctx context.Context, p *pass, rec *charts.Release
 	}
 	p.rendered = r
 	p.chart = rec.Chart
-	p.declared = declared
+	p.use(cv)
 	return nil
 }
 

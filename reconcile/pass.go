@@ -48,11 +48,15 @@ type pass struct {
 	values   *source.Revision // the values repository's, see fetchValues
 	rendered *compose.Rendered
 	// refs are the values the render took from secret stores (secrets.go).
-	refs     []secretstore.Used
-	chart    *charts.ChartRef // set when rendered from a chart, see chart.go
-	declared *compose.Stack
-	latest   *charts.Release
-	action   charts.Action
+	refs  []secretstore.Used
+	chart *charts.ChartRef // set when rendered from a chart, see chart.go
+	// declared is what the pass's manifest declares; conversion is that
+	// manifest's conversion, handed to the deploy of the same manifest so
+	// the backend converts nothing again (see converted).
+	declared   *compose.Stack
+	conversion *compose.Conversion
+	latest     *charts.Release
+	action     charts.Action
 
 	// base is the backend of the application's destination; backend is
 	// base decorated for this application (out-of-band notifier,
@@ -404,4 +408,30 @@ func (c *Controller) publish(p *pass) {
 		a.takenCmds = nil
 	}
 	c.mu.Unlock()
+}
+
+// converted is a manifest converted for the pass's stack: what it declares,
+// which the pass reads, and the conversion, which the deploy of the same
+// manifest is handed so the backend does not convert the text again.
+type converted struct {
+	conv     *compose.Conversion
+	declared *compose.Stack
+}
+
+// convert converts manifest for the pass's stack without the swarm.
+func (p *pass) convert(ctx context.Context, manifest string) (converted, error) {
+	conv, err := compose.Prepare(ctx, manifest, p.app.Stack)
+	if err != nil {
+		return converted{}, err
+	}
+	declared, err := conv.Stack(ctx, nil)
+	if err != nil {
+		return converted{}, err
+	}
+	return converted{conv: conv, declared: declared}, nil
+}
+
+// use makes cv the pass's manifest's conversion.
+func (p *pass) use(cv converted) {
+	p.declared, p.conversion = cv.declared, cv.conv
 }

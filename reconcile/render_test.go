@@ -276,3 +276,38 @@ func TestRollbackRefusesASealedRevisionItCannotReproduce(t *testing.T) {
 		t.Errorf("a refused rollback wrote %d times", b.Writes()-writes)
 	}
 }
+
+// A deploy is handed the render's conversion of exactly the manifest it
+// deploys, so the backend converts nothing again: on an install, on an
+// upgrade of a cached controller, and on a rollback, whose manifest comes
+// from the record.
+func TestEveryDeployIsHandedTheConversionOfItsManifest(t *testing.T) {
+	b := &recordingBackend{MinimalBackend: chartstest.NewMinimal()}
+	f := newFakeFetcher()
+	f.commit(t, repoFiles(composeV1))
+	c := newTestController(t, b, f, testApp("shop", true))
+	handed := func(what string) {
+		t.Helper()
+		req := b.last(t)
+		if !req.Conversion.Of(req.Manifest, req.Stack) {
+			t.Fatalf("%s: the deploy was not handed the conversion of its manifest (%v)", what, req.Conversion != nil)
+		}
+	}
+	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Revision != 1 {
+		t.Fatalf("install: revision %d: %v", res.Revision, res.Err)
+	}
+	handed("install")
+	f.commit(t, repoFiles(strings.Replace(composeV1, "MESSAGE: one", "MESSAGE: two", 1)))
+	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Revision != 2 {
+		t.Fatalf("upgrade: revision %d: %v", res.Revision, res.Err)
+	}
+	handed("upgrade")
+	res, err := c.reconcileNow(context.Background(), "shop", &SyncRequest{Rollback: 1, By: "test"})
+	if err != nil || res.Err != nil || res.Revision != 3 {
+		t.Fatalf("rollback: revision %d: %v %v", res.Revision, err, res.Err)
+	}
+	handed("rollback")
+	if len(b.reqs) != 3 {
+		t.Fatalf("%d deploys, want 3", len(b.reqs))
+	}
+}

@@ -34,9 +34,9 @@ type renderCache struct {
 }
 
 type renderEntry struct {
-	key      string
-	rendered *compose.Rendered
-	declared *compose.Stack
+	key       string
+	rendered  *compose.Rendered
+	converted converted
 	// steady is what the last live comparison of this render saw (see
 	// steadydrift.go); it goes with the entry.
 	steady *steadyMark

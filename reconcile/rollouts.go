@@ -99,7 +99,7 @@ func (c *Controller) rollouts(ctx context.Context, p *pass) error {
 	if err != nil {
 		return stalled("rollout", err)
 	}
-	declared, err := compose.Convert(ctx, manifest, p.app.Stack, nil)
+	cv, err := p.convert(ctx, manifest)
 	if err != nil {
 		return stalled("rollout", err)
 	}
@@ -107,7 +107,8 @@ func (c *Controller) rollouts(ctx context.Context, p *pass) error {
 	r := *p.rendered
 	r.Manifest = manifest
 	p.uncoloured = p.rendered.Manifest
-	p.rendered, p.declared, p.ord = &r, declared, nil
+	p.rendered, p.ord = &r, nil
+	p.use(cv)
 	p.action = charts.Plan(manifest, p.owner, p.latest)
 	return nil
 }

@@ -36,6 +36,9 @@ func (c *Controller) apply(ctx context.Context, p *pass) error {
 			Sealed:   p.rendered.Sealed,
 			Labels:   p.deployLabels(p.latestRevision() + 1),
 			Adopt:    p.app.Adopt,
+			// The render's conversion, when the manifest is the rendered
+			// one (no hook jobs taken out).
+			Conversion: p.conversion,
 		})
 		if err != nil {
 			// The daemon's InvalidArgument is bad input too: the same

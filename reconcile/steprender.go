@@ -27,11 +27,12 @@ func (c *Controller) render(ctx context.Context, p *pass) error {
 		}
 		return c.renderChart(ctx, p, ids)
 	}
-	r, declared, err := c.renderAt(ctx, p, p.rev)
+	r, cv, err := c.renderAt(ctx, p, p.rev)
 	if err != nil {
 		return err
 	}
-	p.rendered, p.declared = r, declared
+	p.rendered = r
+	p.use(cv)
 	return nil
 }
 
@@ -57,10 +58,10 @@ func (c *Controller) identities(p *pass) (*sopsage.Identities, error) {
 // render of the same input gave: same commit, same application settings,
 // same key material (see renderCache). What it returns is shared with the
 // cache and must not be changed.
-func (c *Controller) renderAt(ctx context.Context, p *pass, rev *source.Revision) (*compose.Rendered, *compose.Stack, error) {
+func (c *Controller) renderAt(ctx context.Context, p *pass, rev *source.Revision) (*compose.Rendered, converted, error) {
 	ids, err := c.identities(p)
 	if err != nil {
-		return nil, nil, err
+		return nil, converted{}, err
 	}
 	key := renderKey(p.app, rev.Commit, ids.Fingerprint(), c.opts.RenderLimits)
 	res := c.stores.For(ctx, p.app)
@@ -71,25 +72,25 @@ func (c *Controller) renderAt(ctx context.Context, p *pass, rev *source.Revision
 	if e, ok := c.renders.get(p.app.Name, key); ok {
 		same, err := sameRefs(res, e.refs)
 		if err != nil {
-			return nil, nil, secretFailed(err)
+			return nil, converted{}, secretFailed(err)
 		}
 		if same {
 			p.refs = e.refs
-			return e.rendered, e.declared, nil
+			return e.rendered, e.converted, nil
 		}
 		res = c.stores.For(ctx, p.app)
 	}
-	r, declared, err := c.renderWith(ctx, p, rev, ids, res)
+	r, cv, err := c.renderWith(ctx, p, rev, ids, res)
 	if err != nil {
-		return nil, nil, err
+		return nil, converted{}, err
 	}
-	c.renders.put(p.app.Name, renderEntry{key: key, rendered: r, declared: declared, steady: &steadyMark{}, refs: p.refs}, c.knownApp)
-	return r, declared, nil
+	c.renders.put(p.app.Name, renderEntry{key: key, rendered: r, converted: cv, steady: &steadyMark{}, refs: p.refs}, c.knownApp)
+	return r, cv, nil
 }
 
 // renderWith renders the application at rev, resolving store references
 // through res, and notes in p what the stores gave.
-func (c *Controller) renderWith(ctx context.Context, p *pass, rev *source.Revision, ids *sopsage.Identities, res *secretstore.Resolution) (*compose.Rendered, *compose.Stack, error) {
+func (c *Controller) renderWith(ctx context.Context, p *pass, rev *source.Revision, ids *sopsage.Identities, res *secretstore.Resolution) (*compose.Rendered, converted, error) {
 	d := compose.Dir{
 		SecretRef: secretRefFunc(res),
 		Root:      rev.Dir,
@@ -103,16 +104,16 @@ func (c *Controller) renderWith(ctx context.Context, p *pass, rev *source.Revisi
 	r, err := c.opts.Render(p.app.Stack, d)
 	if err != nil {
 		if storeFailure(err) {
-			return nil, nil, secretFailed(err)
+			return nil, converted{}, secretFailed(err)
 		}
-		return nil, nil, stalled("render", partialHint(err, rev))
+		return nil, converted{}, stalled("render", partialHint(err, rev))
 	}
 	p.refs = res.Used()
-	declared, err := compose.Convert(ctx, r.Manifest, p.app.Stack, nil)
+	cv, err := p.convert(ctx, r.Manifest)
 	if err != nil {
-		return nil, nil, stalled("render", err)
+		return nil, converted{}, stalled("render", err)
 	}
-	return r, declared, nil
+	return r, cv, nil
 }
 
 // partialHint says, on a failure to read a tree that holds only the
