@@ -17,6 +17,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/fault"
+	"github.com/flotilla-gitops/flotilla/labels"
 	"github.com/flotilla-gitops/flotilla/rollout"
 )
 
@@ -52,9 +53,8 @@ import (
 const reservedNamePrefix = "flotilla-"
 
 // reservedLabelPrefix is the label namespace Flotilla's own bookkeeping
-// lives in. Release records are found by these labels, so an object a stack
-// declared with them could pass for another application's history.
-const reservedLabelPrefix = "io.flotilla."
+// lives in (see labels.Prefix).
+const reservedLabelPrefix = labels.Prefix
 
 // Docker socket paths. Binding either, or any directory above one, hands a
 // task the daemon and with it every node; such paths need an allow entry

@@ -15,14 +15,8 @@ import (
 	"github.com/flotilla-gitops/flotilla/lease"
 )
 
-// Labels of the lease config. The config carries no stack namespace and no
-// record label, so no sweep and no `docker stack rm` ever takes it.
+// The lease config's labels are labels.Lease and those after it.
 const (
-	LabelLease         = "io.flotilla.lease"
-	LabelLeaseHolder   = "io.flotilla.lease.holder"
-	LabelLeaseEpoch    = "io.flotilla.lease.epoch"
-	LabelLeaseRenewed  = "io.flotilla.lease.renewed"
-	LabelLeaseDuration = "io.flotilla.lease.duration"
 	// LabelEpoch is stamped on every service, network, config, secret and
 	// release record a controller with a lease writes: the epoch it held,
 	// so that who wrote what, and when, can be checked afterwards.
@@ -145,29 +139,29 @@ func (s *LeaseStore) spec(r lease.Record) swarm.ConfigSpec {
 		Annotations: swarm.Annotations{
 			Name: s.name,
 			Labels: map[string]string{
-				LabelLease:         s.key,
-				LabelLeaseHolder:   r.Holder,
-				LabelLeaseEpoch:    strconv.FormatUint(r.Epoch, 10),
-				LabelLeaseRenewed:  r.Renewed.UTC().Format(time.RFC3339Nano),
-				LabelLeaseDuration: r.Duration.String(),
+				labels.Lease:         s.key,
+				labels.LeaseHolder:   r.Holder,
+				labels.LeaseEpoch:    strconv.FormatUint(r.Epoch, 10),
+				labels.LeaseRenewed:  r.Renewed.UTC().Format(time.RFC3339Nano),
+				labels.LeaseDuration: r.Duration.String(),
 			},
 		},
 		Data: []byte(leaseData),
 	}
 }
 
-func parseLease(labels map[string]string) (lease.Record, error) {
+func parseLease(l map[string]string) (lease.Record, error) {
 	var r lease.Record
 	var err error
-	r.Holder = labels[LabelLeaseHolder]
-	if r.Epoch, err = strconv.ParseUint(labels[LabelLeaseEpoch], 10, 64); err != nil {
-		return r, fmt.Errorf("label %s: %w", LabelLeaseEpoch, err)
+	r.Holder = l[labels.LeaseHolder]
+	if r.Epoch, err = strconv.ParseUint(l[labels.LeaseEpoch], 10, 64); err != nil {
+		return r, fmt.Errorf("label %s: %w", labels.LeaseEpoch, err)
 	}
-	if r.Duration, err = time.ParseDuration(labels[LabelLeaseDuration]); err != nil {
-		return r, fmt.Errorf("label %s: %w", LabelLeaseDuration, err)
+	if r.Duration, err = time.ParseDuration(l[labels.LeaseDuration]); err != nil {
+		return r, fmt.Errorf("label %s: %w", labels.LeaseDuration, err)
 	}
 	// The holder's clock is for people; a stamp that does not parse
 	// changes nothing about expiry.
-	r.Renewed, _ = time.Parse(time.RFC3339Nano, labels[LabelLeaseRenewed])
+	r.Renewed, _ = time.Parse(time.RFC3339Nano, l[labels.LeaseRenewed])
 	return r, nil
 }

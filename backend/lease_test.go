@@ -15,6 +15,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
+	"github.com/flotilla-gitops/flotilla/labels"
 	"github.com/flotilla-gitops/flotilla/lease"
 )
 
@@ -199,7 +200,7 @@ func TestRecords_aNewerRecordFormatIsRefusedNotPlannedFromOrRecordedOver(t *test
 		t.Fatal(err)
 	}
 	recs, err := b.records(ctx, stack)
-	if err != nil || len(recs) != 1 || recs[0].Spec.Labels[LabelRecordFormat] != strconv.Itoa(recordFormat) {
+	if err != nil || len(recs) != 1 || recs[0].Spec.Labels[labels.RecordFormat] != strconv.Itoa(recordFormat) {
 		t.Fatalf("a new record does not carry format %d: %v, %v", recordFormat, recs, err)
 	}
 
@@ -211,7 +212,7 @@ func TestRecords_aNewerRecordFormatIsRefusedNotPlannedFromOrRecordedOver(t *test
 	_, err = swarmtest.Client(t).ConfigCreate(ctx, client.ConfigCreateOptions{Spec: swarm.ConfigSpec{Annotations: swarm.Annotations{
 		Name: recordName(stack, 2),
 		Labels: map[string]string{LabelRecord: recordKind, LabelRelease: stack, LabelRevision: "2",
-			LabelOwner: "ctl/x", LabelRecordFormat: strconv.Itoa(recordFormat + 1)},
+			LabelOwner: "ctl/x", labels.RecordFormat: strconv.Itoa(recordFormat + 1)},
 	}, Data: data}})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/capability"
+	"github.com/flotilla-gitops/flotilla/labels"
 )
 
 // The memory of fields the daemon did not keep lives in the labels of one
@@ -18,12 +19,8 @@ import (
 // an update is a compare-and-swap and no service ever mounts it; its data
 // only says what it is for.
 const (
-	// LabelNotKept names the stack a not-kept memory belongs to.
-	LabelNotKept = "io.flotilla.not-kept"
-	// LabelNotKeptFields holds the memory: JSON of scoped service to field
-	// to capability.NotKeptField (digests, never values).
-	LabelNotKeptFields = "io.flotilla.not-kept.fields"
-
+	// labels.NotKept names the stack a memory belongs to,
+	// labels.NotKeptFields holds it.
 	notKeptPrefix = "flotilla-notkept."
 	notKeptData   = "flotilla: fields of this stack's services the daemon did not keep; the labels are the record\n"
 )
@@ -35,7 +32,7 @@ func notKeptName(stack string) string {
 }
 
 func (b *Backend) notKeptConfigs(ctx context.Context, stack string) ([]swarm.Config, error) {
-	f := make(client.Filters).Add("label", LabelNotKept+"="+stack)
+	f := make(client.Filters).Add("label", labels.NotKept+"="+stack)
 	list, err := b.api.ConfigList(ctx, client.ConfigListOptions{Filters: f})
 	if err != nil {
 		return nil, fmt.Errorf("list the not-kept memory of %s: %w", stack, err)
@@ -50,8 +47,8 @@ func (b *Backend) NotKept(ctx context.Context, stack string) (map[string]map[str
 		return nil, err
 	}
 	var out map[string]map[string]capability.NotKeptField
-	if err := json.Unmarshal([]byte(list[0].Spec.Labels[LabelNotKeptFields]), &out); err != nil {
-		return nil, fmt.Errorf("read the not-kept memory of %s: config %s, label %s: %w", stack, list[0].Spec.Name, LabelNotKeptFields, err)
+	if err := json.Unmarshal([]byte(list[0].Spec.Labels[labels.NotKeptFields]), &out); err != nil {
+		return nil, fmt.Errorf("read the not-kept memory of %s: config %s, label %s: %w", stack, list[0].Spec.Name, labels.NotKeptFields, err)
 	}
 	return out, nil
 }
@@ -77,7 +74,7 @@ func (b *Backend) RememberNotKept(ctx context.Context, stack string, fields map[
 	if len(list) > 0 {
 		current, list = &list[0], list[1:]
 	}
-	same := current != nil && current.Spec.Labels[LabelNotKeptFields] == data
+	same := current != nil && current.Spec.Labels[labels.NotKeptFields] == data
 	if len(list) == 0 && (data == "" && current == nil || data != "" && same) {
 		return nil
 	}
@@ -94,7 +91,7 @@ func (b *Backend) RememberNotKept(ctx context.Context, stack string, fields map[
 			errs = append(errs, fmt.Errorf("remove %s: %w", c.Spec.Name, err))
 		}
 	}
-	labels := withEpochLabel(map[string]string{LabelNotKept: stack, LabelNotKeptFields: data}, epoch)
+	labels := withEpochLabel(map[string]string{labels.NotKept: stack, labels.NotKeptFields: data}, epoch)
 	switch {
 	case data == "" || same:
 	case current != nil:

@@ -20,6 +20,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/labels"
 )
 
 // Release records are swarm configs, so the history of a release lives in
@@ -32,11 +33,9 @@ const (
 	// maxObjectName is Swarm's limit on a config's name.
 	maxObjectName = 64
 
-	// LabelRecordFormat numbers the layout of a record's data. A record
-	// without it is format 1. A controller reads only the formats it
-	// knows and writes recordFormat.
-	LabelRecordFormat = "io.flotilla.record-format"
-	recordFormat      = 1
+	// recordFormat is the layout of a record's data this controller
+	// writes (labels.RecordFormat); it reads only the formats it knows.
+	recordFormat = 1
 )
 
 // NewerRecordError is a release record written in a format newer than this
@@ -56,13 +55,13 @@ func (e *NewerRecordError) Error() string {
 
 // checkFormat refuses a record newer than recordFormat.
 func checkFormat(c swarm.Config) error {
-	v, ok := c.Spec.Labels[LabelRecordFormat]
+	v, ok := c.Spec.Labels[labels.RecordFormat]
 	if !ok {
 		return nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		return fmt.Errorf("release record %s: label %s=%q is not a format number", c.Spec.Name, LabelRecordFormat, v)
+		return fmt.Errorf("release record %s: label %s=%q is not a format number", c.Spec.Name, labels.RecordFormat, v)
 	}
 	if n > recordFormat {
 		return &NewerRecordError{Record: c.Spec.Name, Format: n}
@@ -176,7 +175,7 @@ func (b *Backend) RecordRelease(ctx context.Context, r charts.Release, keep int)
 				LabelOwner:    r.Owner,
 				LabelCommit:   r.Commit,
 
-				LabelRecordFormat: strconv.Itoa(recordFormat),
+				labels.RecordFormat: strconv.Itoa(recordFormat),
 			}, epoch),
 		},
 		Data: data,

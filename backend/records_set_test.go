@@ -9,6 +9,7 @@ import (
 	"github.com/moby/moby/api/types/swarm"
 
 	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/labels"
 )
 
 func gzipped(t *testing.T, s string) []byte {
@@ -28,7 +29,7 @@ func gzipped(t *testing.T, s string) []byte {
 // no set), and one that names it keeps it through encode and decode.
 func TestARecordNamesItsApplicationSetAndAnOlderRecordWithoutOneStillLoads(t *testing.T) {
 	old := swarm.Config{Spec: swarm.ConfigSpec{Annotations: swarm.Annotations{Name: "flotilla-release.shop.1",
-		Labels: map[string]string{LabelRecordFormat: "1"}},
+		Labels: map[string]string{labels.RecordFormat: "1"}},
 		Data: gzipped(t, `{"name":"shop","revision":1,"owner":"ctl/shop","manifest":"services: {}\n","time":"2026-11-01T00:00:00Z"}`)}}
 	r, err := decodeRecord(old)
 	if err != nil || r.Set != nil || r.Name != "shop" || r.Revision != 1 {

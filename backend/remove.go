@@ -11,6 +11,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/capability"
+	"github.com/flotilla-gitops/flotilla/labels"
 )
 
 // taskDrainTimeout bounds how long RemoveStack waits for removed services'
@@ -164,7 +165,7 @@ func (b *Backend) RemoveConfig(ctx context.Context, id string) error {
 	if c.Config.Spec.Labels[LabelRecord] != "" {
 		return fmt.Errorf("remove config %s: %s is a release record, which is never swept", id, c.Config.Spec.Name)
 	}
-	if c.Config.Spec.Labels[LabelLease] != "" {
+	if c.Config.Spec.Labels[labels.Lease] != "" {
 		return fmt.Errorf("remove config %s: %s is the controllers' leader lease, which is never swept", id, c.Config.Spec.Name)
 	}
 	if _, err := b.api.ConfigRemove(ctx, id, client.ConfigRemoveOptions{}); err != nil && !isNotFound(err) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/moby/moby/api/types/swarm"
 
+	"github.com/flotilla-gitops/flotilla/labels"
 	"github.com/flotilla-gitops/flotilla/redact"
 )
 
@@ -60,7 +61,7 @@ type Options struct {
 // LabelPrefix starts the service labels Flotilla stamps on every deploy
 // (owner, revision, spec hash). They are metadata about the deploy, not
 // part of what the repository declares, so they never drift.
-const LabelPrefix = "io.flotilla."
+const LabelPrefix = labels.Prefix
 
 // DefaultSecretPattern matches keys whose values are treated as credentials.
 var DefaultSecretPattern = regexp.MustCompile(`(?i)(PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|KEY|CREDENTIAL|PRIVATE|AUTH|SALT)`)

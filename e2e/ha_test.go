@@ -22,6 +22,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/backend"
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
+	"github.com/flotilla-gitops/flotilla/labels"
 )
 
 // Two controllers run with --ha, each reaching dockerd through a proxy of
@@ -134,7 +135,7 @@ func (p *haProxy) roundTrip(base http.RoundTripper, r *http.Request) (*http.Resp
 		}
 		if json.Unmarshal(body, &obj) == nil {
 			w.Name, w.Epoch = obj.Name, obj.Labels[backend.LabelEpoch]
-			if obj.Labels[backend.LabelLease] != "" {
+			if obj.Labels[labels.Lease] != "" {
 				w.Kind = "lease"
 			}
 		}
@@ -231,7 +232,7 @@ func waitLeaseHolder(t *testing.T, controllerID, holder string, within time.Dura
 		if err != nil {
 			return false, err.Error()
 		}
-		return c.Config.Spec.Labels[backend.LabelLeaseHolder] == holder, fmt.Sprintf("lease labels %v", c.Config.Spec.Labels)
+		return c.Config.Spec.Labels[labels.LeaseHolder] == holder, fmt.Sprintf("lease labels %v", c.Config.Spec.Labels)
 	})
 	return time.Now()
 }

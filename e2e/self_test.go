@@ -16,9 +16,9 @@ import (
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 
-	"github.com/flotilla-gitops/flotilla/backend"
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
+	"github.com/flotilla-gitops/flotilla/labels"
 )
 
 // The example in examples/self, deployed on the local swarm as an operator
@@ -157,7 +157,7 @@ func readSelf(t *testing.T, stack string) selfState {
 		st.settled = running == 2 && len(tasks.Items) == 2 && (svc.Service.UpdateStatus == nil || svc.Service.UpdateStatus.State == swarm.UpdateStateCompleted)
 	}
 	if cfg, err := c.ConfigInspect(ctx, "flotilla-lease."+stack, client.ConfigInspectOptions{}); err == nil {
-		st.holder, st.epoch = cfg.Config.Spec.Labels[backend.LabelLeaseHolder], cfg.Config.Spec.Labels[backend.LabelLeaseEpoch]
+		st.holder, st.epoch = cfg.Config.Spec.Labels[labels.LeaseHolder], cfg.Config.Spec.Labels[labels.LeaseEpoch]
 		// The holder is a task's name: <service>.<slot>.<task id>.
 		if i := strings.LastIndex(st.holder, "."); i > 0 {
 			if task, err := c.TaskInspect(ctx, st.holder[i+1:], client.TaskInspectOptions{}); err == nil && task.Task.Status.State == swarm.TaskStateRunning {

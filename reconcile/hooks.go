@@ -15,19 +15,13 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/labels"
 	"github.com/flotilla-gitops/flotilla/redact"
 )
 
-// Labels a hook job carries from its creation. They are never rewritten:
-// any update of a job service makes Swarm run it again, so the outcome is
-// read from the job's tasks, not stored beside them.
-const (
-	// LabelHook is the hook's phase (PreSync, PostSync, SyncFail).
-	LabelHook = "io.flotilla.hook"
-	// LabelHookTarget is a digest of the manifest the hook ran for: a job
-	// carrying the pass's own has already been run for this revision.
-	LabelHookTarget = "io.flotilla.hook.target"
-)
+// A hook job's labels (labels.Hook, labels.HookTarget) are never
+// rewritten: any update of a job service makes Swarm run it again, so the
+// outcome is read from the job's tasks, not stored beside them.
 
 // hookLogLines is how many of a failed hook's last log lines are reported.
 const hookLogLines = 10
@@ -134,7 +128,7 @@ func (c *Controller) runHookWave(ctx context.Context, p *pass, run hookRun, name
 	var waiting []string
 	for _, name := range names {
 		s, exists := live[name]
-		if exists && s.Labels[LabelHookTarget] == run.target {
+		if exists && s.Labels[labels.HookTarget] == run.target {
 			switch r := judgeHook(s); r.outcome {
 			case hookSucceeded:
 				p.log.Info("hook already succeeded for this revision; not run again", "service", name, "hook", run.phase)
@@ -178,15 +172,15 @@ func (c *Controller) startHook(ctx context.Context, p *pass, phase compose.HookP
 	if err != nil {
 		return stalled(step, fmt.Errorf("%s hook %s: %w", phase, name, err))
 	}
-	labels := p.deployLabels(p.latestRevision() + 1)
-	labels[LabelHook] = string(phase)
-	labels[LabelHookTarget] = target
+	stamp := p.deployLabels(p.latestRevision() + 1)
+	stamp[labels.Hook] = string(phase)
+	stamp[labels.HookTarget] = target
 	if _, err := p.backend.DeployStack(wctx, charts.DeployRequest{
 		Stack:    p.app.Stack,
 		Manifest: sub,
 		Secrets:  p.rendered.Secrets,
 		Sealed:   p.rendered.Sealed,
-		Labels:   labels,
+		Labels:   stamp,
 		Adopt:    p.app.Adopt,
 		Heal:     heal,
 	}); err != nil {
@@ -209,7 +203,7 @@ func (c *Controller) waitHooks(ctx context.Context, p *pass, run hookRun, names 
 			c.judgeHooks(p, states)
 			c.publish(p)
 			for _, s := range states {
-				if !slices.Contains(left, s.Name) || s.Labels[LabelHookTarget] != run.target {
+				if !slices.Contains(left, s.Name) || s.Labels[labels.HookTarget] != run.target {
 					continue
 				}
 				r := judgeHook(s)
@@ -338,7 +332,7 @@ func (c *Controller) cleanHooks(ctx context.Context, p *pass) error {
 	}
 	target := hookTarget(p)
 	for _, s := range states {
-		if !slices.Contains(succeeded, s.Name) || s.Labels[LabelHookTarget] != target {
+		if !slices.Contains(succeeded, s.Name) || s.Labels[labels.HookTarget] != target {
 			continue
 		}
 		if judgeHook(s).outcome != hookSucceeded {

@@ -119,7 +119,7 @@ func (v hookView) statuses(states []charts.ServiceState) []application.HookStatu
 func (v hookView) one(name string, phase compose.HookPhase, live map[string]charts.ServiceState) application.HookStatus {
 	s, exists := live[name]
 	switch {
-	case exists && s.Labels[LabelHookTarget] == v.target:
+	case exists && s.Labels[labels.HookTarget] == v.target:
 		h := jobStatus(s, judgeHook(s))
 		if h.State == application.HookFailed {
 			h.LogTail = v.logs[s.ID]

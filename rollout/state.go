@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flotilla-gitops/flotilla/labels"
 )
 
 // Colour name suffixes: the stable colour keeps the declared name.
@@ -103,7 +105,7 @@ type State struct {
 }
 
 // LabelPrefix starts every label State writes.
-const LabelPrefix = "io.flotilla.rollout."
+const LabelPrefix = labels.RolloutPrefix
 
 // The label keys, below LabelPrefix.
 const (

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/labels"
 	"github.com/moby/moby/client"
 )
 
@@ -212,14 +213,14 @@ func (b *bench) cleanup() {
 	for _, s := range b.stacks {
 		mine[s] = true
 	}
-	services, err := c.ServiceList(ctx, client.ServiceListOptions{Filters: make(client.Filters).Add("label", "com.docker.stack.namespace")})
+	services, err := c.ServiceList(ctx, client.ServiceListOptions{Filters: make(client.Filters).Add("label", labels.Namespace)})
 	if err == nil {
 		// Eight removals at a time: a thousand one after the other take
 		// minutes on a busy daemon.
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, 8)
 		for _, s := range services.Items {
-			if mine[s.Spec.Labels["com.docker.stack.namespace"]] {
+			if mine[s.Spec.Labels[labels.Namespace]] {
 				wg.Add(1)
 				sem <- struct{}{}
 				go func() {
@@ -233,13 +234,13 @@ func (b *bench) cleanup() {
 	// Networks go once their services' tasks are gone; with 0 replicas
 	// that is at once, but a removal refused now is tried again.
 	for attempt := 0; attempt < 30; attempt++ {
-		nets, err := c.NetworkList(ctx, networkListOptions("com.docker.stack.namespace"))
+		nets, err := c.NetworkList(ctx, networkListOptions(labels.Namespace))
 		if err != nil {
 			break
 		}
 		left := 0
 		for _, n := range nets.Items {
-			if mine[n.Labels["com.docker.stack.namespace"]] {
+			if mine[n.Labels[labels.Namespace]] {
 				if _, err := c.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil {
 					left++
 				}
@@ -250,10 +251,10 @@ func (b *bench) cleanup() {
 		}
 		time.Sleep(time.Second)
 	}
-	configs, err := c.ConfigList(ctx, client.ConfigListOptions{Filters: make(client.Filters).Add("label", "io.flotilla.release")})
+	configs, err := c.ConfigList(ctx, client.ConfigListOptions{Filters: make(client.Filters).Add("label", labels.Release)})
 	if err == nil {
 		for _, cf := range configs.Items {
-			if mine[cf.Spec.Labels["io.flotilla.release"]] || mine[cf.Spec.Labels["com.docker.stack.namespace"]] {
+			if mine[cf.Spec.Labels[labels.Release]] || mine[cf.Spec.Labels[labels.Namespace]] {
 				_, _ = c.ConfigRemove(ctx, cf.ID, client.ConfigRemoveOptions{})
 			}
 		}

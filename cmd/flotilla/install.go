@@ -18,6 +18,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/backend"
+	"github.com/flotilla-gitops/flotilla/labels"
 )
 
 // `flotilla install` and `flotilla uninstall` put the controller on a swarm
@@ -411,7 +412,7 @@ func runUninstall(ctx context.Context, out io.Writer, stack string) error {
 	// The lease the controller kept under its id (install sets it to the
 	// stack's name); recognised by the lease package's own label.
 	lease := "flotilla-lease." + stack
-	if cfg, err := c.ConfigInspect(ctx, lease, client.ConfigInspectOptions{}); err == nil && cfg.Config.Spec.Labels[backend.LabelLease] != "" {
+	if cfg, err := c.ConfigInspect(ctx, lease, client.ConfigInspectOptions{}); err == nil && cfg.Config.Spec.Labels[labels.Lease] != "" {
 		if _, err := c.ConfigRemove(ctx, cfg.Config.ID, client.ConfigRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("remove config %s: %w", lease, err)
 		}

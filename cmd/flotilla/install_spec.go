@@ -20,7 +20,7 @@ import (
 // with the stack's name, never a secret of the same name made by hand. The
 // namespace label makes them a stack to `docker stack ls/ps/rm`.
 const (
-	labelInstall   = "io.flotilla.install"
+	labelInstall   = labels.Install
 	labelNamespace = labels.Namespace
 )
 

@@ -49,8 +49,8 @@ const (
 // imported from package backend so backend's own tests can use this package.
 const (
 	namespaceLabel = labels.Namespace
-	releaseLabel   = "io.flotilla.release"
-	recordLabel    = "io.flotilla.record"
+	releaseLabel   = labels.Release
+	recordLabel    = labels.Record
 )
 
 // requireEnv lists the variables that turn a missing swarm into a failure.
