@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -15,16 +16,13 @@ import (
 	"github.com/flotilla-gitops/flotilla/capability"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
+	"github.com/flotilla-gitops/flotilla/events"
+	"github.com/flotilla-gitops/flotilla/fault"
 	"github.com/flotilla-gitops/flotilla/labels"
+	"github.com/flotilla-gitops/flotilla/redact"
 	"github.com/flotilla-gitops/flotilla/rollout"
 	"github.com/flotilla-gitops/flotilla/secretstore"
 	"github.com/flotilla-gitops/flotilla/source"
-
-	"errors"
-
-	"github.com/flotilla-gitops/flotilla/events"
-	"github.com/flotilla-gitops/flotilla/fault"
-	"github.com/flotilla-gitops/flotilla/redact"
 )
 
 // Trigger values recorded with a release.

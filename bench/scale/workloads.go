@@ -10,8 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flotilla-gitops/flotilla/labels"
 	"github.com/moby/moby/client"
+
+	"github.com/flotilla-gitops/flotilla/labels"
 )
 
 const image = "flotilla-test/app:1"
