@@ -61,3 +61,40 @@ type queueFullError struct{}
 
 func (queueFullError) Error() string        { return "too many requests waiting" }
 func (queueFullError) Is(target error) bool { return target == ErrBusy }
+
+// RequestSyncWith queues an explicit sync with options (prune, dry run, a
+// pinned revision).
+func (c *Controller) RequestSyncWith(name string, req SyncRequest) (<-chan Result, error) {
+	req.Rollback = 0
+	return c.enqueue(name, req)
+}
+
+// enqueue queues req for the application's next pass. A request identical
+// to one already waiting joins it and receives the same result; past
+// QueueLimit waiting requests the new one is refused at once. Whatever
+// happens to the application, every waiter is answered: by its pass, or
+// with an error when the application is removed or the controller stops.
+func (c *Controller) enqueue(name string, req SyncRequest) (<-chan Result, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.apps[name]
+	if !ok {
+		return nil, fmt.Errorf("application %q: %w", name, ErrNotFound)
+	}
+	if c.stopped != nil {
+		return nil, fmt.Errorf("application %q: the controller has stopped: %w", name, c.stopped)
+	}
+	done := make(chan Result, 1)
+	for _, q := range a.pending {
+		if q.req == req {
+			q.waiters = append(q.waiters, done)
+			return done, nil
+		}
+	}
+	if len(a.pending) >= c.opts.QueueLimit {
+		return nil, fmt.Errorf("application %q: %d requests already waiting: %w", name, len(a.pending), ErrQueueFull)
+	}
+	a.pending = append(a.pending, &queued{req: req, waiters: []chan Result{done}})
+	c.poke()
+	return done, nil
+}
