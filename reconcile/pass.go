@@ -410,7 +410,8 @@ func (c *Controller) publish(p *pass) {
 
 // converted is a manifest converted for the pass's stack: what it declares,
 // which the pass reads, and the conversion, which the deploy of the same
-// manifest is handed so the backend does not convert the text again.
+// manifest is handed so the backend does not convert the text again (nil
+// when the render came from the render cache, which keeps no conversion).
 type converted struct {
 	conv     *compose.Conversion
 	declared *compose.Stack

@@ -76,7 +76,7 @@ func (c *Controller) renderAt(ctx context.Context, p *pass, rev *source.Revision
 		}
 		if same {
 			p.refs = e.refs
-			return e.rendered, e.converted, nil
+			return e.rendered, converted{declared: e.declared}, nil
 		}
 		res = c.stores.For(ctx, p.app)
 	}
@@ -84,7 +84,7 @@ func (c *Controller) renderAt(ctx context.Context, p *pass, rev *source.Revision
 	if err != nil {
 		return nil, converted{}, err
 	}
-	c.renders.put(p.app.Name, renderEntry{key: key, rendered: r, converted: cv, steady: &steadyMark{}, refs: p.refs}, c.knownApp)
+	c.renders.put(p.app.Name, renderEntry{key: key, rendered: r, declared: cv.declared, steady: &steadyMark{}, refs: p.refs}, c.knownApp)
 	return r, cv, nil
 }
 
