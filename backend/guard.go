@@ -415,14 +415,14 @@ func (g *guardCheck) reservedLabels(field string, labels map[string]string) {
 // service checks one service's labels, network attachments and mounts.
 func (g *guardCheck) service(name string, spec swarm.ServiceSpec) {
 	p := "services." + name
-	labels := spec.Labels
+	stackLabels := spec.Labels
 	if g.isColour(name) {
 		// The pass records a rollout's state on its extra colour, a
 		// name compose refuses to let a stack declare for itself.
-		labels = maps.Clone(labels)
-		maps.DeleteFunc(labels, func(k, _ string) bool { return strings.HasPrefix(k, rollout.LabelPrefix) })
+		stackLabels = maps.Clone(stackLabels)
+		maps.DeleteFunc(stackLabels, func(k, _ string) bool { return strings.HasPrefix(k, rollout.LabelPrefix) })
 	}
-	g.reservedLabels(p+".deploy.labels", labels)
+	g.reservedLabels(p+".deploy.labels", stackLabels)
 	g.nodePolicy(p, spec)
 
 	for _, n := range spec.TaskTemplate.Networks {

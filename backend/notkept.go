@@ -91,17 +91,17 @@ func (b *Backend) RememberNotKept(ctx context.Context, stack string, fields map[
 			errs = append(errs, fmt.Errorf("remove %s: %w", c.Spec.Name, err))
 		}
 	}
-	labels := withEpochLabel(map[string]string{labels.NotKept: stack, labels.NotKeptFields: data}, epoch)
+	stamp := withEpochLabel(map[string]string{labels.NotKept: stack, labels.NotKeptFields: data}, epoch)
 	switch {
 	case data == "" || same:
 	case current != nil:
 		spec := current.Spec
-		spec.Labels = labels
+		spec.Labels = stamp
 		if _, err := b.api.ConfigUpdate(ctx, current.ID, client.ConfigUpdateOptions{Version: current.Version, Spec: spec}); err != nil {
 			errs = append(errs, fmt.Errorf("update %s: %w", current.Spec.Name, err))
 		}
 	default:
-		spec := swarm.ConfigSpec{Annotations: swarm.Annotations{Name: notKeptName(stack), Labels: labels}, Data: []byte(notKeptData)}
+		spec := swarm.ConfigSpec{Annotations: swarm.Annotations{Name: notKeptName(stack), Labels: stamp}, Data: []byte(notKeptData)}
 		if _, err := b.api.ConfigCreate(ctx, client.ConfigCreateOptions{Spec: spec}); err != nil {
 			errs = append(errs, fmt.Errorf("create %s: %w", spec.Name, err))
 		}

@@ -88,8 +88,9 @@ func TestAStopClosesStoppingBeforeAnyPassOrQueuedSyncIsAnswered(t *testing.T) {
 	stop(errors.New("terminated signal received"))
 
 	res := <-queued
+	stopped := <-stopping // the handler was built before any pass began
 	select {
-	case <-<-stopping:
+	case <-stopped:
 	default:
 		t.Fatal("the queued sync was answered before Stopping closed; the API would answer it 200 Failed instead of 503")
 	}
