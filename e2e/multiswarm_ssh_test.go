@@ -17,6 +17,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 	"github.com/flotilla-gitops/flotilla/swarms"
+	"github.com/moby/moby/client"
 )
 
 // sshToLocal runs an sshd of the test's own on a loopback port that lets
@@ -141,7 +142,15 @@ func TestASwarmReachedOverSSHThroughDockersConnectionHelperIsDeployedTo(t *testi
 
 	m := &multi{t: t, id: "e2e-" + swarmtest.Name(t, "ms"), reg: reg, repos: map[string]*gittest.Repo{}, cache: t.TempDir()}
 	stack := swarmtest.Name(t, "ms")
-	swarmtest.Cleanup(t, stack) // the "remote" swarm is the local one
+	// The ssh session's docker speaks to the daemon at its default socket:
+	// the suite's daemon on Debian's stage, Debian's beside the current
+	// engine's stage. Clean up there, or the stack outlives the test.
+	remote, err := client.New(client.WithHost(client.DefaultDockerHost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = remote.Close() })
+	swarmtest.CleanupOn(t, remote, stack)
 	m.add("s-"+stack, "lab", stack, time.Minute)
 	ctl := m.controller()
 	r := ctl.RunOnce(context.Background())[0]

@@ -243,7 +243,13 @@ func Name(t testing.TB, prefix string) string {
 // hide a test's own failure.
 func Cleanup(t testing.TB, stack string) {
 	t.Helper()
-	c := Client(t)
+	CleanupOn(t, Client(t), stack)
+}
+
+// CleanupOn is Cleanup on the daemon c speaks to, for a test that deploys
+// to one the suite's client does not (a swarm reached over ssh).
+func CleanupOn(t testing.TB, c *client.Client, stack string) {
+	t.Helper()
 	t.Cleanup(func() {
 		// Generous: on a loaded machine a removed service's tasks take
 		// long to go, and the networks wait for them (one stress run took
