@@ -321,16 +321,20 @@ func TestGuard_theControllersOwnStackMayMountItsSecretsAndNoOtherMay(t *testing.
 	ctx := context.Background()
 	b := newBackend(t)
 	self, other := swarmtest.Name(t, "gself"), swarmtest.Name(t, "gother")
-	swarmtest.Cleanup(t, self)
-	swarmtest.Cleanup(t, other)
 	ctlSecret := self + "-tokens"
 	sec, err := swarmtest.Client(t).SecretCreate(ctx, client.SecretCreateOptions{Spec: swarm.SecretSpec{Annotations: swarm.Annotations{Name: ctlSecret}, Data: []byte("t")}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Registered before the stacks' cleanups so it runs after them: the
+	// daemon refuses to remove a secret a service still mounts.
 	t.Cleanup(func() {
-		_, _ = swarmtest.Client(t).SecretRemove(context.Background(), sec.ID, client.SecretRemoveOptions{})
+		if _, err := swarmtest.Client(t).SecretRemove(context.Background(), sec.ID, client.SecretRemoveOptions{}); err != nil {
+			t.Errorf("remove secret %s: %v", ctlSecret, err)
+		}
 	})
+	swarmtest.Cleanup(t, self)
+	swarmtest.Cleanup(t, other)
 	running := b.WithSelf(Self{ServiceID: "not-a-service", Stack: self, Secrets: []string{ctlSecret}})
 	g := running.WithForbiddenSecrets(running.self.Forbidden()).(*Backend).
 		WithAllowedReferences(application.Allow{Secrets: []string{ctlSecret}})

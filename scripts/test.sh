@@ -151,6 +151,15 @@ engine_rc=0
 bash scripts/engine-up.sh down
 [ "$engine_rc" -eq 0 ] || exit "$engine_rc"
 
+# Every test removes what it made; what is still on Debian's daemon after both
+# stages is a cleanup that missed (the ssh swarm test and the not-kept memory
+# did once). Reported by name, not yet failed on: a developer's own stacks
+# may share the daemon.
+step "objects left on Debian's daemon after the suites"
+left=$( { docker service ls --format 'service {{.Name}}'; docker config ls --format 'config {{.Name}}'
+  docker secret ls --format 'secret {{.Name}}'; } 2>&1 || true )
+if [ -n "$left" ]; then printf '%s\n' "$left" | sed 's/^/    left: /'; else echo "none"; fi
+
 # Under -race the render child's address-space limit fails inside the race
 # detector's allocator, so its memory test is skipped there; run it here.
 step "renderbox without the race detector (the child's memory limit)"

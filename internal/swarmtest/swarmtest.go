@@ -262,8 +262,9 @@ func CleanupOn(t testing.TB, c *client.Client, stack string) {
 	})
 }
 
-// RemoveAll deletes every object of stack, release records included, and
-// waits for its tasks to go so its networks can be removed.
+// RemoveAll deletes every object of stack, release records and the
+// not-kept memory included, and waits for its tasks to go so its networks
+// can be removed.
 func RemoveAll(ctx context.Context, c *client.Client, stack string) error {
 	ns := make(client.Filters).Add("label", namespaceLabel+"="+stack)
 	var errs []error
@@ -302,7 +303,8 @@ func RemoveAll(ctx context.Context, c *client.Client, stack string) error {
 	}
 
 	records := make(client.Filters).Add("label", recordLabel).Add("label", releaseLabel+"="+stack)
-	for _, f := range []client.Filters{ns, records} {
+	notKept := make(client.Filters).Add("label", labels.NotKept+"="+stack)
+	for _, f := range []client.Filters{ns, records, notKept} {
 		configs, err := c.ConfigList(ctx, client.ConfigListOptions{Filters: f})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("list configs: %w", err))
