@@ -51,6 +51,7 @@ const (
 	namespaceLabel = labels.Namespace
 	releaseLabel   = labels.Release
 	recordLabel    = labels.Record
+	notKeptLabel   = labels.NotKept
 )
 
 // requireEnv lists the variables that turn a missing swarm into a failure.
@@ -303,7 +304,7 @@ func RemoveAll(ctx context.Context, c *client.Client, stack string) error {
 	}
 
 	records := make(client.Filters).Add("label", recordLabel).Add("label", releaseLabel+"="+stack)
-	notKept := make(client.Filters).Add("label", labels.NotKept+"="+stack)
+	notKept := make(client.Filters).Add("label", notKeptLabel+"="+stack)
 	for _, f := range []client.Filters{ns, records, notKept} {
 		configs, err := c.ConfigList(ctx, client.ConfigListOptions{Filters: f})
 		if err != nil {
