@@ -150,6 +150,25 @@ type Preview struct {
 	// Allow is the allow list of every preview application; the template's
 	// allow is never used for previews. Default: nothing.
 	Allow Allow `yaml:"allow,omitempty"`
+	// SOPS is the key previews decrypt SOPS files with. Default: none, so
+	// a preview decrypts nothing: neither its project's key nor the
+	// controller's opens a file for code a pull request chose, since that
+	// code could mount the plaintext and send it anywhere. Give previews a
+	// key of their own, with files encrypted to it for that purpose.
+	SOPS *SOPS `yaml:"sops,omitempty"`
+	// SecretStores are the store entries previews may read. Default: none;
+	// the grants of secretStores[] by application name or project never
+	// reach a preview, whatever its name or project.
+	SecretStores []PreviewStoreGrant `yaml:"secretStores,omitempty"`
+}
+
+// PreviewStoreGrant lets a set's previews read some paths of one store.
+type PreviewStoreGrant struct {
+	// Store is the name of one of the file's secretStores. Required.
+	Store string `yaml:"store"`
+	// Paths are path.Match globs of the entry paths granted, as in
+	// secretStores[].grants[].paths. Required: at least one.
+	Paths []string `yaml:"paths"`
 }
 
 // MatrixGenerator combines two generators.
@@ -188,6 +207,10 @@ var TemplateFuncs = template.FuncMap{
 }
 
 func (c *checker) applicationSets(f *File) {
+	stores := map[string]*SecretStore{}
+	for i := range f.SecretStores {
+		stores[f.SecretStores[i].Name] = &f.SecretStores[i]
+	}
 	names := map[string]int{}
 	for i := range f.ApplicationSets {
 		s := &f.ApplicationSets[i]
@@ -211,6 +234,10 @@ func (c *checker) applicationSets(f *File) {
 		}
 		if s.Preview != nil {
 			c.allow("", p+".preview.allow", &s.Preview.Allow)
+			c.previewSecrets(p+".preview", s.Preview, stores)
+		}
+		if s.MakesPreviews() && s.Template.SOPS != nil {
+			c.report("", p+".template.sops", ErrInvalid, "a preview set's template cannot name a SOPS key: pull requests are untrusted, so previews decrypt only with the key the set grants under preview.sops")
 		}
 		if s.MakesPreviews() && previewRepo(s.Generators, s.Template.Source.RepoURL) && s.Template.Source.Revision != "{{.sha}}" {
 			c.report("", p+".template.source.revision", ErrInvalid, "a preview of the pull request's own repository must be at revision \"{{.sha}}\", the head commit the forge reports and the expansion fetched, not %q, which can move after the check", s.Template.Source.Revision)

@@ -99,6 +99,12 @@ func Defaults(f *File) {
 			a.Project = &ProjectTerms{Name: pr.Name, SourceRepos: pr.SourceRepos, SOPS: pr.SOPS}
 			project = pr.Name
 		}
-		a.SecretStores = grantedStores(f.SecretStores, a.Name, project)
+		if a.IsPreview() {
+			// A pull request chose the preview's name and code: the
+			// grants by name or project are not for it.
+			a.SecretStores = previewGrants(f, a.Generated)
+		} else {
+			a.SecretStores = grantedStores(f.SecretStores, a.Name, project)
+		}
 	}
 }

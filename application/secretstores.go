@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -189,20 +190,67 @@ func (c *checker) secretStores(ss []SecretStore, projects map[string]bool) {
 					c.report("", gp+".projects["+strconv.Itoa(k)+"]", ErrInvalid, "no project %q in this file", pr)
 				}
 			}
-			if len(g.Paths) == 0 {
-				c.report("", gp+".paths", ErrRequired, "required: globs of the entry paths granted, such as %s", pathExample(s))
+			c.grantPaths(gp+".paths", s, g.Paths)
+		}
+	}
+}
+
+// grantPaths checks the path globs a grant of store s gives, at field p.
+func (c *checker) grantPaths(p string, s *SecretStore, globs []string) {
+	if len(globs) == 0 {
+		c.report("", p, ErrRequired, "required: globs of the entry paths granted, such as %s", pathExample(s))
+	}
+	for k, gl := range globs {
+		f := p + "[" + strconv.Itoa(k) + "]"
+		if _, err := path.Match(gl, ""); err != nil {
+			c.report("", f, ErrInvalid, "%q is not a glob", gl)
+		} else if s.Vault != nil && s.Vault.Mount != "" && !strings.HasPrefix(gl, strings.Trim(s.Vault.Mount, "/")+"/") {
+			c.report("", f, ErrInvalid, "%q is not under the store's mount %q", gl, s.Vault.Mount)
+		} else if s.OnePassword != nil && !strings.Contains(strings.Trim(gl, "/"), "/") {
+			c.report("", f, ErrInvalid, "%q names no item: 1Password paths are <vault>/<item>, such as shop/*", gl)
+		}
+	}
+}
+
+// previewSecrets checks what a set grants its previews to decrypt and
+// read (p is the set's preview field); stores are the file's, by name.
+func (c *checker) previewSecrets(p string, pv *Preview, stores map[string]*SecretStore) {
+	c.sops("", p, pv.SOPS)
+	for i, g := range pv.SecretStores {
+		gp := p + ".secretStores[" + strconv.Itoa(i) + "]"
+		s, ok := stores[g.Store]
+		if !ok {
+			c.report("", gp+".store", ErrInvalid, "no store %q in this file's secretStores", g.Store)
+			continue
+		}
+		c.grantPaths(gp+".paths", s, g.Paths)
+	}
+}
+
+// previewGrants are the stores and paths a preview that g describes may
+// read: only what its set's preview block grants.
+func previewGrants(f *File, g *Generated) []StoreGrant {
+	if g.Index < 0 || g.Index >= len(f.ApplicationSets) || f.ApplicationSets[g.Index].Name != g.Set {
+		return nil
+	}
+	pv := f.ApplicationSets[g.Index].Preview
+	if pv == nil {
+		return nil
+	}
+	var out []StoreGrant
+	for _, pg := range pv.SecretStores {
+		for _, s := range f.SecretStores {
+			if s.Name != pg.Store {
+				continue
 			}
-			for k, gl := range g.Paths {
-				if _, err := path.Match(gl, ""); err != nil {
-					c.report("", gp+".paths["+strconv.Itoa(k)+"]", ErrInvalid, "%q is not a glob", gl)
-				} else if s.Vault != nil && s.Vault.Mount != "" && !strings.HasPrefix(gl, strings.Trim(s.Vault.Mount, "/")+"/") {
-					c.report("", gp+".paths["+strconv.Itoa(k)+"]", ErrInvalid, "%q is not under the store's mount %q", gl, s.Vault.Mount)
-				} else if s.OnePassword != nil && !strings.Contains(strings.Trim(gl, "/"), "/") {
-					c.report("", gp+".paths["+strconv.Itoa(k)+"]", ErrInvalid, "%q names no item: 1Password paths are <vault>/<item>, such as shop/*", gl)
-				}
+			if i := slices.IndexFunc(out, func(o StoreGrant) bool { return o.Store.Name == s.Name }); i >= 0 {
+				out[i].Paths = append(out[i].Paths, pg.Paths...)
+			} else {
+				out = append(out, StoreGrant{Store: s, Paths: slices.Clone(pg.Paths)})
 			}
 		}
 	}
+	return out
 }
 
 // pathExample is a grant glob of the store's kind, for messages.

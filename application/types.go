@@ -146,15 +146,33 @@ type ProjectTerms struct {
 // field that names it for errors: its own, else its project's; nil means
 // the controller's --sops-age-key-file. An own or project key replaces the
 // controller's, so a team's files open only for the applications given its
-// key.
+// key. A pull-request preview has only its own (its set's preview.sops),
+// and nil means none at all: see DecryptsWithControllerKey.
 func (a *Application) SOPSKey() (key *SOPS, field string) {
 	if a.SOPS != nil {
 		return a.SOPS, "sops.ageKeyFile"
+	}
+	if a.IsPreview() {
+		return nil, ""
 	}
 	if a.Project != nil && a.Project.SOPS != nil {
 		return a.Project.SOPS, "project " + a.Project.Name + " sops.ageKeyFile"
 	}
 	return nil, ""
+}
+
+// IsPreview reports whether a pull-request generator made the application:
+// its code is whatever the pull request holds, so it gets only what its set
+// grants previews (allow list, SOPS key, store entries), never what its
+// name, project or template would give another application.
+func (a *Application) IsPreview() bool { return a.Generated != nil && a.Generated.Preview }
+
+// DecryptsWithControllerKey reports whether the application's SOPS files
+// are opened with the controller's --sops-age-key-file: it has no key of
+// its own or of its project, and it is not a preview.
+func (a *Application) DecryptsWithControllerKey() bool {
+	k, _ := a.SOPSKey()
+	return k == nil && !a.IsPreview()
 }
 
 // AllowsRepo reports whether the project admits the repository URL u:

@@ -172,10 +172,13 @@ func (e *Expander) expandSet(ctx context.Context, s *application.ApplicationSet,
 		names[a.Name] = i
 		if preview {
 			// A preview runs a pull request's code: it never inherits
-			// the template's allow list, only what the set grants.
+			// the template's allow list or key, only what the set grants
+			// (its store entries come from the same block: Defaults).
 			a.Allow = application.Allow{}
+			a.SOPS = nil
 			if s.Preview != nil {
 				a.Allow = s.Preview.Allow
+				a.SOPS = s.Preview.SOPS
 			}
 			previewFeedback(&a, s, ps)
 		}

@@ -177,6 +177,9 @@ func TestAPreviewNeverInheritsTheTemplatesAllowOnlyTheSetsGrant(t *testing.T) {
 	srv.Set(forgetest.PR{Number: 4, HeadSHA: head, HeadRepo: "shop/web"})
 	f := parse(t, strings.NewReplacer("REPO", repo.dir, "API", srv.GiteaAPI()).Replace(previewSet))
 	f.ApplicationSets[0].Template.Allow = application.Allow{HostPaths: []string{"/srv"}, Capabilities: []string{"SYS_ADMIN"}, Networks: []string{"prod"}}
+	// Validation refuses a preview template's key; the expander drops one
+	// anyway, as it does the allow list.
+	f.ApplicationSets[0].Template.SOPS = &application.SOPS{AgeKeyFile: "/run/secrets/shop-age-key"}
 	e := New(Options{Refs: newFetcher(t)})
 	apps, err := e.Expand(context.Background(), f)
 	if err != nil || len(apps) != 1 {
@@ -185,13 +188,22 @@ func TestAPreviewNeverInheritsTheTemplatesAllowOnlyTheSetsGrant(t *testing.T) {
 	if a := apps[0].Allow; len(a.HostPaths)+len(a.Capabilities)+len(a.Networks) != 0 {
 		t.Fatalf("the preview inherited the template's allow: %+v", a)
 	}
-	f.ApplicationSets[0].Preview = &application.Preview{Allow: application.Allow{Networks: []string{"preview-net"}}}
+	if apps[0].SOPS != nil || !apps[0].IsPreview() || apps[0].DecryptsWithControllerKey() {
+		t.Fatalf("the preview may decrypt with %+v (controller's key: %v), want no key", apps[0].SOPS, apps[0].DecryptsWithControllerKey())
+	}
+	f.ApplicationSets[0].Preview = &application.Preview{
+		Allow: application.Allow{Networks: []string{"preview-net"}},
+		SOPS:  &application.SOPS{AgeKeyFile: "/run/secrets/preview-age-key"},
+	}
 	apps, err = e.Expand(context.Background(), f)
 	if err != nil || len(apps) != 1 {
 		t.Fatalf("%v %v", names(apps), err)
 	}
 	if a := apps[0].Allow; !slices.Equal(a.Networks, []string{"preview-net"}) || len(a.HostPaths) != 0 {
 		t.Fatalf("preview allow %+v, want only the set's grant", a)
+	}
+	if k, _ := apps[0].SOPSKey(); k == nil || k.AgeKeyFile != "/run/secrets/preview-age-key" {
+		t.Fatalf("preview key %+v, want the set's preview.sops", k)
 	}
 }
 

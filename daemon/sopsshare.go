@@ -18,7 +18,7 @@ const noProject = "(no project)"
 func sharedSOPSKey(apps []application.Application) []string {
 	var out []string
 	for _, a := range apps {
-		if k, _ := a.SOPSKey(); k != nil {
+		if !a.DecryptsWithControllerKey() {
 			continue
 		}
 		name := noProject

@@ -2,8 +2,10 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/secretstore"
 	"github.com/flotilla-gitops/flotilla/sopsage"
@@ -40,11 +42,16 @@ func (c *Controller) render(ctx context.Context, p *pass) error {
 // files: its own key, else its project's, else the controller's. An own or
 // project key replaces the controller's, so a repository cannot have
 // another team's files decrypted by copying them in: they are encrypted to
-// a key this application is not given. The file is read every pass, so a
-// rotated key is picked up.
+// a key this application is not given. A pull-request preview has only the
+// key its set grants previews, and without one none (nil): a pull request
+// could otherwise mount its base's secrets into code of its own. The file
+// is read every pass, so a rotated key is picked up.
 func (c *Controller) identities(p *pass) (*sopsage.Identities, error) {
 	k, field := p.app.SOPSKey()
 	if k == nil {
+		if p.app.IsPreview() {
+			return nil, nil
+		}
 		return c.opts.SOPS, nil
 	}
 	ids, err := sopsage.ReadIdentityFile(k.AgeKeyFile)
@@ -106,7 +113,7 @@ func (c *Controller) renderWith(ctx context.Context, p *pass, rev *source.Revisi
 		if storeFailure(err) {
 			return nil, converted{}, secretFailed(err)
 		}
-		return nil, converted{}, stalled("render", partialHint(err, rev))
+		return nil, converted{}, stalled("render", previewHint(&p.app, partialHint(err, rev)))
 	}
 	p.refs = res.Used()
 	cv, err := p.convert(ctx, r.Manifest)
@@ -123,4 +130,13 @@ func partialHint(err error, rev *source.Revision) error {
 		return err
 	}
 	return fmt.Errorf("%w (the repository's tree is over the git tree budget, so only %s was written: files outside it are absent)", err, rev.Partial)
+}
+
+// previewHint says, when a pull-request preview meets a SOPS file it has no
+// key for, that this is by design and where the key would come from.
+func previewHint(a *application.Application, err error) error {
+	if !a.IsPreview() || !errors.Is(err, sopsage.ErrNoIdentity) {
+		return err
+	}
+	return fmt.Errorf("%w (a pull-request preview decrypts only with the key its set grants under applicationSets[%d].preview.sops)", err, a.Generated.Index)
 }
