@@ -386,8 +386,8 @@ type RolloutStatus struct {
 	Strategy string `json:"strategy"`
 	// Revision identifies the definition being rolled out.
 	Revision string `json:"revision,omitempty"`
-	// Phase is Progressing, Previewing, Switched, Promoting, Completed or
-	// Aborted; empty when nothing was ever rolled out.
+	// Phase is Progressing, Previewing, Switched, Promoting, Completed,
+	// Aborted or Superseded; empty when nothing was ever rolled out.
 	Phase string `json:"phase,omitempty"`
 	Step  int    `json:"step"`
 	// Steps are a canary's declared step weights, in percent, in order:

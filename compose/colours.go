@@ -24,6 +24,11 @@ type Colour struct {
 	// StableFrom is a manifest whose definition of Service the stable
 	// service keeps; empty to keep the manifest's own (the new one).
 	StableFrom string
+	// ColourFrom is a manifest whose definition of Name the extra colour
+	// keeps (the record it was deployed with), so that a colour draining
+	// the traffic of a replaced revision keeps running that revision;
+	// empty to give it the manifest's definition of Service (the new one).
+	ColourFrom string
 	// Replicas is the extra colour's replica count.
 	Replicas int
 	// Alias, when set, is a name the extra colour also answers to on each
@@ -57,15 +62,23 @@ func WithColours(manifest string, colours []Colour) (string, error) {
 			return "", fmt.Errorf("colours: service %s already declared", c.Name)
 		}
 		extra := cloneService(cfg.Services[i])
+		if c.ColourFrom != "" {
+			// The recorded colour is already a colour: no ports, its
+			// alias, if any, given when it was made.
+			kept, err := keepDefinition(out, c.Name, c.ColourFrom)
+			if err != nil {
+				return "", err
+			}
+			extra = cloneService(kept)
+		} else if c.Alias != "" {
+			extra.Networks = aliased(extra.Networks, c.Alias)
+		}
 		extra.Name = c.Name
 		extra.Extras = nil
 		// Published ports belong to the stable service (two services
 		// cannot publish one port); the colour is reached through the
 		// router, or, without one, through Alias.
 		extra.Ports = nil
-		if c.Alias != "" {
-			extra.Networks = aliased(extra.Networks, c.Alias)
-		}
 		n := uint64(max(c.Replicas, 0))
 		extra.Deploy.Replicas = &n
 		labels := maps.Clone(extra.Deploy.Labels)
@@ -88,17 +101,29 @@ func WithColours(manifest string, colours []Colour) (string, error) {
 // keepStable sets service i of out to service's definition in from,
 // keeping out's x-flotilla field, and copies what it uses that out lacks.
 func keepStable(out *manifestOut, i int, service, from string) error {
+	old, err := keepDefinition(out, service, from)
+	if err != nil {
+		return err
+	}
+	old.Extras = out.Compose.Services[i].Extras
+	out.Compose.Services[i] = old
+	return nil
+}
+
+// keepDefinition returns service's definition in the manifest from, with
+// the networks, volumes, configs and secrets it uses that out does not
+// declare copied into out, so that the old definition still deploys.
+func keepDefinition(out *manifestOut, service, from string) (composetypes.ServiceConfig, error) {
 	fm, fcfg, err := decodeManifest(from)
 	if err != nil {
-		return fmt.Errorf("colours: stable definition of %s: %w", service, err)
+		return composetypes.ServiceConfig{}, fmt.Errorf("colours: kept definition of %s: %w", service, err)
 	}
 	j := slices.IndexFunc(fcfg.Services, func(s composetypes.ServiceConfig) bool { return s.Name == service })
 	if j < 0 {
-		return fmt.Errorf("colours: the stable manifest has no service %s", service)
+		return composetypes.ServiceConfig{}, fmt.Errorf("colours: the recorded manifest has no service %s", service)
 	}
 	cfg := out.Compose
 	old := fcfg.Services[j]
-	old.Extras = cfg.Services[i].Extras
 	old.Configs, old.Secrets = slices.Clone(old.Configs), slices.Clone(old.Secrets)
 	for n := range old.Networks {
 		if _, ok := cfg.Networks[n]; !ok {
@@ -145,8 +170,7 @@ func keepStable(out *manifestOut, i int, service, from string) error {
 			}
 		}
 	}
-	cfg.Services[i] = old
-	return nil
+	return old, nil
 }
 
 // stableKey is the key under which the stable definition's config or

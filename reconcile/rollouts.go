@@ -227,6 +227,14 @@ func (c *Controller) rolloutOf(ctx context.Context, p *pass, svc string, spec ro
 	case d.State.Phase != rollout.Promoting && d.State.Phase != rollout.Completed:
 		colour.StableFrom = p.latest.Manifest
 	}
+	if d.Err == nil && d.State.Revision != revision && colour.Replicas > 0 {
+		// The colour drains a replaced revision's traffic: it keeps the
+		// definition it was deployed with until it stops, and the new
+		// one starts after (rollout.Superseded).
+		if _, kept, err := compose.ServiceDigest(p.latest.Manifest, name); err == nil && kept {
+			colour.ColourFrom = p.latest.Manifest
+		}
+	}
 	rs := application.RolloutStatus{
 		Service: svc, Colour: name, Strategy: string(spec.Strategy), Revision: d.State.Revision,
 		Phase: string(d.State.Phase), Step: d.State.Step, Weight: d.Weights.Canary, Replicas: colour.Replicas,

@@ -421,6 +421,66 @@ func TestABlueGreenReleasePreviewsSwitchesAndPromotes(t *testing.T) {
 	}
 }
 
+// A commit that supersedes a switched blue/green release through a router
+// takes all traffic back to stable at once, but the preview keeps running
+// the replaced revision, at full size, until the router has polled that:
+// re-specifying it in the same pass would hand the router's in-flight
+// requests to stopping tasks or to the new, unverified revision. Only then
+// does the new revision take the preview, from the start.
+func TestASupersededColourDrainsOnItsOwnRevisionBeforeTheNewOneStarts(t *testing.T) {
+	b, f, c, clk := canaryOnMinimal(t)
+	f.commit(t, map[string]string{"docker-compose.yml": blueGreenCompose("1")})
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": blueGreenCompose("2")})
+	reconcileOK(t, c)
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+	clk.add(time.Minute + time.Second)
+	reconcileOK(t, c)
+	preview := func() (rollout.State, string, string, uint64) {
+		t.Helper()
+		web, _ := liveService(t, b, "web")
+		p, ok := liveService(t, b, "web-preview")
+		if !ok {
+			t.Fatal("no preview")
+		}
+		st, err := rollout.StateFromLabels(p.Labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, web.Image, p.Image, p.Desired
+	}
+	if st, _, _, _ := preview(); st.Phase != rollout.Switched || st.Weight != 100 {
+		t.Fatalf("before the new commit: %+v, want all traffic switched to the preview", st)
+	}
+
+	f.commit(t, map[string]string{"docker-compose.yml": blueGreenCompose("3")})
+	reconcileOK(t, c)
+	st, web, img, n := preview()
+	if st.Phase != rollout.Superseded || st.Weight != 0 || web != "example/web:1" || img != "example/web:2" || n != 3 ||
+		!st.ScaleDownAt.Equal(clk.Now().Add(rollout.DefaultScaleDownDelay)) {
+		t.Fatalf("superseded: %+v web %s preview %s x%d; want traffic on stable web:1 and the preview still web:2 x3 until the scale-down", st, web, img, n)
+	}
+	if r, _ := c.RolloutRoutes(); len(r) != 1 || r[0].Weights != (rollout.Weights{Stable: 100}) {
+		t.Fatalf("routes after the supersede: %+v, want all on stable", r)
+	}
+	clk.add(10 * time.Second)
+	reconcileOK(t, c)
+	if st, _, img, n = preview(); st.Phase != rollout.Superseded || img != "example/web:2" || n != 3 {
+		t.Fatalf("during the drain: %+v preview %s x%d, want web:2 x3 kept", st, img, n)
+	}
+
+	clk.add(rollout.DefaultScaleDownDelay)
+	reconcileOK(t, c)
+	st, web, img, n = preview()
+	if st.Phase != rollout.Previewing || st.Weight != 0 || !st.StepStarted.IsZero() || web != "example/web:1" || img != "example/web:3" || n != 3 {
+		t.Fatalf("after the drain: %+v web %s preview %s x%d; want the new revision previewing with no traffic", st, web, img, n)
+	}
+	if r, _ := c.RolloutRoutes(); len(r) != 1 || r[0].Weights != (rollout.Weights{Stable: 100}) {
+		t.Fatalf("routes when the new revision starts: %+v, want all on stable", r)
+	}
+}
+
 // TestTheLoopRunsARolloutAtItsNextCheckNotAtTheInterval runs the loop on the
 // real clock with an interval of an hour: only the rollout's own next
 // checks (readiness polls, one-second pauses) can carry it to the end.

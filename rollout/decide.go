@@ -59,9 +59,14 @@ const (
 	// to zero: the rollout failed or was stopped.
 	ActionAbort Action = "abort"
 	// ActionRestart is ActionStart for a revision that superseded an
-	// unfinished rollout: traffic goes back to stable first, then the
-	// extra colour takes the new spec and starts from the first step.
+	// unfinished rollout: the extra colour takes the new spec and starts
+	// from the first step.
 	ActionRestart Action = "restart"
+	// ActionSupersede sends all traffic to stable for a revision that
+	// replaced a rollout whose colour had some: the colour keeps the
+	// replaced revision's spec and tasks until State.ScaleDownAt, and the
+	// new revision restarts after (Superseded).
+	ActionSupersede Action = "supersede"
 )
 
 // ReadyPoll is how soon to look again while waiting for a colour to become
@@ -161,12 +166,20 @@ type decider struct {
 func (d decider) decide(st State) Decision {
 	nothingToDo := d.in.StableRevision != "" && d.in.StableRevision == d.in.Revision
 	if st.Revision != d.in.Revision {
+		// The colour runs st's revision. While a router may still send
+		// it requests, it keeps that spec and its tasks: the new
+		// revision takes the colour only once it has drained.
+		unfinished := st.Phase.active() || st.Phase == Superseded
 		switch {
-		case nothingToDo && st.Phase.active():
+		case st.Phase.active() && st.Weight > 0 && d.spec.ScaleDownDelay > 0:
+			return d.supersede(st)
+		case d.draining(st):
+			return d.drain(st, fmt.Sprintf("a new revision replaced %s; its colour, with no traffic, stops at %s, once the router has let go of it, and the new revision starts then", st.Revision, st.ScaleDownAt.Format(time.RFC3339)))
+		case nothingToDo && unfinished:
 			return d.finalize(st, "the stable service already runs this revision: rollout of "+st.Revision+" ended, all traffic on stable")
 		case nothingToDo:
 			return d.hold(st, "the stable service already runs this revision: nothing to roll out")
-		case st.Phase.active():
+		case unfinished:
 			return d.start(st, ActionRestart, "a new revision superseded the unfinished rollout of "+st.Revision+": traffic back on stable, starting again from the first step")
 		}
 		return d.start(State{}, ActionStart, "")
@@ -374,7 +387,7 @@ func (d decider) replicas(st State) int {
 			return Replicas(full, d.spec.Steps[st.Step].Weight)
 		}
 		return full
-	case Completed, Aborted:
+	case Completed, Aborted, Superseded:
 		if d.draining(st) {
 			// Traffic has left the colour; its tasks stay until the
 			// router has polled that.
@@ -448,6 +461,19 @@ func (d decider) finalize(st State, reason string) Decision {
 	}
 	st = State{Revision: d.in.Revision, Phase: Completed, Step: step, ScaleDownAt: scaleDown}
 	return d.decision(st, ActionFinalize, st.ScaleDownAt, reason)
+}
+
+// supersede takes all traffic from a colour that a new revision replaced,
+// keeping its spec and tasks until the router has polled that (see
+// Superseded).
+func (d decider) supersede(st State) Decision {
+	st.ScaleDownAt = d.scaleDownAt(st)
+	st.Phase, st.Weight = Superseded, 0
+	st.StepStarted, st.Verdict, st.Failures, st.AnalysedAt = time.Time{}, "", 0, time.Time{}
+	st.Reason, st.Metric, st.Values = "", "", ""
+	reason := fmt.Sprintf("a new revision superseded the unfinished rollout of %s: all traffic back on stable; its colour, with no traffic, stops at %s, and the new revision starts from the first step then",
+		st.Revision, st.ScaleDownAt.Format(time.RFC3339))
+	return d.decision(st, ActionSupersede, st.ScaleDownAt, reason)
 }
 
 func (d decider) abort(st State, reason, metric, values string) Decision {

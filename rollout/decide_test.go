@@ -231,6 +231,9 @@ func TestDecide_scaleDownDelay(t *testing.T) {
 	drainingAt := func(st State, at time.Duration) State { st.ScaleDownAt = t0.Add(at); return st }
 	done := State{Revision: "r2", Phase: Completed, Step: 1}
 	abortedR2 := State{Revision: "r2", Phase: Aborted, Step: 1, Reason: "analysis failed", Metric: "error ratio", Values: "0.31 > 0.05"}
+	supersededR2 := State{Revision: "r2", Phase: Superseded, Step: 1}
+	pausedR2 := supersededR2
+	pausedR2.Paused = true
 	cases := []struct {
 		name    string
 		spec    Spec
@@ -255,7 +258,26 @@ func TestDecide_scaleDownDelay(t *testing.T) {
 			want{ActionAbort, Aborted, 0, 0, 0, -1, false, false, "operator"}, -1},
 		{"blue/green: back to the updated stable, the preview drains", bg, State{Revision: "r2", Phase: Promoting, Weight: 100, StepStarted: t0}, at(12 * m).stableReady().colour(10),
 			want{ActionFinalize, Completed, 0, 0, 10, 12*m + 30*time.Second, false, false, "all traffic on stable"}, 12*m + 30*time.Second},
-		{"git back to stable: no drain for a colour about to take another spec", c, serving(c, 1, 0), at(m).rev("r1").ready().colour(5),
+		// A new revision (or git back to stable) while the colour has
+		// traffic: the traffic goes back at once, the colour keeps r2's
+		// spec and tasks for the delay, and only then takes the new one.
+		{"a new revision mid-step: traffic back, the colour drains on r2", c, serving(c, 1, 0), at(m).rev("r3").ready().colour(5),
+			want{ActionSupersede, Superseded, 1, 0, 5, m + 30*time.Second, false, false, "superseded the unfinished rollout of r2"}, m + 30*time.Second},
+		{"during the drain the new revision waits", c, drainingAt(supersededR2, m+30*time.Second), at(m + 10*time.Second).rev("r3").colour(5),
+			want{ActionHold, Superseded, 1, 0, 5, m + 30*time.Second, false, false, "the new revision starts then"}, m + 30*time.Second},
+		{"after the drain the new revision starts from the first step", c, drainingAt(supersededR2, m+30*time.Second), at(2 * m).rev("r3").colour(5),
+			want{ActionRestart, Progressing, 0, 0, 1, 2*m + ReadyPoll, false, false, "starting again from the first step"}, -1},
+		{"an operator's pause outlives the drain", c, drainingAt(pausedR2, m+30*time.Second), at(2 * m).rev("r3").colour(5),
+			want{ActionRestart, Progressing, 0, 0, 1, 2*m + ReadyPoll, true, false, "starting again"}, -1},
+		{"blue/green switched: traffic back on stable, the preview drains on r2", bg, State{Revision: "r2", Phase: Switched, Weight: 100, StepStarted: t0}, at(m).rev("r3").colour(10),
+			want{ActionSupersede, Superseded, 0, 0, 10, m + 30*time.Second, false, false, "all traffic back on stable"}, m + 30*time.Second},
+		{"a completed colour still draining: the new revision waits", c, drainingAt(done, 7*m+30*time.Second), at(7 * m).rev("r3").colour(5),
+			want{ActionHold, Completed, 1, 0, 5, 7*m + 30*time.Second, false, false, "the new revision starts then"}, 7*m + 30*time.Second},
+		{"a new revision before the colour had traffic needs no drain", c, State{Revision: "r2", Phase: Progressing, Step: 0}, at(m).rev("r3").colour(1),
+			want{ActionRestart, Progressing, 0, 0, 1, m + ReadyPoll, false, false, "starting again"}, -1},
+		{"git back to stable: the colour drains on r2 first", c, serving(c, 1, 0), at(m).rev("r1").ready().colour(5),
+			want{ActionSupersede, Superseded, 1, 0, 5, m + 30*time.Second, false, false, "superseded"}, m + 30*time.Second},
+		{"git back to stable after the drain: the rollout ends", c, drainingAt(supersededR2, m+30*time.Second), at(2 * m).rev("r1").colour(5),
 			want{ActionFinalize, Completed, 0, 0, 0, -1, false, false, "rollout of r2 ended"}, -1},
 	}
 	for _, tc := range cases {

@@ -50,6 +50,12 @@ const (
 	// traffic on stable, the extra colour at zero. It stays so until a new
 	// revision, a promote or a retry.
 	Aborted Phase = "Aborted"
+	// Superseded is a rollout a new revision replaced while its colour
+	// still had traffic: all traffic back on stable, and the colour keeps
+	// the replaced revision's tasks until ScaleDownAt, so that a router
+	// still sending it requests until its next poll finds them. The new
+	// revision starts from its first step after that.
+	Superseded Phase = "Superseded"
 )
 
 // active reports whether p moves traffic by itself as time passes.
@@ -201,7 +207,7 @@ func StateFromLabels(labels map[string]string) (State, error) {
 			s.Revision = v
 		case labelPhase:
 			switch p := Phase(v); p {
-			case "", Progressing, Previewing, Switched, Promoting, Completed, Aborted:
+			case "", Progressing, Previewing, Switched, Promoting, Completed, Aborted, Superseded:
 				s.Phase = p
 			default:
 				return State{}, bad(k, v, "unknown phase")
@@ -281,9 +287,9 @@ func (s State) check() error {
 		return fmt.Errorf("weight %d out of range 0..100", s.Weight)
 	case s.Failures < 0 || s.Failures > maxFailureLimit:
 		return fmt.Errorf("failures %d out of range 0..%d", s.Failures, maxFailureLimit)
-	case !s.ScaleDownAt.IsZero() && s.Phase != Aborted && s.Phase != Completed:
+	case !s.ScaleDownAt.IsZero() && s.Phase != Aborted && s.Phase != Completed && s.Phase != Superseded:
 		return fmt.Errorf("phase %s with a scale-down time", s.Phase)
-	case (s.Phase == Aborted || s.Phase == Completed) && s.Weight != 0:
+	case (s.Phase == Aborted || s.Phase == Completed || s.Phase == Superseded) && s.Weight != 0:
 		return fmt.Errorf("phase %s with weight %d", s.Phase, s.Weight)
 	case len(s.Revision) > maxLabelValue:
 		return errors.New("revision too long")

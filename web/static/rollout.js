@@ -34,7 +34,7 @@ function commandsFor(r) {
       return ['promote', 'abort', r.paused ? 'resume' : 'pause'];
     case 'Aborted':
       return ['promote', 'retry'];
-    default: // Promoting, Completed, or nothing rolled out yet
+    default: // Promoting, Completed, Superseded, or nothing rolled out yet
       return [];
   }
 }
