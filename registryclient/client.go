@@ -7,12 +7,13 @@
 // It is polite by construction: one answer per image, credential and
 // interval is shared by every caller (however many services or
 // applications use the image), concurrent askers wait for the one request
-// in flight, revalidation sends the last ETag, and a registry that answers
-// 429, fails, or reports through Docker Hub's RateLimit headers that its
-// budget is spent is left alone until the time it asked for (or an
-// exponential backoff) has passed. A credential a registry refuses is held
-// back the same way, but only for the repository it was refused for: one
-// application's wrong password never stops another's questions.
+// in flight, revalidation sends the last ETag or digest, and a registry
+// that answers 429, fails, or reports through Docker Hub's RateLimit
+// headers that its budget is spent is left alone until the time it asked
+// for (or an exponential backoff) has passed. A credential a registry
+// refuses is held back the same way, but only for the repository it was
+// refused for: one application's wrong password never stops another's
+// questions.
 package registryclient
 
 import (

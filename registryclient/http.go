@@ -70,6 +70,12 @@ func (c *Client) fetchTags(ctx context.Context, r repo, cred Credential, old *en
 		if err != nil {
 			return nil, fmt.Errorf("tags list: %w", err)
 		}
+		if page > 0 {
+			// The first page's ETag vouches for that page only: a new tag
+			// on a later one would go unseen for as long as the first
+			// stayed the same. A list of pages is read again whole.
+			out.etag = ""
+		}
 	}
 	return out, nil
 }

@@ -43,6 +43,11 @@ type Options struct {
 	// through a token service.
 	Basic          bool
 	User, Password string
+	// TagETags makes the proxy give every tags-list page the ETag a
+	// registry that supports revalidation sends (a hash of the page), and
+	// answer 304 Not Modified when If-None-Match names it. Distribution
+	// itself sends no ETag on tags lists; its manifests have one.
+	TagETags bool
 	// DaemonSide serves the counting proxy where the daemon's host
 	// network is (swarmtest.ListenTCP): an engine in a network namespace
 	// of its own can then push to it, and so can a controller run there
@@ -146,6 +151,11 @@ http:
 	target := &url.URL{Scheme: "http", Host: r.Direct}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.ModifyResponse = func(resp *http.Response) error {
+		if opts.TagETags && resp.StatusCode == http.StatusOK && strings.Contains(resp.Request.URL.Path, "/tags/list") {
+			if err := revalidate(resp); err != nil {
+				return err
+			}
+		}
 		r.mu.Lock()
 		r.hits = append(r.hits, Hit{Method: resp.Request.Method, Path: resp.Request.URL.RequestURI(), Status: resp.StatusCode})
 		r.mu.Unlock()
@@ -192,6 +202,32 @@ http:
 	})
 	r.ResetHits()
 	return r
+}
+
+// revalidate gives a tags page its ETag, the quoted SHA-256 of its body,
+// and turns it into a 304 without a body when the request's If-None-Match
+// names that ETag.
+func revalidate(resp *http.Response) error {
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	etag := `"` + digest(body) + `"`
+	resp.Header.Set("ETag", etag)
+	if resp.Request.Header.Get("If-None-Match") == etag {
+		resp.StatusCode, resp.Status = http.StatusNotModified, "304 Not Modified"
+		body = nil
+		resp.Header.Del("Content-Type")
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	if body == nil {
+		resp.Header.Del("Content-Length")
+	} else {
+		resp.Header.Set("Content-Length", fmt.Sprint(len(body)))
+	}
+	return nil
 }
 
 func freePort(t testing.TB) int {
