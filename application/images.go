@@ -2,6 +2,7 @@ package application
 
 import (
 	"fmt"
+	"net/url"
 	"path"
 	"regexp"
 	"strings"
@@ -199,13 +200,100 @@ func (c *checker) imageUpdates(app, p string, a *Application) {
 			c.report(app, q+".branchPrefix", ErrInvalid, "the head branch %s is the base branch", iu.Branch)
 		}
 	}
-	seen := map[string]bool{}
+	var at *markScope
+	if !a.Source.FromRepository() && a.Source.RepoURL != "" {
+		at = &markScope{repo: repositoryKey(a.Source.RepoURL), branch: iu.Branch, base: a.Source.Path}
+	}
 	for i := range iu.Images {
-		c.imagePolicy(app, fmt.Sprintf("%s.images[%d]", p, i), &iu.Images[i], a.Source.Path, seen)
+		c.imagePolicy(app, fmt.Sprintf("%s.images[%d]", p, i), &iu.Images[i], a.Source.Path, at)
 	}
 }
 
-func (c *checker) imagePolicy(app, p string, ip *ImagePolicy, base string, seen map[string]bool) {
+// markScope is where an application's image updates write: the fields its
+// policies mark are files of this repository's branch, relative to base.
+type markScope struct {
+	repo, branch, base string
+}
+
+// imageField is one field image updates write, named by what a commit
+// touches: the repository, the branch, the file from the repository's
+// root, and the field's path in the file.
+type imageField struct {
+	repo, branch, file string
+	// path is the field's keys joined by NUL: a compose service's name
+	// may hold a dot, a values path's keys may not.
+	path string
+}
+
+// markedAt is the first mark of an imageField: its application, the
+// field path in the applications file, and the field in words.
+type markedAt struct {
+	app, at, what string
+}
+
+// mark records that the mark at p of app writes the field path (keys)
+// of file, and refuses a field marked before, by this application or
+// another. Two policies writing one field would each take the other's
+// commit for a value to replace (a semver policy and a digest pin cannot
+// even compare their values) and commit and redeploy every interval: the
+// loop image updates must never make. A nil scope (no git source,
+// reported already) marks nothing.
+func (c *checker) mark(app, p string, scope *markScope, file string, keys []string, what string) {
+	if scope == nil || file == "" || path.IsAbs(file) || escapes(path.Join(scope.base, file)) {
+		return
+	}
+	f := imageField{repo: scope.repo, branch: scope.branch, file: path.Join(scope.base, file), path: strings.Join(keys, "\x00")}
+	if c.marks == nil {
+		c.marks = map[imageField]markedAt{}
+	}
+	first, dup := c.marks[f]
+	if !dup {
+		c.marks[f] = markedAt{app: app, at: p, what: what}
+		return
+	}
+	as := ""
+	if first.what != what {
+		as = ", as " + first.what
+	}
+	if first.app == app {
+		c.report(app, p, ErrDuplicate, "%s of %s is marked twice (first at %s%s)", what, f.file, first.at, as)
+		return
+	}
+	c.report(app, p, ErrDuplicate, "%s of %s on branch %s is already marked by application %q (at %s%s): two applications writing one field would undo each other's commits every interval", what, f.file, f.branch, first.app, first.at, as)
+}
+
+// repositoryKey is where the usual spellings of one repository's URL
+// meet: host and path, lowercased, without scheme, user, port, trailing
+// slash or ".git" (https://git.example.com/Ops/shop.git and
+// git@git.example.com:ops/shop are one repository); a local repository is
+// its cleaned path. Forges treat paths case-insensitively, so ignoring case
+// can only join two spellings of one repository.
+func repositoryKey(repoURL string) string {
+	var host, p string
+	switch {
+	case strings.Contains(repoURL, "://"):
+		u, err := url.Parse(repoURL)
+		if err != nil {
+			return repoURL
+		}
+		if u.Scheme == "file" {
+			return path.Clean(u.Path)
+		}
+		host, p = u.Hostname(), u.Path
+	case path.IsAbs(repoURL):
+		return path.Clean(repoURL)
+	default:
+		rest := repoURL
+		if _, after, ok := strings.Cut(repoURL, "@"); ok {
+			rest = after
+		}
+		host, p, _ = strings.Cut(rest, ":")
+	}
+	p = strings.TrimSuffix(strings.Trim(p, "/"), ".git")
+	return strings.ToLower(host + "/" + strings.Trim(p, "/"))
+}
+
+func (c *checker) imagePolicy(app, p string, ip *ImagePolicy, base string, scope *markScope) {
 	named, err := reference.ParseNormalizedNamed(ip.Image)
 	switch {
 	case ip.Image == "":
@@ -263,11 +351,7 @@ func (c *checker) imagePolicy(app, p string, ip *ImagePolicy, base string, seen 
 			c.report(app, q+".services", ErrRequired, "at least one service whose image: is written")
 		}
 		for _, s := range t.Services {
-			key := "compose\x00" + t.File + "\x00" + s
-			if seen[key] {
-				c.report(app, q+".services", ErrInvalid, "service %q of %s is marked twice", s, t.File)
-			}
-			seen[key] = true
+			c.mark(app, q+".services", scope, t.File, []string{"services", s, "image"}, fmt.Sprintf("the image of service %q", s))
 		}
 	}
 	for j, t := range ip.Values {
@@ -275,17 +359,16 @@ func (c *checker) imagePolicy(app, p string, ip *ImagePolicy, base string, seen 
 		c.relPath(app, q+".file", t.File, base)
 		if t.Path == "" || strings.HasPrefix(t.Path, ".") || strings.HasSuffix(t.Path, ".") || strings.Contains(t.Path, "..") {
 			c.report(app, q+".path", ErrInvalid, "%q is not a dotted path such as image.tag", t.Path)
+		} else {
+			// services.web.image in a compose file is the field a
+			// compose mark of service web writes.
+			c.mark(app, q+".path", scope, t.File, strings.Split(t.Path, "."), "path "+t.Path)
 		}
 		switch t.Form {
 		case "", FormReference, FormTag:
 		default:
 			c.report(app, q+".form", ErrInvalid, "must be %s or %s, not %q", FormReference, FormTag, t.Form)
 		}
-		key := "values\x00" + t.File + "\x00" + t.Path
-		if seen[key] {
-			c.report(app, q+".path", ErrInvalid, "%s of %s is marked twice", t.Path, t.File)
-		}
-		seen[key] = true
 	}
 }
 

@@ -27,8 +27,8 @@ var (
 	// ErrUnknownField: a key no field is named after. Strictness catches
 	// typos that would otherwise silently fall back to a default.
 	ErrUnknownField = errors.New("unknown field")
-	// ErrDuplicate: a key repeated in one mapping, or a name or stack two
-	// applications share.
+	// ErrDuplicate: a key repeated in one mapping, a name or stack two
+	// applications share, or a file's field two image policies write.
 	ErrDuplicate = errors.New("duplicate")
 	// ErrType: a value of the wrong shape (a list where a string belongs).
 	ErrType = errors.New("wrong type")

@@ -49,6 +49,9 @@ func Validate(f *File) error {
 type checker struct {
 	m    *meta
 	errs []*fault.Error
+	// marks are the fields image policies write, across the file's
+	// applications: each may be marked once (see mark).
+	marks map[imageField]markedAt
 }
 
 func (c *checker) report(app, field string, kind error, format string, args ...any) {

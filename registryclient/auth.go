@@ -69,8 +69,11 @@ func (c *Client) authorize(ctx context.Context, r repo, challenge, scope string,
 	}
 	defer drain(resp)
 	if resp.StatusCode != http.StatusOK {
-		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+		switch {
+		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 			c.fail(r.host, "token service "+resp.Status, retryAfter(resp.Header, now))
+		case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+			c.refuse(r, cred, "token service "+resp.Status)
 		}
 		return "", time.Time{}, fmt.Errorf("%w: token service %s answered %s", ErrUnauthorized, realm.Host, resp.Status)
 	}

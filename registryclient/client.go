@@ -7,10 +7,13 @@
 // It is polite by construction: one answer per image, credential and
 // interval is shared by every caller (however many services or
 // applications use the image), concurrent askers wait for the one request
-// in flight, revalidation sends the last ETag, and a registry that answers
-// 429, fails, or reports through Docker Hub's RateLimit headers that its
-// budget is spent is left alone until the time it asked for (or an
-// exponential backoff) has passed.
+// in flight, revalidation sends the last ETag or digest, and a registry
+// that answers 429, fails, or reports through Docker Hub's RateLimit
+// headers that its budget is spent is left alone until the time it asked
+// for (or an exponential backoff) has passed. A credential a registry
+// refuses is held back the same way, but only for the repository it was
+// refused for: one application's wrong password never stops another's
+// questions.
 package registryclient
 
 import (
@@ -36,7 +39,9 @@ var (
 	// credential may not see it).
 	ErrNotFound = errors.New("not found in the registry")
 	// ErrBackoff: the registry is not asked until the time the error
-	// names, after a 429, a failure, or a spent rate limit.
+	// names, after a 429, a failure, or a spent rate limit; or, wrapped
+	// with ErrUnauthorized, the refused credential is not sent again for
+	// that repository until then.
 	ErrBackoff = errors.New("registry backing off")
 	// ErrUnauthorized: the registry refused the credential.
 	ErrUnauthorized = errors.New("registry refused the credentials")
@@ -91,7 +96,12 @@ type Client struct {
 	cache  map[string]*entry
 	hosts  map[string]*hostState
 	tokens map[string]token
-	pruned time.Time // when forget last ran
+	// refusals are the backoffs of refused credentials, by refusalKey. A
+	// refusal says nothing about the registry's health or about another
+	// credential, so it holds back only the requests that would be refused
+	// again; the host's backoff is for 429s, failures and spent budgets.
+	refusals map[string]*backoff
+	pruned   time.Time // when forget last ran
 }
 
 // forgetAfter is how long an answer nobody asks for again is kept (for its
@@ -113,11 +123,16 @@ type token struct {
 	expires time.Time
 }
 
-// hostState is what the client knows of one registry's patience.
-type hostState struct {
-	until    time.Time // not asked before this
+// backoff is a wait after failures: nothing is sent before until.
+type backoff struct {
+	until    time.Time
 	failures int
 	cause    string
+}
+
+// hostState is what the client knows of one registry's patience.
+type hostState struct {
+	backoff
 	// limit and remaining are the last RateLimit headers seen; -1 when
 	// the registry sends none.
 	limit, remaining int
@@ -148,10 +163,11 @@ func New(opts Options) *Client {
 	}
 	opts.Logger = opts.Logger.With("component", "registryclient")
 	return &Client{
-		opts:   opts,
-		cache:  map[string]*entry{},
-		hosts:  map[string]*hostState{},
-		tokens: map[string]token{},
+		opts:     opts,
+		cache:    map[string]*entry{},
+		hosts:    map[string]*hostState{},
+		tokens:   map[string]token{},
+		refusals: map[string]*backoff{},
 	}
 }
 
@@ -202,7 +218,7 @@ func (c *Client) Tags(ctx context.Context, image string, cred Credential) ([]str
 	if err != nil {
 		return nil, err
 	}
-	e, err := c.cached(ctx, "tags\x00"+r.host+"/"+r.path+"\x00"+cred.fingerprint(), r, func(ctx context.Context, old *entry) (*entry, error) {
+	e, err := c.cached(ctx, "tags\x00"+r.host+"/"+r.path+"\x00"+cred.fingerprint(), r, cred, func(ctx context.Context, old *entry) (*entry, error) {
 		return c.fetchTags(ctx, r, cred, old)
 	})
 	if err != nil {
@@ -219,7 +235,7 @@ func (c *Client) Digest(ctx context.Context, image, tag string, cred Credential)
 	if err != nil {
 		return "", err
 	}
-	e, err := c.cached(ctx, "digest\x00"+r.host+"/"+r.path+":"+tag+"\x00"+cred.fingerprint(), r, func(ctx context.Context, old *entry) (*entry, error) {
+	e, err := c.cached(ctx, "digest\x00"+r.host+"/"+r.path+":"+tag+"\x00"+cred.fingerprint(), r, cred, func(ctx context.Context, old *entry) (*entry, error) {
 		e, err := c.fetchDigest(ctx, r, tag, cred, old)
 		if errors.Is(err, ErrNotFound) {
 			// An absent tag is an answer too, shared for the interval.
@@ -238,8 +254,9 @@ func (c *Client) Digest(ctx context.Context, image, tag string, cred Credential)
 
 // cached returns the entry under key while it is younger than the
 // interval; otherwise one caller fetches (the others wait for it) and the
-// result is stored. A failed fetch stores nothing but backs the host off.
-func (c *Client) cached(ctx context.Context, key string, r repo, fetch func(context.Context, *entry) (*entry, error)) (*entry, error) {
+// result is stored. A failed fetch stores nothing but backs the host off,
+// or, when the registry refused cred, that credential for that repository.
+func (c *Client) cached(ctx context.Context, key string, r repo, cred Credential, fetch func(context.Context, *entry) (*entry, error)) (*entry, error) {
 	c.mu.Lock()
 	e := c.cache[key]
 	now := c.opts.Now()
@@ -257,7 +274,7 @@ func (c *Client) cached(ctx context.Context, key string, r repo, fetch func(cont
 			c.mu.Unlock()
 			return e, nil
 		}
-		if err := c.blocked(r.host); err != nil {
+		if err := c.blocked(r, cred); err != nil {
 			c.mu.Unlock()
 			return nil, fmt.Errorf("%s: %w", r.name, err)
 		}
@@ -312,15 +329,34 @@ func (c *Client) forget(now time.Time) {
 			delete(c.hosts, k)
 		}
 	}
+	// A credential refused again keeps moving its wait; one that stopped
+	// being used (the application's file was fixed) is dropped.
+	for k, b := range c.refusals {
+		if now.Sub(b.until) > forgetAfter {
+			delete(c.refusals, k)
+		}
+	}
 }
 
-// blocked returns ErrBackoff while host is backed off. c.mu is held.
-func (c *Client) blocked(host string) error {
-	h := c.hosts[host]
-	if h == nil || !c.opts.Now().Before(h.until) {
-		return nil
+// refusalKey names what a refusal holds back: one credential's requests
+// for one repository of one registry. The repository is part of it because
+// a registry may refuse a credential one repository and grant it another.
+func refusalKey(r repo, cred Credential) string {
+	return r.host + "/" + r.path + "\x00" + cred.fingerprint()
+}
+
+// blocked returns ErrBackoff while r's host is backed off, and
+// ErrUnauthorized with ErrBackoff while cred is held back for r after a
+// refusal. c.mu is held.
+func (c *Client) blocked(r repo, cred Credential) error {
+	now := c.opts.Now()
+	if h := c.hosts[r.host]; h != nil && now.Before(h.until) {
+		return fmt.Errorf("%w until %s (%s)", ErrBackoff, h.until.UTC().Format(time.RFC3339), h.cause)
 	}
-	return fmt.Errorf("%w until %s (%s)", ErrBackoff, h.until.UTC().Format(time.RFC3339), h.cause)
+	if b := c.refusals[refusalKey(r, cred)]; b != nil && now.Before(b.until) {
+		return fmt.Errorf("%w (%s); not sent again until %s: %w", ErrUnauthorized, b.cause, b.until.UTC().Format(time.RFC3339), ErrBackoff)
+	}
+	return nil
 }
 
 func (c *Client) host(host string) *hostState {
@@ -332,31 +368,56 @@ func (c *Client) host(host string) *hostState {
 	return h
 }
 
-// fail backs host off: until retryAfter when the registry named a time,
-// else exponentially from MinBackoff to MaxBackoff.
+// extend records one more failure in b: it waits until retryAfter when
+// the registry named a time, else exponentially from MinBackoff to
+// MaxBackoff. c.mu is held.
+func (c *Client) extend(b *backoff, cause string, retryAfter time.Duration) {
+	b.failures++
+	wait := retryAfter
+	if wait <= 0 {
+		wait = c.opts.MinBackoff << min(b.failures-1, 16)
+		wait = min(wait, c.opts.MaxBackoff)
+	}
+	b.until = c.opts.Now().Add(wait)
+	b.cause = cause
+}
+
+// fail backs host off for every credential and repository: it failed,
+// throttled us, or could not be reached.
 func (c *Client) fail(host, cause string, retryAfter time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h := c.host(host)
-	h.failures++
-	wait := retryAfter
-	if wait <= 0 {
-		wait = c.opts.MinBackoff << min(h.failures-1, 16)
-		wait = min(wait, c.opts.MaxBackoff)
-	}
-	h.until = c.opts.Now().Add(wait)
-	h.cause = cause
+	c.extend(&h.backoff, cause, retryAfter)
 	c.opts.Logger.Warn("registry backing off; its images are not checked until then", "registry", host, "until", h.until, "error", cause)
 }
 
-func (c *Client) succeeded(host string) {
+// refuse holds cred back for r after the registry (or its token service)
+// refused it; the host, and every other credential, are still asked.
+func (c *Client) refuse(r repo, cred Credential, cause string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := c.host(host)
+	k := refusalKey(r, cred)
+	b := c.refusals[k]
+	if b == nil {
+		b = &backoff{}
+		c.refusals[k] = b
+	}
+	c.extend(b, cause, 0)
+	c.opts.Logger.Warn("registry refused the credential; not sent for this repository until then", "registry", r.host, "repository", r.path, "until", b.until, "error", cause)
+}
+
+// succeeded ends the host's backoff (unless its rate-limit budget is
+// spent) and cred's refusal for r: the registry answered.
+func (c *Client) succeeded(r repo, cred Credential) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.host(r.host)
 	h.failures = 0
 	if h.remaining != 0 {
 		h.until = time.Time{}
 	}
+	delete(c.refusals, refusalKey(r, cred))
 }
 
 // RateLimit reports the last Docker Hub style rate limit host announced;

@@ -70,6 +70,12 @@ func (c *Client) fetchTags(ctx context.Context, r repo, cred Credential, old *en
 		if err != nil {
 			return nil, fmt.Errorf("tags list: %w", err)
 		}
+		if page > 0 {
+			// The first page's ETag vouches for that page only: a new tag
+			// on a later one would go unseen for as long as the first
+			// stayed the same. A list of pages is read again whole.
+			out.etag = ""
+		}
 	}
 	return out, nil
 }
@@ -172,15 +178,18 @@ func (c *Client) do(ctx context.Context, req *http.Request, r repo, scope string
 	}
 	switch {
 	case resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotModified:
-		c.succeeded(r.host)
+		c.succeeded(r, cred)
 		return resp, nil
 	case resp.StatusCode == http.StatusNotFound:
 		drain(resp)
-		c.succeeded(r.host)
+		c.succeeded(r, cred)
 		return nil, ErrNotFound
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		// The registry is well and answering; it refuses this credential
+		// (or this repository to it). Backing the host off would stop
+		// every other application on the registry for one wrong password.
 		drain(resp)
-		c.fail(r.host, resp.Status, 0)
+		c.refuse(r, cred, resp.Status)
 		return nil, fmt.Errorf("%w: %s", ErrUnauthorized, resp.Status)
 	case resp.StatusCode == http.StatusTooManyRequests:
 		drain(resp)

@@ -75,6 +75,10 @@ func runImagePlan(ctx context.Context, opts imagePlanOptions, stdout, stderr io.
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	// The plan prints what repositories and registries wrote (current
+	// values, tags, reasons, errors from a git remote): none of it may
+	// drive the terminal.
+	stdout, stderr = termSafeWriter{stdout}, termSafeWriter{stderr}
 	if opts.File == "" {
 		fmt.Fprintln(stderr, "flotilla image plan: -f applications file is required")
 		return exitMisuse
@@ -130,6 +134,9 @@ func runImagePlan(ctx context.Context, opts imagePlanOptions, stdout, stderr io.
 	return code
 }
 
+// printImagePlan writes one application's plan: a row per marked field and
+// the commit message. A row's cells are one line each (a value with a line
+// break cannot add a row of its own); w is expected to be terminal-safe.
 func printImagePlan(w io.Writer, a *application.Application, res imagewrite.Result) {
 	base := res.Commit.Base
 	if len(base) > 12 {
@@ -149,7 +156,7 @@ func printImagePlan(w io.Writer, a *application.Application, res imagewrite.Resu
 		if next == t.Old {
 			next = "="
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", t.File, t.Field, t.Old, next, outcome)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", planCell(t.File), planCell(t.Field), planCell(t.Old), planCell(next), planCell(outcome))
 	}
 	tw.Flush()
 	if res.Commit.Message == "" {
@@ -171,4 +178,10 @@ func printImagePlan(w io.Writer, a *application.Application, res imagewrite.Resu
 		}
 		fmt.Fprintf(w, "    %s\n", line)
 	}
+}
+
+// planCell is s on one line, control characters replaced, long enough for
+// a reference with its digest and a registry's error.
+func planCell(s string) string {
+	return oneLine(termSafe(s), 200)
 }

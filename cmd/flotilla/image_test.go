@@ -101,3 +101,45 @@ func branchHead(t *testing.T, dir string) string {
 	}
 	return ref.Hash().String()
 }
+
+// What a repository wrote reaches the plan as text: an escape sequence in
+// a current value is printed as U+FFFD, and a line break in one does not
+// start a line of its own (it could pass for the plan's).
+func TestImagePlan_printsRepositoryTextWithoutControlCharacters(t *testing.T) {
+	reg := registrytest.Start(t, registrytest.Options{})
+	reg.Push(t, "shop", "1.0.0", registrytest.Image{Content: "1"})
+	reg.Push(t, "shop", "1.1.0", registrytest.Image{Content: "2"})
+	src := gittest.New(t)
+	// YAML's double quotes spell ESC \e, BEL \a and a line break \n.
+	compose := fmt.Sprintf("services:\n  web:\n    image: \"%[1]s/shop:1.0.0\\e]0;pwned\\a\\e[2J\"\n  api:\n    image: \"%[1]s/shop:1.0.0\\n  would commit nothing\"\n", reg.Host)
+	src.Commit("initial", map[string]string{"compose.yaml": compose})
+	apps := filepath.Join(t.TempDir(), "applications.yaml")
+	if err := os.WriteFile(apps, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
+applications:
+  - name: shop
+    source: {repoURL: %[1]s, revision: main}
+    imageUpdates:
+      author: {name: Bot, email: bot@example.invalid}
+      images:
+        - image: %[2]s/shop
+          semver: "^1"
+          compose: [{file: compose.yaml, services: [web, api]}]
+`, src.Dir, reg.Host)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := runImagePlan(context.Background(), imagePlanOptions{File: apps, Timeout: defaultImagePlanTimeout}, &out, &errb)
+	t.Logf("exit %d; plan:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	all := out.String() + errb.String()
+	if strings.ContainsAny(all, "\x1b\x07") {
+		t.Fatalf("control characters reached the terminal:\n%q", all)
+	}
+	if !strings.Contains(out.String(), "shop:1.0.0\uFFFD]0;pwned\uFFFD\uFFFD[2J") {
+		t.Errorf("the web row does not show the value with U+FFFD for its control characters:\n%s", out.String())
+	}
+	for line := range strings.SplitSeq(out.String(), "\n") {
+		if strings.HasPrefix(line, "  would commit nothing") {
+			t.Errorf("a value's line break started a line of the plan: %q", line)
+		}
+	}
+}

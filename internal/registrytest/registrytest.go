@@ -25,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 	"github.com/flotilla-gitops/flotilla/internal/testproc"
 )
@@ -34,8 +36,18 @@ type Options struct {
 	// Token puts the registry behind a token service (the Bearer
 	// challenge flow Docker Hub and most registries use) that accepts
 	// User and Password.
-	Token          bool
+	Token bool
+	// Basic puts the registry behind HTTP Basic authentication
+	// (Distribution's htpasswd), accepting User and Password: a registry
+	// that answers a wrong password itself, with a 401, rather than
+	// through a token service.
+	Basic          bool
 	User, Password string
+	// TagETags makes the proxy give every tags-list page the ETag a
+	// registry that supports revalidation sends (a hash of the page), and
+	// answer 304 Not Modified when If-None-Match names it. Distribution
+	// itself sends no ETag on tags lists; its manifests have one.
+	TagETags bool
 	// DaemonSide serves the counting proxy where the daemon's host
 	// network is (swarmtest.ListenTCP): an engine in a network namespace
 	// of its own can then push to it, and so can a controller run there
@@ -52,14 +64,17 @@ type Registry struct {
 	Direct string
 
 	tokens *tokenService
-	mu     sync.Mutex
-	hits   []Hit
-	// throttle answers this many next requests 429 without passing them
-	// on; rateLimit, when set, is added to every answer as Docker Hub's
-	// RateLimit headers.
-	throttle   int
-	retryAfter string
-	rateLimit  http.Header
+	// basic is the user and password pushes send when Options.Basic.
+	basic *url.Userinfo
+	mu    sync.Mutex
+	hits  []Hit
+	// refuse answers this many next requests with refuseStatus (429 for
+	// Throttle) without passing them on; rateLimit, when set, is added to
+	// every answer as Docker Hub's RateLimit headers.
+	refuse       int
+	refuseStatus int
+	retryAfter   string
+	rateLimit    http.Header
 }
 
 // Hit is one request the proxy passed on.
@@ -107,6 +122,25 @@ http:
     rootcertbundle: %s
 `, r.tokens.realm, tokenServiceName, tokenIssuer, r.tokens.certFile)
 	}
+	if opts.Basic {
+		if opts.Token {
+			t.Fatal("registrytest: Token and Basic are exclusive")
+		}
+		hash, err := bcrypt.GenerateFromPassword([]byte(opts.Password), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		htpasswd := filepath.Join(dir, "htpasswd")
+		if err := os.WriteFile(htpasswd, []byte(opts.User+":"+string(hash)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r.basic = url.UserPassword(opts.User, opts.Password)
+		config += fmt.Sprintf(`auth:
+  htpasswd:
+    realm: flotilla-test-registry
+    path: %s
+`, htpasswd)
+	}
 	cfgFile := filepath.Join(dir, "config.yml")
 	if err := os.WriteFile(cfgFile, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
@@ -117,6 +151,11 @@ http:
 	target := &url.URL{Scheme: "http", Host: r.Direct}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.ModifyResponse = func(resp *http.Response) error {
+		if opts.TagETags && resp.StatusCode == http.StatusOK && strings.Contains(resp.Request.URL.Path, "/tags/list") {
+			if err := revalidate(resp); err != nil {
+				return err
+			}
+		}
 		r.mu.Lock()
 		r.hits = append(r.hits, Hit{Method: resp.Request.Method, Path: resp.Request.URL.RequestURI(), Status: resp.StatusCode})
 		r.mu.Unlock()
@@ -135,14 +174,19 @@ http:
 		for k, v := range r.rateLimit {
 			w.Header()[k] = v
 		}
-		if r.throttle > 0 {
-			r.throttle--
-			r.hits = append(r.hits, Hit{Method: req.Method, Path: req.URL.RequestURI(), Status: http.StatusTooManyRequests})
+		if r.refuse > 0 {
+			r.refuse--
+			status := r.refuseStatus
+			r.hits = append(r.hits, Hit{Method: req.Method, Path: req.URL.RequestURI(), Status: status})
 			if r.retryAfter != "" {
 				w.Header().Set("Retry-After", r.retryAfter)
 			}
 			r.mu.Unlock()
-			http.Error(w, `{"errors":[{"code":"TOOMANYREQUESTS"}]}`, http.StatusTooManyRequests)
+			code := "UNAVAILABLE"
+			if status == http.StatusTooManyRequests {
+				code = "TOOMANYREQUESTS"
+			}
+			http.Error(w, `{"errors":[{"code":"`+code+`"}]}`, status)
 			return
 		}
 		r.mu.Unlock()
@@ -160,6 +204,32 @@ http:
 	return r
 }
 
+// revalidate gives a tags page its ETag, the quoted SHA-256 of its body,
+// and turns it into a 304 without a body when the request's If-None-Match
+// names that ETag.
+func revalidate(resp *http.Response) error {
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	etag := `"` + digest(body) + `"`
+	resp.Header.Set("ETag", etag)
+	if resp.Request.Header.Get("If-None-Match") == etag {
+		resp.StatusCode, resp.Status = http.StatusNotModified, "304 Not Modified"
+		body = nil
+		resp.Header.Del("Content-Type")
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	if body == nil {
+		resp.Header.Del("Content-Length")
+	} else {
+		resp.Header.Set("Content-Length", fmt.Sprint(len(body)))
+	}
+	return nil
+}
+
 func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -174,8 +244,15 @@ func freePort(t testing.TB) int {
 // Requests and the Retry-After value retryAfter ("" for none), as a
 // registry enforcing a rate limit does.
 func (r *Registry) Throttle(n int, retryAfter string) {
+	r.Fail(n, http.StatusTooManyRequests, retryAfter)
+}
+
+// Fail makes the proxy answer the next n requests with status (a 503 of a
+// registry in trouble, say) and the Retry-After value retryAfter ("" for
+// none), without passing them on.
+func (r *Registry) Fail(n, status int, retryAfter string) {
 	r.mu.Lock()
-	r.throttle, r.retryAfter = n, retryAfter
+	r.refuse, r.refuseStatus, r.retryAfter = n, status, retryAfter
 	r.mu.Unlock()
 }
 
@@ -329,7 +406,7 @@ func (r *Registry) Delete(t testing.TB, repo, d string) {
 
 // do sends a request straight to the registry (not counted), with a
 // push-and-pull token minted by the test's own token service when there
-// is one.
+// is one, or the Basic user and password.
 func (r *Registry) do(t testing.TB, method, uri, repo string, body []byte, contentType string) *http.Response {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -347,6 +424,10 @@ func (r *Registry) do(t testing.TB, method, uri, repo string, body []byte, conte
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if r.basic != nil {
+		pw, _ := r.basic.Password()
+		req.SetBasicAuth(r.basic.Username(), pw)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
