@@ -37,8 +37,9 @@ secrets:
 `
 
 // The Connect server is closed source and cannot run here: the controller
-// reads from onepasswordtest's recorded-answer server through the official
-// SDK, and everything after the read (the swarm, the records) is real.
+// reads from onepasswordtest, a hand-written stand-in for Connect, through
+// the official SDK, and everything after the read (the swarm, the records)
+// is real.
 func TestOnePasswordRotationRollsOnlyTheConsumersOnce(t *testing.T) {
 	t.Parallel()
 	flotillaBinary(t)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/charts/chartstest"
 	"github.com/flotilla-gitops/flotilla/secretstore/vaulttest"
@@ -216,5 +217,77 @@ func TestARotationReportedByTheStoreIsReadBeforeThePollInterval(t *testing.T) {
 	rs, _ := b.Releases(context.Background(), "shop")
 	if want := "secret rotated: vault kv/data/shop/db key password version 1 to 2"; rs[0].Trigger != want {
 		t.Fatalf("trigger %q", rs[0].Trigger)
+	}
+}
+
+// The controller's own watch of the stores, not the application's
+// interval, starts the pass that deploys a rotation: with an interval of
+// an hour, a value rotated in Vault is deployed within seconds, and an
+// application that does not use the value is not run.
+func TestAStoreRotationStartsAPassLongBeforeTheApplicationsInterval(t *testing.T) {
+	srv := vaulttest.Start(t)
+	srv.Mount("kv", 2)
+	_, tokenFile := srv.Token(t.TempDir(), "root")
+	srv.Write("kv/data/shop/db", true, map[string]any{"password": "watch-pw1-8c41-plaintext"})
+	srv.Write("kv/data/blog/db", true, map[string]any{"password": "watch-blog-8c41-plaintext"})
+	store := vaultStoreFor("vault", srv.Addr, tokenFile, "shop")
+	store.PollInterval.Duration = time.Second
+	store.Grants = append(store.Grants, application.SecretGrant{Applications: []string{"blog"}, Paths: []string{"kv/data/blog/*"}})
+	shop, blog := fastApp("shop", time.Hour), fastApp("blog", time.Hour)
+	shop.Source.Path, blog.Source.Path = "shop", "blog"
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	f.commit(t, map[string]string{
+		"shop/docker-compose.yml": composeRef("vault", "kv/data/shop/db"),
+		"blog/docker-compose.yml": composeRef("vault", "kv/data/blog/db"),
+	})
+	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet, Tick: 10 * time.Millisecond},
+		storeApps(t, []application.SecretStore{store}, shop, blog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runLoop(t, c)
+
+	// waitFor polls cond until it holds, failing after within.
+	waitFor := func(what string, within time.Duration, cond func() bool) {
+		t.Helper()
+		give := time.Now().Add(within)
+		for !cond() {
+			if time.Now().After(give) {
+				t.Fatalf("%s: not within %s", what, within)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	latest := func(app string) charts.Release {
+		rs, _ := b.Releases(context.Background(), app)
+		if len(rs) == 0 {
+			return charts.Release{}
+		}
+		return rs[0]
+	}
+	waitFor("first passes", 30*time.Second, func() bool {
+		sts := statusesPromptly(t, c)
+		return statusOf(sts, "shop").LastAppliedRevision == 1 && statusOf(sts, "blog").LastAppliedRevision == 1
+	})
+	blogPass := statusOf(statusesPromptly(t, c), "blog").LastPass
+
+	srv.Write("kv/data/shop/db", true, map[string]any{"password": "watch-pw2-8c41-plaintext"})
+	rotated := time.Now()
+	// The watch looks every second and the store's pollInterval is 1s: a
+	// few seconds, not the hour of the application's interval.
+	waitFor("the rotation deployed", 15*time.Second, func() bool {
+		return statusOf(statusesPromptly(t, c), "shop").LastAppliedRevision == 2
+	})
+	rec := latest("shop")
+	if want := "secret rotated: vault kv/data/shop/db key password version 1 to 2"; rec.Trigger != want {
+		t.Fatalf("trigger %q, want %q", rec.Trigger, want)
+	}
+	t.Logf("rotation deployed %s after the write", time.Since(rotated).Round(time.Millisecond))
+	if st := statusOf(statusesPromptly(t, c), "shop"); len(st.SecretRefs) != 1 || st.SecretRefs[0].Version != 2 {
+		t.Fatalf("shop's status refs %+v", st.SecretRefs)
+	}
+	if got := statusOf(statusesPromptly(t, c), "blog").LastPass; !got.Equal(blogPass) || latest("blog").Revision != 1 {
+		t.Fatalf("blog, whose value did not move, ran again (last pass %s, was %s)", got, blogPass)
 	}
 }

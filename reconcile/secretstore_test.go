@@ -165,3 +165,72 @@ func TestAReferenceOutsideTheGrantFailsBeforeAnyRead(t *testing.T) {
 		t.Fatalf("err %v, %d writes", res.Err, b.Writes())
 	}
 }
+
+// The value cache is shared by every application; the grant is not. An
+// application of another project that names an entry a granted
+// application has just read is refused by the grant, before the cache or
+// the store is asked.
+func TestAnotherProjectIsRefusedAValueAGrantedApplicationHasCached(t *testing.T) {
+	srv := vaulttest.Start(t)
+	srv.Mount("kv", 2)
+	_, tokenFile := srv.Token(t.TempDir(), "root")
+	const pw = "cached-shop-pw-5a9e-plaintext"
+	srv.Write("kv/data/shop/db", true, map[string]any{"password": pw})
+	store := vaultStoreFor("vault", srv.Addr, tokenFile, "")
+	store.PollInterval.Duration = time.Hour
+	store.Grants = []application.SecretGrant{
+		{Projects: []string{"shop-team"}, Paths: []string{"kv/data/shop/*"}},
+		{Projects: []string{"blog-team"}, Paths: []string{"kv/data/blog/*"}},
+	}
+	shop, blog := testApp("shop", true), testApp("blog", true)
+	shop.Source.Path, blog.Source.Path = "shop", "blog"
+	f := &application.File{
+		APIVersion: application.APIVersion,
+		Projects: []application.Project{
+			{Name: "shop-team", Applications: []string{"shop"}},
+			{Name: "blog-team", Applications: []string{"blog"}},
+		},
+		SecretStores: []application.SecretStore{store},
+		Applications: []application.Application{shop, blog},
+	}
+	application.Defaults(f)
+	if err := application.Validate(f); err != nil {
+		t.Fatal(err)
+	}
+	b := chartstest.NewMinimal()
+	fetch := newFakeFetcher()
+	// blog's repository names shop's entry.
+	fetch.commit(t, map[string]string{
+		"shop/docker-compose.yml": composeVault,
+		"blog/docker-compose.yml": composeVault,
+	})
+	c := newTestController(t, b, fetch, f.Applications...)
+	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Action != charts.Install {
+		t.Fatalf("shop install: %s %v", res.Action, res.Err)
+	}
+	// Had blog's pass reached the store rather than the cache, the error
+	// would be about this file.
+	if err := os.Remove(tokenFile); err != nil {
+		t.Fatal(err)
+	}
+	writes := b.Writes()
+	res := mustReconcile(t, c, "blog")
+	if res.Err == nil || KindOf(res.Err) != Stalled {
+		t.Fatalf("blog naming shop's entry: %v (%s), want a stalled refusal", res.Err, KindOf(res.Err))
+	}
+	for _, want := range []string{`path not granted by the applications file to application "blog"`, `"vault"`, `"kv/data/shop/db"`} {
+		if !strings.Contains(res.Err.Error(), want) {
+			t.Errorf("error %q lacks %s", res.Err, want)
+		}
+	}
+	if strings.Contains(res.Err.Error(), pw) || strings.Contains(res.Err.Error(), tokenFile) {
+		t.Fatalf("error %q holds the value or went to the store", res.Err)
+	}
+	if b.Writes() != writes || len(res.Status.SecretRefs) != 0 {
+		t.Fatalf("blog's refused pass wrote %d times, status refs %+v", b.Writes()-writes, res.Status.SecretRefs)
+	}
+	// shop is still served from the cache.
+	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Action != charts.Unchanged {
+		t.Fatalf("shop after blog's refusal: %s %v", res.Action, res.Err)
+	}
+}

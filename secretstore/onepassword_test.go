@@ -18,8 +18,8 @@ import (
 	"github.com/flotilla-gitops/flotilla/secretstore/onepasswordtest"
 )
 
-// These tests run against onepasswordtest, a recorded-answer Connect
-// server (see its package doc for why not the real one).
+// These tests run against onepasswordtest, a hand-written stand-in for
+// the Connect server (see its package doc for why not the real one).
 
 const opToken = "op-connect-token-9f3b1c-do-not-print"
 

@@ -308,3 +308,41 @@ func TestARecreatedEntryWithTheSameVersionNumberIsReadAgain(t *testing.T) {
 		t.Fatalf("recreated entry: %q, tag moved %v", v, tag2 != tag1)
 	}
 }
+
+func TestResolveRefusesAnotherApplicationAValueInTheCache(t *testing.T) {
+	kv := &fakeKV{values: map[string]string{}, vers: map[string]int{}}
+	kv.set("kv/data/shop/db", "password", "shop-cached-pw")
+	now := time.Unix(1000, 0)
+	s := testStores(kv, &now)
+	st := vaultStore("vault", time.Hour)
+	ref := Ref{"vault", "kv/data/shop/db", "password"}
+	if v, _, err := s.For(context.Background(), appWith("shop", st, "kv/data/shop/*")).Resolve("db_password", ref); err != nil || string(v) != "shop-cached-pw" {
+		t.Fatalf("shop: %q %v", v, err)
+	}
+	asked := len(kv.reads) + len(kv.versions)
+	for _, tc := range []struct {
+		name string
+		app  application.Application
+		want string
+	}{
+		{"granted the store elsewhere", appWith("blog", st, "kv/data/blog/*"), `path not granted by the applications file to application "blog"`},
+		{"not granted the store", application.Application{Name: "blog"}, `store not granted by the applications file to application "blog"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.For(context.Background(), tc.app)
+			v, tag, err := r.Resolve("db_password", ref)
+			if err == nil || !errors.Is(err, ErrNotGranted) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+			if v != nil || tag != "" || len(r.Used()) != 0 || strings.Contains(err.Error(), "shop-cached-pw") {
+				t.Fatalf("a refused resolution gave %q, tag %q, used %v, err %v", v, tag, r.Used(), err)
+			}
+		})
+	}
+	if n := len(kv.reads) + len(kv.versions); n != asked {
+		t.Fatalf("refused resolutions asked the store %d times", n-asked)
+	}
+	if users := s.Users("vault", ""); !slices.Equal(users, []string{"shop"}) {
+		t.Fatalf("users of the entry %v, want only shop", users)
+	}
+}

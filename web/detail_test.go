@@ -487,6 +487,7 @@ func TestBrowser_secretRefsAreListedWithVersionAndRotation(t *testing.T) {
 		{Secret: "api_key", Store: "vault1", Path: "kv1/shop/api", Key: "key"},
 		{Kind: "config", Secret: "app_conf", Store: "vault", Path: "kv/data/shop/app", Key: "conf", Version: 2},
 		{Kind: "env", Service: "worker", Secret: "DB_PASSWORD", Store: "vault", Path: "kv/data/shop/db", Key: "password", Version: 4},
+		{Secret: "aws_key", Store: "aws", Path: "shop/aws", Key: "key", VersionID: "a1b2c3d4-5e6f-7a8b-9c0d-e1f2a3b4c5d6"},
 	}
 	f := newFixture(t, false, apps...)
 	ctx := newTab(t)
@@ -497,11 +498,16 @@ func TestBrowser_secretRefsAreListedWithVersionAndRotation(t *testing.T) {
 		t.Fatal("a status without store secrets shows the section")
 	}
 	run(t, ctx, chromedp.Evaluate[chromedp.Void](`location.hash = '#/app/drifty'`))
-	waitJS(t, ctx, "the store secrets table", `document.querySelectorAll('#secretrefs tbody tr').length === 4`)
+	waitJS(t, ctx, "the store secrets table", `document.querySelectorAll('#secretrefs tbody tr').length === 5`)
 	rows := tableRows(t, ctx, "#secretrefs table")
-	if len(rows) != 4 || !strings.HasPrefix(rows[0], "db_password|vault|kv/data/shop/db|password|4|") || !strings.HasSuffix(rows[0], "(release 7)") ||
+	// An AWS version id is shortened like a commit, whole on hover.
+	if len(rows) != 5 || !strings.HasPrefix(rows[0], "db_password|vault|kv/data/shop/db|password|4|") || !strings.HasSuffix(rows[0], "(release 7)") ||
 		rows[1] != "api_key|vault1|kv1/shop/api|key|—|never" || rows[2] != "config app_conf|vault|kv/data/shop/app|conf|2|never" ||
-		rows[3] != "worker env DB_PASSWORD|vault|kv/data/shop/db|password|4|never" {
+		rows[3] != "worker env DB_PASSWORD|vault|kv/data/shop/db|password|4|never" ||
+		rows[4] != "aws_key|aws|shop/aws|key|a1b2c3d4|never" {
 		t.Fatalf("rows %q", rows)
+	}
+	if !evalBool(t, ctx, `document.querySelector('#secretrefs tbody tr:nth-child(5) td:nth-child(5) span').title === 'a1b2c3d4-5e6f-7a8b-9c0d-e1f2a3b4c5d6'`) {
+		t.Fatal("the whole AWS version id is not on the shortened one's hover")
 	}
 }

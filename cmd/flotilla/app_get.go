@@ -114,27 +114,51 @@ func printStatus(w io.Writer, st application.Status, now time.Time) error {
 }
 
 // printSecretRefs lists the secrets the deployed revision took from secret
-// stores: where each value lives, the store's version, the swarm secret
-// that holds it and its last rotation. Never a value: the status has none.
+// stores: what uses each value (a secret, a config, or a service's
+// environment variable), where it lives, the store's version, the swarm
+// object that holds it and its last rotation. Never a value: the status has
+// none.
 func printSecretRefs(w io.Writer, refs []application.SecretRefStatus, now time.Time) error {
 	if len(refs) == 0 {
 		return nil
 	}
 	fmt.Fprintln(w)
 	tw := newTable(w)
-	fmt.Fprintln(tw, "SECRET	STORE	PATH	KEY	VERSION	SWARM SECRET	LAST ROTATED")
+	fmt.Fprintln(tw, "SECRET	KIND	SERVICE	STORE	PATH	KEY	VERSION	SWARM SECRET	LAST ROTATED")
 	for _, r := range refs {
-		version, rotated := "-", "never"
-		if r.Version > 0 {
-			version = strconv.Itoa(r.Version)
+		kind, service, rotated := r.Kind, "-", "never"
+		if kind == "" {
+			kind = "secret"
+		}
+		if r.Service != "" {
+			service = termSafe(r.Service)
 		}
 		if !r.LastRotated.IsZero() {
 			rotated = fmt.Sprintf("%s (revision %d)", ago(now, r.LastRotated), r.RotatedRevision)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafe(r.Secret), termSafe(r.Store), termSafe(r.Path),
-			termSafe(r.Key), version, termSafe(r.SwarmSecret), rotated)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafe(r.Secret), termSafe(kind), service, termSafe(r.Store),
+			termSafe(r.Path), termSafe(r.Key), refVersion(r), termSafe(r.SwarmSecret), rotated)
 	}
 	return tw.Flush()
+}
+
+// refVersion is a store value's version as a table shows it: the entry's
+// version number (Vault KV v2, 1Password), or the start of a version id
+// (AWS Secrets Manager's are 36-character UUIDs, whose first 8 characters
+// tell two apart as a commit's do); "-" for a store that keeps no
+// versions (KV v1).
+func refVersion(r application.SecretRefStatus) string {
+	switch {
+	case r.VersionID != "":
+		id := []rune(r.VersionID)
+		if len(id) > 8 {
+			id = id[:8]
+		}
+		return termSafe(string(id))
+	case r.Version > 0:
+		return strconv.Itoa(r.Version)
+	}
+	return "-"
 }
 
 // heldOutcomes are the image outcomes that wrote nothing and wait for the

@@ -1,14 +1,15 @@
-// Package onepasswordtest serves the part of the 1Password Connect REST API
-// that the controller's 1Password store uses, from memory, for tests.
+// Package onepasswordtest is a hand-written stand-in for the part of the
+// 1Password Connect REST API that the controller's 1Password store uses,
+// serving from memory, for tests.
 //
 // The Connect server is closed source and ships only as a container image
 // that cannot be pulled here, so the store cannot be tested against it.
-// This is a recorded-answer server for that one API and nothing more: it
-// answers the paths connect-sdk-go calls (vaults and items filtered by
-// title, an item by ID) with the SDK's own onepassword types, so its JSON
-// has the shape the SDK parses; it checks the bearer token (401 otherwise,
-// as Connect answers) and counts requests; and the test edits items, each
-// edit moving the item's version as 1Password does.
+// Nothing here was recorded from a real server: it answers the paths
+// connect-sdk-go calls (vaults and items filtered by title, a vault and an
+// item by ID) with bodies encoded from the SDK's own onepassword types, so
+// its JSON has the shape the SDK parses; it checks the bearer token (401
+// otherwise, as Connect answers) and counts requests; and the test edits
+// items, each edit moving the item's version as 1Password does.
 package onepasswordtest
 
 import (
@@ -28,7 +29,7 @@ import (
 	"github.com/1Password/connect-sdk-go/onepassword"
 )
 
-// Server is a running recorded-answer Connect server on loopback.
+// Server is a running stand-in Connect server on loopback.
 type Server struct {
 	// URL is its address, http://127.0.0.1:<port>, the store's
 	// connectHost.

@@ -60,6 +60,18 @@ function enterApp(name) {
   closeDialog();
 }
 
+// refVersion is a store value's version: the entry's number (Vault KV v2,
+// 1Password), or the start of a version id (AWS Secrets Manager's are
+// 36-character UUIDs) with the whole id on hover, as a commit is shown;
+// '—' for a store that keeps no versions.
+function refVersion(r) {
+  if (r.versionID) {
+    return el('span', { title: r.versionID },
+      r.versionID.length > 8 ? r.versionID.slice(0, 8) : r.versionID);
+  }
+  return r.version ? String(r.version) : '—';
+}
+
 // secretRefsSection lists the secrets, configs and environment values the
 // deployed release took from secret stores: where from, which version, when
 // last rotated; never a value.
@@ -68,7 +80,7 @@ function secretRefsSection(a) {
   if (!refs.length) return null;
   const use = (r) => (r.kind === 'config' ? `config ${r.secret}`
     : r.kind === 'env' ? `${r.service} env ${r.secret}` : r.secret);
-  const rows = refs.map((r) => [use(r), r.store, r.path, r.key, r.version ? String(r.version) : '—',
+  const rows = refs.map((r) => [use(r), r.store, r.path, r.key, refVersion(r),
     r.rotatedRevision ? `${when(r.lastRotated)} (release ${r.rotatedRevision})` : 'never']);
   return el('div', { id: 'secretrefs' }, el('h3', {}, 'Secrets from stores'),
     table(['Used as', 'Store', 'Path', 'Key', 'Version', 'Last rotated'], rows, ''));
