@@ -631,3 +631,76 @@ func TestBlueGreenSwitchThroughTraefikFailsNoRequest(t *testing.T) {
 		t.Fatalf("the preview never took all traffic (%v) or too few requests (%d)", weights.snapshot(), s.n)
 	}
 }
+
+// TestACommitDuringABlueGreenSwitchDrainsThroughTraefikFailsNoRequest: a
+// commit lands while all traffic is switched to the preview. Traffic goes
+// back to the stable service at once, but Traefik, polling every 15s, still
+// sends requests to the preview until its next poll: the preview keeps the
+// switched revision's tasks until then (Superseded), and only after the
+// scale-down delay takes the new revision, which gets no request before a
+// switch of its own. Not one request fails and none reaches the new
+// revision.
+func TestACommitDuringABlueGreenSwitchDrainsThroughTraefikFailsNoRequest(t *testing.T) {
+	t.Parallel()
+	// A slow poll gives the swarm time to replace the preview's tasks
+	// before Traefik lets go of them: re-specified in the pass that takes
+	// its traffic, the preview answered as v3 here.
+	e := newEdge(t, 15*time.Second)
+	const spec = `        strategy: blueGreen
+        preview: {pause: 5s}
+        rollbackWindow: 10m
+        scaleDownDelay: 40s`
+	// The new revision's preview waits for an operator, so any answer
+	// from it during the test is a request it should never have had.
+	const held = `        strategy: blueGreen
+        preview: {pause: 0s}
+        rollbackWindow: 10m
+        scaleDownDelay: 40s`
+	e.repo.Commit("v1", map[string]string{"deploy/compose.yaml": e.stackFile(stage{"v1", "200", spec})})
+	e.start()
+	c := e.startClient()
+	e.waitServing(c, "v1")
+	weights, _ := e.watchWeights("web", "preview")
+	e.commit(stage{"v2", "200", spec})
+	swarmtest.Eventually(t, 5*time.Minute, func() (bool, string) {
+		st := e.state("web-preview")
+		return st.Phase == rollout.Switched && weights.current() == 100, fmt.Sprintf("%+v, traefik %d", st, weights.current())
+	})
+	e.waitServing(c, "v2")
+
+	from := time.Now()
+	e.commit(stage{"v3", "200", held})
+	var superseded rollout.State
+	swarmtest.Eventually(t, 2*time.Minute, func() (bool, string) {
+		st := e.state("web-preview")
+		if st.Phase == rollout.Superseded {
+			superseded = st
+		}
+		return st.Phase == rollout.Previewing && !st.StepStarted.IsZero(), fmt.Sprintf("%+v, traefik %d", st, weights.current())
+	})
+	// Some seconds more of the new preview holding with no traffic.
+	end := time.Now().Add(5 * time.Second)
+	swarmtest.Eventually(t, time.Minute, func() (bool, string) { return time.Now().After(end), "" })
+	answers := c.since(from)
+	s := count(answers, from, end, "v3")
+	byVersion := map[string]int{}
+	for _, a := range answers {
+		if !a.at.Before(end) {
+			continue
+		}
+		byVersion[a.version]++
+		if a.code != http.StatusOK {
+			t.Logf("failed at %s: %d %q", a.at.Format("15:04:05.000"), a.code, a.version)
+		}
+	}
+	t.Logf("from the commit to the new preview holding: %d requests %v, %d failed; Traefik's preview weights %v", s.n, byVersion, s.failed, weights.snapshot())
+	if s.failed != 0 || s.of != 0 || s.n < 100 {
+		t.Fatalf("%d of %d requests failed and %d reached the unverified v3 (want none of either, and at least 100 requests)", s.failed, s.n, s.of)
+	}
+	if byVersion["v1"] == 0 {
+		t.Fatalf("traffic never went back to stable v1: %v", byVersion)
+	}
+	if superseded.Phase == "" {
+		t.Fatalf("the preview was never recorded Superseded; Traefik's weights %v", weights.snapshot())
+	}
+}
