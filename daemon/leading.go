@@ -75,7 +75,11 @@ func (r *runner) runLeading(ctx context.Context) error {
 		if err := <-done; err != nil {
 			return err
 		}
-		r.log.Warn("leadership lost: passes stopped, writes refused", "ha_id", r.lease.ID(), "epoch", st.Epoch)
+		// The new leader moves the rollouts on from here; the routes of
+		// this term must not be served again, not even once this
+		// controller leads again and before its passes work them out.
+		r.ctl.ForgetRoutes()
+		r.log.Warn("leadership lost: passes stopped, writes refused, router configuration withheld", "ha_id", r.lease.ID(), "epoch", st.Epoch)
 	}
 }
 

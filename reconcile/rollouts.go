@@ -337,6 +337,22 @@ func (c *Controller) keepRoutes(p *pass) {
 	}
 }
 
+// ForgetRoutes drops every application's routes, so RolloutRoutes answers
+// incomplete until each has had a pass again, and makes every application
+// due, so that pass comes as soon as passes run rather than at its
+// interval. A controller calls it when it stops running passes for a while
+// (it lost the leader lease): another controller may move a rollout on
+// meanwhile, and routes kept from before would hand the router weights
+// nobody runs any more, even once this controller leads again.
+func (c *Controller) ForgetRoutes() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range c.apps {
+		a.routes, a.routesKnown = nil, false
+		a.next = time.Time{}
+	}
+}
+
 // rolloutStep is a decision that changed something, reported once the
 // pass recorded the manifest that carries it.
 type rolloutStep struct {

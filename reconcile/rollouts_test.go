@@ -489,3 +489,26 @@ func TestRoutesFollowWhatRunsNotWhatAFailedPassDecided(t *testing.T) {
 		t.Fatalf("after the abort: %+v", r[0].Weights)
 	}
 }
+
+func TestForgottenRoutesStayIncompleteUntilTheNextPass(t *testing.T) {
+	_, f, c, clk := canaryOnMinimal(t)
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("2")})
+	reconcileOK(t, c)
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+	want := rollout.Weights{Stable: 75, Canary: 25}
+	if r, complete := c.RolloutRoutes(); !complete || len(r) != 1 || r[0].Weights != want {
+		t.Fatalf("at step 0: %+v %v", r, complete)
+	}
+
+	c.ForgetRoutes()
+	if r, complete := c.RolloutRoutes(); complete || len(r) != 0 {
+		t.Fatalf("after ForgetRoutes: %+v %v, want nothing and incomplete", r, complete)
+	}
+	// The next pass works them out again from what the swarm records.
+	reconcileOK(t, c)
+	if r, complete := c.RolloutRoutes(); !complete || len(r) != 1 || r[0].Weights != want {
+		t.Fatalf("after the next pass: %+v %v, want %+v", r, complete, want)
+	}
+}
