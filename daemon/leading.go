@@ -75,11 +75,12 @@ func (r *runner) runLeading(ctx context.Context) error {
 		if err := <-done; err != nil {
 			return err
 		}
-		// The new leader moves the rollouts on from here; the routes of
-		// this term must not be served again, not even once this
-		// controller leads again and before its passes work them out.
+		// The new leader moves the rollouts on from here; the routes and
+		// the operators' commands of this term must not be served or
+		// deployed again, not even once this controller leads again.
 		r.ctl.ForgetRoutes()
-		r.log.Warn("leadership lost: passes stopped, writes refused, router configuration withheld", "ha_id", r.lease.ID(), "epoch", st.Epoch)
+		forgotten := r.ctl.ForgetRolloutCommands()
+		r.log.Warn("leadership lost: passes stopped, writes refused, router configuration withheld", "ha_id", r.lease.ID(), "epoch", st.Epoch, "rollout_commands_forgotten", forgotten)
 	}
 }
 

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -70,12 +71,31 @@ func (m *memLeaseStore) steal(holder string, d time.Duration) {
 	m.version++
 }
 
-// gatedFetch serves one commit; while held, a fetch waits until it is
-// let go or its pass ends, so no pass of the controller completes.
+// gatedFetch serves the commit the test last wrote; while held, a fetch
+// waits until it is let go or its pass ends, so no pass of the controller
+// completes.
 type gatedFetch struct {
-	dir  string
-	mu   sync.Mutex
-	gate chan struct{} // nil: not held
+	mu      sync.Mutex
+	commits int
+	commit  string
+	dir     string
+	gate    chan struct{} // nil: not held
+}
+
+// write makes compose the next commit's deploy/docker-compose.yml.
+func (f *gatedFetch) write(t *testing.T, compose string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "deploy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "deploy", "docker-compose.yml"), []byte(compose), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.commits++
+	f.commit, f.dir = fmt.Sprintf("%040d", f.commits), dir
 }
 
 func (f *gatedFetch) hold() {
@@ -102,12 +122,15 @@ func (f *gatedFetch) Fetch(ctx context.Context, _ source.Request) (*source.Revis
 			return nil, context.Cause(ctx)
 		}
 	}
-	return &source.Revision{Commit: strings.Repeat("1", 40), Dir: f.dir}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &source.Revision{Commit: f.commit, Dir: f.dir}, nil
 }
 
-const routedCompose = `services:
+func routedCompose(version string) string {
+	return `services:
   web:
-    image: example/web:1
+    image: example/web:` + version + `
     x-flotilla:
       rollout:
         strategy: canary
@@ -115,24 +138,20 @@ const routedCompose = `services:
           - {weight: 25, pause: 1m}
         router: {provider: traefik, rule: "Host(` + "`shop.example`" + `)", port: 8080}
 `
+}
 
-// A deposed leader's routes are of a term the new leader moves on from:
-// it answers the router 503 from the moment it loses the lease, and, once
-// it leads again, until its own passes have worked the routes out anew.
+// A deposed leader's routes and operators' commands are of a term the new
+// leader moves on from: it answers the router 503 from the moment it loses
+// the lease, forgets the commands no pass took, and once it leads again
+// answers 503 until its own passes have worked the routes out anew.
 func TestADeposedLeaderServesNoRouterConfigurationUntilItsNewPassesDecideOne(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "deploy"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "deploy", "docker-compose.yml"), []byte(routedCompose), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	file, err := application.Parse("apps.yaml", []byte(reloadBase))
+	file, err := application.Parse("apps.yaml", []byte(reloadBase+"    syncPolicy: {automated: {}}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fetch := &gatedFetch{dir: dir}
+	fetch := &gatedFetch{}
+	fetch.write(t, routedCompose("1"))
 	ctl, err := reconcile.New(reconcile.Options{Backend: chartstest.NewMinimal(), Fetcher: fetch, Logger: log, Tick: 20 * time.Millisecond}, file.Applications)
 	if err != nil {
 		t.Fatal(err)
@@ -156,8 +175,8 @@ func TestADeposedLeaderServesNoRouterConfigurationUntilItsNewPassesDecideOne(t *
 		}
 	})
 
-	// routerAnswer is what Traefik's poll gets: the status and, for a
-	// 503, the error's code and message.
+	// routerAnswer is what Traefik's poll gets: the status and, for
+	// another answer than 200, the error's code and message.
 	routerAnswer := func() (int, api.Error) {
 		t.Helper()
 		resp, err := http.Get(srv.URL + "/api/v1/router/traefik")
@@ -187,15 +206,34 @@ func TestADeposedLeaderServesNoRouterConfigurationUntilItsNewPassesDecideOne(t *
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	rolloutOf := func() application.RolloutStatus {
+		st, _ := ctl.Status("shop")
+		if len(st.Rollouts) != 1 {
+			return application.RolloutStatus{}
+		}
+		return st.Rollouts[0]
+	}
 
 	waitFor("the leader to serve the router configuration", func() bool {
 		code, _ := routerAnswer()
 		return code == http.StatusOK
 	})
+	fetch.write(t, routedCompose("2"))
+	if err := ctl.Refresh("shop"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the canary of version 2 to start", func() bool { return rolloutOf().Phase == "Progressing" })
 
-	// Another controller takes the lease; no pass of this one completes
-	// from here on until the test lets its fetches go.
+	// An operator's abort is queued, and another controller takes the
+	// lease before any pass takes it; no pass of this one completes from
+	// here on until the test lets its fetches go.
 	fetch.hold()
+	if err := ctl.RolloutCommand("shop", "web", "abort"); err != nil {
+		t.Fatal(err)
+	}
+	if p := rolloutOf().Pending; p != "abort" {
+		t.Fatalf("the abort is not pending: %q", p)
+	}
 	store.steal("b", leaseFor)
 	waitFor("the deposed leader to stand by", func() bool { return !ls.State().Leader })
 	if code, e := routerAnswer(); code != http.StatusServiceUnavailable || e.Code != api.CodeStandby || !strings.Contains(e.Message, `controller "b" leads`) {
@@ -205,6 +243,9 @@ func TestADeposedLeaderServesNoRouterConfigurationUntilItsNewPassesDecideOne(t *
 		_, complete := ctl.RolloutRoutes()
 		return !complete
 	})
+	if p := rolloutOf().Pending; p != "" {
+		t.Fatalf("the deposed leader still holds the operator's %s", p)
+	}
 
 	// b never renews: a takes the lease back, and must not serve the
 	// routes of its former term while its new passes are held.
@@ -217,4 +258,7 @@ func TestADeposedLeaderServesNoRouterConfigurationUntilItsNewPassesDecideOne(t *
 		code, _ := routerAnswer()
 		return code == http.StatusOK
 	})
+	if ph := rolloutOf().Phase; ph != "Progressing" {
+		t.Fatalf("the rollout is %s after the new term's pass: the former term's abort was deployed", ph)
+	}
 }

@@ -353,6 +353,23 @@ func (c *Controller) ForgetRoutes() {
 	}
 }
 
+// ForgetRolloutCommands drops every operator's command no pass has taken
+// and returns how many there were. A controller calls it when it stops
+// running passes (it lost the leader lease): the leader that follows never
+// had them, and an operator told so sends them there again, so a command
+// kept here would be deployed, stale, whenever this controller led again.
+// Call it only once no pass runs.
+func (c *Controller) ForgetRolloutCommands() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, a := range c.apps {
+		n += len(a.rolloutCmds) + len(a.takenCmds)
+		a.rolloutCmds, a.takenCmds = nil, nil
+	}
+	return n
+}
+
 // rolloutStep is a decision that changed something, reported once the
 // pass recorded the manifest that carries it.
 type rolloutStep struct {

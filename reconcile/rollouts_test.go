@@ -512,3 +512,26 @@ func TestForgottenRoutesStayIncompleteUntilTheNextPass(t *testing.T) {
 		t.Fatalf("after the next pass: %+v %v, want %+v", r, complete, want)
 	}
 }
+
+func TestForgottenRolloutCommandsAreNeitherPendingNorDeployed(t *testing.T) {
+	b, f, c, clk := canaryOnMinimal(t)
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("2")})
+	reconcileOK(t, c)
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+	if err := c.RolloutCommand("shop", "web", rollout.CommandAbort); err != nil {
+		t.Fatal(err)
+	}
+
+	if n := c.ForgetRolloutCommands(); n != 1 {
+		t.Fatalf("ForgetRolloutCommands dropped %d commands, want 1", n)
+	}
+	if st, _ := c.Status("shop"); len(st.Rollouts) != 1 || st.Rollouts[0].Pending != "" {
+		t.Fatalf("status rollouts %+v, want nothing pending", st.Rollouts)
+	}
+	reconcileOK(t, c)
+	if st, _, _, _ := rolloutState(t, b); st.Phase != rollout.Progressing || st.Weight != 25 {
+		t.Fatalf("after a pass, state %+v: the forgotten abort was deployed", st)
+	}
+}
