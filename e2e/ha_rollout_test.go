@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 	"github.com/flotilla-gitops/flotilla/rollout"
@@ -124,5 +126,88 @@ func TestHAStandbyResumesARolloutAtItsRecordedStepWhenTheLeaderIsKilled(t *testi
 	}
 	if code, _ := b.ctl.stop(syscall.SIGTERM, stopDeadline); code != 0 {
 		t.Errorf("the new leader exited %d on SIGTERM", code)
+	}
+}
+
+// haRoutedStack is web under a rollout that names Traefik, so the
+// controllers serve a route for it; the first deploy routes all of it to
+// the stable service.
+const haRoutedStack = `version: "3.8"
+services:
+  web:
+    image: flotilla-test/app:1
+    command: ["serve", ":8080"]
+    stop_grace_period: 1s
+    deploy: {replicas: 0}
+    x-flotilla:
+      rollout:
+        strategy: canary
+        steps:
+          - {weight: 50, pause: 1m}
+        router: {provider: traefik, rule: "Host(` + "`web.example`" + `)", port: 8080}
+`
+
+// routerConfig is what Traefik's poll of m gets: the status, and the
+// error of any answer but 200.
+func (m *haMember) routerConfig(t *testing.T) (int, api.Error) {
+	t.Helper()
+	resp, err := http.Get(m.url + "/api/v1/router/traefik")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e api.Error
+	if resp.StatusCode != http.StatusOK {
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+	}
+	return resp.StatusCode, e
+}
+
+// Traefik polls an HA pair through one address: only the leader may
+// answer with routes. A standby, and a leader cut off from the swarm that
+// lost the lease while still running, answer 503 naming the leader, so
+// Traefik keeps the configuration the leader gave it.
+func TestHAOnlyTheLeaderServesTheRouterConfiguration(t *testing.T) {
+	t.Parallel()
+	stack := swarmtest.Name(t, "harouter")
+	swarmtest.Cleanup(t, stack)
+	t.Cleanup(func() {
+		_, _ = swarmtest.Client(t).ConfigRemove(context.Background(), "flotilla-lease."+stack, client.ConfigRemoveOptions{})
+	})
+	repo := gittest.New(t)
+	repo.Commit("v1", map[string]string{"deploy/docker-compose.yml": haRoutedStack})
+	apps := shutdownApps(t, stack, repo.Dir, "")
+	a := startHA(t, apps, stack, "a-"+stack)
+	a.waitRole(t, "leader", "", 30*time.Second)
+	b := startHA(t, apps, stack, "b-"+stack)
+	b.waitRole(t, "standby", a.id, 30*time.Second)
+
+	swarmtest.Eventually(t, time.Minute, func() (bool, string) {
+		code, e := a.routerConfig(t)
+		return code == http.StatusOK, fmt.Sprintf("the leader answered %d %+v", code, e)
+	})
+	if code, e := b.routerConfig(t); code != http.StatusServiceUnavailable || e.Code != api.CodeStandby || !strings.Contains(e.Message, a.id) {
+		t.Fatalf("the standby answered the router %d %+v, want 503 standby naming %s", code, e, a.id)
+	}
+
+	// a keeps running but loses the swarm, and with it the lease.
+	a.proxy.cut(true)
+	b.waitRole(t, "leader", "", 4*haLease)
+	if code, e := a.routerConfig(t); code != http.StatusServiceUnavailable || e.Code != api.CodeStandby {
+		t.Fatalf("the cut-off former leader answered the router %d %+v, want 503 standby", code, e)
+	}
+	swarmtest.Eventually(t, time.Minute, func() (bool, string) {
+		code, e := b.routerConfig(t)
+		return code == http.StatusOK, fmt.Sprintf("the new leader answered %d %+v", code, e)
+	})
+	a.proxy.cut(false)
+	a.waitRole(t, "standby", b.id, 4*haLease)
+	if code, e := a.routerConfig(t); code != http.StatusServiceUnavailable || e.Code != api.CodeStandby || !strings.Contains(e.Message, b.id) {
+		t.Fatalf("the former leader, standing by, answered the router %d %+v, want 503 standby naming %s", code, e, b.id)
+	}
+	for _, m := range []*haMember{a, b} {
+		if code, _ := m.ctl.stop(syscall.SIGTERM, stopDeadline); code != 0 {
+			t.Errorf("%s exited %d on SIGTERM", m.id, code)
+		}
 	}
 }
