@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -210,4 +214,59 @@ func TestHAOnlyTheLeaderServesTheRouterConfiguration(t *testing.T) {
 			t.Errorf("%s exited %d on SIGTERM", m.id, code)
 		}
 	}
+}
+
+// An operator's command lives in the leader's memory until a pass takes
+// it. When the leader loses the lease first, the command is gone: the new
+// leader never had it and the old one forgets it. `--wait` must then fail
+// and say so, not exit 0 with the rollout as it was.
+func TestARolloutCommandLostToALeaderChangeFailsItsWait(t *testing.T) {
+	t.Parallel()
+	stack := swarmtest.Name(t, "halost")
+	swarmtest.Cleanup(t, stack)
+	t.Cleanup(func() {
+		_, _ = swarmtest.Client(t).ConfigRemove(context.Background(), "flotilla-lease."+stack, client.ConfigRemoveOptions{})
+	})
+	// A pause no test run outlasts: nothing moves the rollout but a command.
+	stackV := strings.ReplaceAll(haRolloutStack, "pause: 25s", "pause: 30m")
+	repo := gittest.New(t)
+	repo.Commit("v1", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(stackV, "1")})
+	apps := shutdownApps(t, stack, repo.Dir, "")
+	a := startHA(t, apps, stack, "a-"+stack)
+	a.waitRole(t, "leader", "", 30*time.Second)
+	a.ctl.waitLog("deployed revision", 60*time.Second)
+	b := startHA(t, apps, stack, "b-"+stack)
+	b.waitRole(t, "standby", a.id, 30*time.Second)
+	repo.Commit("v2", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(stackV, "2")})
+	if code, e := a.post(t, "/api/v1/applications/"+stack+"/sync"); code != http.StatusAccepted {
+		t.Fatalf("sync on the leader: %d %+v", code, e)
+	}
+	swarmtest.Eventually(t, 2*time.Minute, func() (bool, string) {
+		web, st, _ := stackCanary(t, stack)
+		return st.Phase == rollout.Progressing && st.Weight == 50 && !st.StepStarted.IsZero(), fmt.Sprintf("web %s, canary %+v", web, st)
+	})
+
+	// The leader is cut off from the swarm, so the pass the abort makes
+	// due waits on its read of the swarm until the lease is lost.
+	a.proxy.cut(true)
+	cmd := exec.Command(flotillaBinary(t), "app", "rollout", "abort", stack, "--wait", "2m")
+	cmd.Env = append(os.Environ(), "FLOTILLA_SERVER="+a.url)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("abort --wait: %v, want exit 1\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	if msg := stderr.String(); !strings.Contains(msg, "is not aborted (phase Progressing") || !strings.Contains(msg, "its leader changed") {
+		t.Fatalf("abort --wait said:\n%s\nwant that the rollout is not aborted and why", msg)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("abort --wait printed the rollout as if deployed:\n%s", stdout.String())
+	}
+	b.waitRole(t, "leader", "", 4*haLease)
+	if _, st, _ := stackCanary(t, stack); st.Phase != rollout.Progressing {
+		t.Fatalf("the canary is %s: the lost abort was deployed after all", st.Phase)
+	}
+	a.proxy.cut(false)
 }

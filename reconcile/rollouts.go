@@ -33,7 +33,7 @@ import (
 // newest record that declares it and a stable service that runs. A first
 // deploy goes as without the key.
 func (c *Controller) rollouts(ctx context.Context, p *pass) error {
-	p.status.Rollouts = nil
+	p.status.Rollouts, p.liveRollouts, p.rolloutsRan = nil, nil, true
 	if p.rendered == nil || p.asRecorded {
 		// A record that holds colours and not what they were made
 		// from is deployed as it is: the routes the router serves stay
@@ -257,12 +257,32 @@ func (c *Controller) rolloutOf(ctx context.Context, p *pass, svc string, spec ro
 		route.Weights = rollout.Weights{Stable: 100 - st.Weight, Canary: st.Weight}
 	}
 	p.liveRoutes = append(p.liveRoutes, route)
+	p.liveRollouts = append(p.liveRollouts, liveRollout(rs, extra, hasExtra, st, stErr))
 	if d.Err == nil && d.Action != rollout.ActionHold {
 		p.rolloutSteps = append(p.rolloutSteps, rolloutStep{service: svc, d: d})
 	}
 	p.log.Debug("rollout decided", "service", svc, "revision", revision, "action", string(d.Action),
 		"phase", string(d.State.Phase), "step", d.State.Step, "weight", d.Weights.Canary, "replicas", colour.Replicas, "reason", d.Reason)
 	return colour, rs, d.NextCheck, true, nil
+}
+
+// liveRollout is decided, the status of a rollout after its decision, as
+// the swarm records it before that decision is deployed: the extra
+// colour's recorded state and replicas, or no phase when there is no extra
+// colour yet. A record that cannot be read shows as decided: the decision
+// then only holds it.
+func liveRollout(decided application.RolloutStatus, extra charts.ServiceState, hasExtra bool, st rollout.State, stErr error) application.RolloutStatus {
+	if stErr != nil {
+		return decided
+	}
+	live := application.RolloutStatus{Service: decided.Service, Colour: decided.Colour, Strategy: decided.Strategy, Steps: decided.Steps,
+		Reason: "not deployed yet: " + decided.Reason}
+	if hasExtra {
+		live.Revision, live.Phase, live.Step, live.Weight, live.Paused = st.Revision, string(st.Phase), st.Step, st.Weight, st.Paused
+		live.Verdict, live.Metric, live.Values = string(st.Verdict), st.Metric, st.Values
+		live.Replicas = int(extra.Desired)
+	}
+	return live
 }
 
 // verdict is the analysis's verdict on the step st serves, when an
