@@ -93,3 +93,36 @@ func TestAPI_anApplicationsAnswerSaysWhetherTheCallerMayOperateIt(t *testing.T) 
 		}
 	}
 }
+
+// Traefik polls the controllers of an HA pair through one address. Only
+// the leader may answer with routes: a standby's or a deposed leader's are
+// of a term another controller may have moved on since, and Traefik keeps
+// its last configuration on any answer but 200.
+func TestAPI_onlyTheLeaderServesTheRouterConfig(t *testing.T) {
+	sw := &leadershipSwitch{l: api.Leadership{ID: "b", Leader: true, Holder: "b", Epoch: 4}}
+	e := newEnv(t, func(o *api.Options) { o.Leadership = sw.get })
+	e.ctl.Routes = []router.Route{{Name: "shop-web", Rule: "Host(`shop.example`)", Backends: []router.Backend{
+		{Name: "stable", Weight: 100, URLs: []string{"http://shop_web:8080"}},
+	}}}
+	e.ctl.RoutesComplete = true
+	const path = "/api/v1/router/traefik"
+	if resp, b := e.do(t, "GET", path, readToken, ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("on the leader: status %d: %s", resp.StatusCode, b)
+	}
+	for _, c := range []struct {
+		name string
+		l    api.Leadership
+		want string
+	}{
+		{"a standby", api.Leadership{ID: "b", Holder: "a", Epoch: 5}, `controller "a" leads (epoch 5)`},
+		{"a leader whose lease ran out", api.Leadership{ID: "b", Holder: "b", Epoch: 4}, "no controller holds the leader lease"},
+	} {
+		sw.set(c.l)
+		resp, b := e.do(t, "GET", path, readToken, "")
+		er := decode[api.Error](t, b)
+		if resp.StatusCode != http.StatusServiceUnavailable || er.Code != api.CodeStandby ||
+			!strings.Contains(er.Message, "serves no router configuration") || !strings.Contains(er.Message, c.want) {
+			t.Errorf("on %s: status %d: %s", c.name, resp.StatusCode, b)
+		}
+	}
+}

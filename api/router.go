@@ -19,10 +19,24 @@ type RouterRoutes interface {
 // configuration. Until every application's routes are known it answers
 // 503, and so on a configuration it cannot render: Traefik then keeps the
 // one it has, instead of dropping the routes it was not given.
+//
+// Under a leader lease only the leader answers with the configuration. A
+// standby runs no pass, and a deposed leader's routes are those of a term
+// another controller may have moved on since (an aborted canary, a colour
+// scaling down): served, they would put traffic back where the leader took
+// it away. Both answer 503, so a router polling the controllers through
+// one address keeps the leader's last configuration between its answers.
 func (s *server) getRouterConfig(w http.ResponseWriter, r *http.Request) error {
 	rr, ok := s.ctl.(RouterRoutes)
 	if !ok {
 		return unsupported("the router configuration", "RouterRoutes")
+	}
+	if s.opts.Leadership != nil {
+		if l := s.opts.Leadership(); !l.Leader {
+			e := errorf(http.StatusServiceUnavailable, CodeStandby, "%s", standbyRouterMessage(l))
+			e.retryAfter = 1
+			return e
+		}
 	}
 	routes, complete := rr.RouterRoutes()
 	if !complete {
@@ -39,4 +53,11 @@ func (s *server) getRouterConfig(w http.ResponseWriter, r *http.Request) error {
 	}
 	_, err = w.Write(b)
 	return err
+}
+
+func standbyRouterMessage(l Leadership) string {
+	if l.Holder == "" || l.Holder == l.ID {
+		return fmt.Sprintf("controller %q stands by and serves no router configuration: no controller holds the leader lease right now (last epoch %d); the leader serves it", l.ID, l.Epoch)
+	}
+	return fmt.Sprintf("controller %q stands by and serves no router configuration: controller %q leads (epoch %d) and serves it", l.ID, l.Holder, l.Epoch)
 }

@@ -75,7 +75,12 @@ func (r *runner) runLeading(ctx context.Context) error {
 		if err := <-done; err != nil {
 			return err
 		}
-		r.log.Warn("leadership lost: passes stopped, writes refused", "ha_id", r.lease.ID(), "epoch", st.Epoch)
+		// The new leader moves the rollouts on from here; the routes and
+		// the operators' commands of this term must not be served or
+		// deployed again, not even once this controller leads again.
+		r.ctl.ForgetRoutes()
+		forgotten := r.ctl.ForgetRolloutCommands()
+		r.log.Warn("leadership lost: passes stopped, writes refused, router configuration withheld", "ha_id", r.lease.ID(), "epoch", st.Epoch, "rollout_commands_forgotten", forgotten)
 	}
 }
 

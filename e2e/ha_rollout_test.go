@@ -1,9 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,6 +16,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 	"github.com/flotilla-gitops/flotilla/rollout"
@@ -125,4 +131,142 @@ func TestHAStandbyResumesARolloutAtItsRecordedStepWhenTheLeaderIsKilled(t *testi
 	if code, _ := b.ctl.stop(syscall.SIGTERM, stopDeadline); code != 0 {
 		t.Errorf("the new leader exited %d on SIGTERM", code)
 	}
+}
+
+// haRoutedStack is web under a rollout that names Traefik, so the
+// controllers serve a route for it; the first deploy routes all of it to
+// the stable service.
+const haRoutedStack = `version: "3.8"
+services:
+  web:
+    image: flotilla-test/app:1
+    command: ["serve", ":8080"]
+    stop_grace_period: 1s
+    deploy: {replicas: 0}
+    x-flotilla:
+      rollout:
+        strategy: canary
+        steps:
+          - {weight: 50, pause: 1m}
+        router: {provider: traefik, rule: "Host(` + "`web.example`" + `)", port: 8080}
+`
+
+// routerConfig is what Traefik's poll of m gets: the status, and the
+// error of any answer but 200.
+func (m *haMember) routerConfig(t *testing.T) (int, api.Error) {
+	t.Helper()
+	resp, err := http.Get(m.url + "/api/v1/router/traefik")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e api.Error
+	if resp.StatusCode != http.StatusOK {
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+	}
+	return resp.StatusCode, e
+}
+
+// Traefik polls an HA pair through one address: only the leader may
+// answer with routes. A standby, and a leader cut off from the swarm that
+// lost the lease while still running, answer 503 naming the leader, so
+// Traefik keeps the configuration the leader gave it.
+func TestHAOnlyTheLeaderServesTheRouterConfiguration(t *testing.T) {
+	t.Parallel()
+	stack := swarmtest.Name(t, "harouter")
+	swarmtest.Cleanup(t, stack)
+	t.Cleanup(func() {
+		_, _ = swarmtest.Client(t).ConfigRemove(context.Background(), "flotilla-lease."+stack, client.ConfigRemoveOptions{})
+	})
+	repo := gittest.New(t)
+	repo.Commit("v1", map[string]string{"deploy/docker-compose.yml": haRoutedStack})
+	apps := shutdownApps(t, stack, repo.Dir, "")
+	a := startHA(t, apps, stack, "a-"+stack)
+	a.waitRole(t, "leader", "", 30*time.Second)
+	b := startHA(t, apps, stack, "b-"+stack)
+	b.waitRole(t, "standby", a.id, 30*time.Second)
+
+	swarmtest.Eventually(t, time.Minute, func() (bool, string) {
+		code, e := a.routerConfig(t)
+		return code == http.StatusOK, fmt.Sprintf("the leader answered %d %+v", code, e)
+	})
+	if code, e := b.routerConfig(t); code != http.StatusServiceUnavailable || e.Code != api.CodeStandby || !strings.Contains(e.Message, a.id) {
+		t.Fatalf("the standby answered the router %d %+v, want 503 standby naming %s", code, e, a.id)
+	}
+
+	// a keeps running but loses the swarm, and with it the lease.
+	a.proxy.cut(true)
+	b.waitRole(t, "leader", "", 4*haLease)
+	if code, e := a.routerConfig(t); code != http.StatusServiceUnavailable || e.Code != api.CodeStandby {
+		t.Fatalf("the cut-off former leader answered the router %d %+v, want 503 standby", code, e)
+	}
+	swarmtest.Eventually(t, time.Minute, func() (bool, string) {
+		code, e := b.routerConfig(t)
+		return code == http.StatusOK, fmt.Sprintf("the new leader answered %d %+v", code, e)
+	})
+	a.proxy.cut(false)
+	a.waitRole(t, "standby", b.id, 4*haLease)
+	if code, e := a.routerConfig(t); code != http.StatusServiceUnavailable || e.Code != api.CodeStandby || !strings.Contains(e.Message, b.id) {
+		t.Fatalf("the former leader, standing by, answered the router %d %+v, want 503 standby naming %s", code, e, b.id)
+	}
+	for _, m := range []*haMember{a, b} {
+		if code, _ := m.ctl.stop(syscall.SIGTERM, stopDeadline); code != 0 {
+			t.Errorf("%s exited %d on SIGTERM", m.id, code)
+		}
+	}
+}
+
+// An operator's command lives in the leader's memory until a pass takes
+// it. When the leader loses the lease first, the command is gone: the new
+// leader never had it and the old one forgets it. `--wait` must then fail
+// and say so, not exit 0 with the rollout as it was.
+func TestARolloutCommandLostToALeaderChangeFailsItsWait(t *testing.T) {
+	t.Parallel()
+	stack := swarmtest.Name(t, "halost")
+	swarmtest.Cleanup(t, stack)
+	t.Cleanup(func() {
+		_, _ = swarmtest.Client(t).ConfigRemove(context.Background(), "flotilla-lease."+stack, client.ConfigRemoveOptions{})
+	})
+	// A pause no test run outlasts: nothing moves the rollout but a command.
+	stackV := strings.ReplaceAll(haRolloutStack, "pause: 25s", "pause: 30m")
+	repo := gittest.New(t)
+	repo.Commit("v1", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(stackV, "1")})
+	apps := shutdownApps(t, stack, repo.Dir, "")
+	a := startHA(t, apps, stack, "a-"+stack)
+	a.waitRole(t, "leader", "", 30*time.Second)
+	a.ctl.waitLog("deployed revision", 60*time.Second)
+	b := startHA(t, apps, stack, "b-"+stack)
+	b.waitRole(t, "standby", a.id, 30*time.Second)
+	repo.Commit("v2", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(stackV, "2")})
+	if code, e := a.post(t, "/api/v1/applications/"+stack+"/sync"); code != http.StatusAccepted {
+		t.Fatalf("sync on the leader: %d %+v", code, e)
+	}
+	swarmtest.Eventually(t, 2*time.Minute, func() (bool, string) {
+		web, st, _ := stackCanary(t, stack)
+		return st.Phase == rollout.Progressing && st.Weight == 50 && !st.StepStarted.IsZero(), fmt.Sprintf("web %s, canary %+v", web, st)
+	})
+
+	// The leader is cut off from the swarm, so the pass the abort makes
+	// due waits on its read of the swarm until the lease is lost.
+	a.proxy.cut(true)
+	cmd := exec.Command(flotillaBinary(t), "app", "rollout", "abort", stack, "--wait", "2m")
+	cmd.Env = append(os.Environ(), "FLOTILLA_SERVER="+a.url)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("abort --wait: %v, want exit 1\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	if msg := stderr.String(); !strings.Contains(msg, "is not aborted (phase Progressing") || !strings.Contains(msg, "its leader changed") {
+		t.Fatalf("abort --wait said:\n%s\nwant that the rollout is not aborted and why", msg)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("abort --wait printed the rollout as if deployed:\n%s", stdout.String())
+	}
+	b.waitRole(t, "leader", "", 4*haLease)
+	if _, st, _ := stackCanary(t, stack); st.Phase != rollout.Progressing {
+		t.Fatalf("the canary is %s: the lost abort was deployed after all", st.Phase)
+	}
+	a.proxy.cut(false)
 }

@@ -83,6 +83,12 @@ type pass struct {
 	// rollout step worked them out (see RolloutRoutes).
 	routes, liveRoutes []RolloutRoute
 	routesKnown        bool
+	// liveRollouts are the rollouts as the swarm records them when the
+	// pass began, shown instead of the decided ones (status.Rollouts) by
+	// a pass that deployed nothing; rolloutsRan is set once the rollout
+	// step began deciding them.
+	liveRollouts []application.RolloutStatus
+	rolloutsRan  bool
 	// takenCmds are the operators' commands this pass took, by service.
 	takenCmds map[string]rollout.Command
 	// degradedByRollout is set when the status is Degraded only because
@@ -371,6 +377,12 @@ func (c *Controller) passIn(ctx context.Context, app application.Application, re
 	c.keepRoutes(p)
 	if (err != nil || gated) && p.deployed == nil {
 		c.returnRolloutCommands(p)
+		if p.rolloutsRan {
+			// What was decided did not reach the swarm: the status says
+			// what runs, so a command that is later forgotten (a leader
+			// change) cannot look done.
+			p.status.Rollouts = p.liveRollouts
+		}
 	}
 	c.finish(p, err)
 	c.wakeDependents(p)

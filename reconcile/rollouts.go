@@ -33,7 +33,7 @@ import (
 // newest record that declares it and a stable service that runs. A first
 // deploy goes as without the key.
 func (c *Controller) rollouts(ctx context.Context, p *pass) error {
-	p.status.Rollouts = nil
+	p.status.Rollouts, p.liveRollouts, p.rolloutsRan = nil, nil, true
 	if p.rendered == nil || p.asRecorded {
 		// A record that holds colours and not what they were made
 		// from is deployed as it is: the routes the router serves stay
@@ -265,12 +265,32 @@ func (c *Controller) rolloutOf(ctx context.Context, p *pass, svc string, spec ro
 		route.Weights = rollout.Weights{Stable: 100 - st.Weight, Canary: st.Weight}
 	}
 	p.liveRoutes = append(p.liveRoutes, route)
+	p.liveRollouts = append(p.liveRollouts, liveRollout(rs, extra, hasExtra, st, stErr))
 	if d.Err == nil && d.Action != rollout.ActionHold {
 		p.rolloutSteps = append(p.rolloutSteps, rolloutStep{service: svc, d: d})
 	}
 	p.log.Debug("rollout decided", "service", svc, "revision", revision, "action", string(d.Action),
 		"phase", string(d.State.Phase), "step", d.State.Step, "weight", d.Weights.Canary, "replicas", colour.Replicas, "reason", d.Reason)
 	return colour, rs, d.NextCheck, true, nil
+}
+
+// liveRollout is decided, the status of a rollout after its decision, as
+// the swarm records it before that decision is deployed: the extra
+// colour's recorded state and replicas, or no phase when there is no extra
+// colour yet. A record that cannot be read shows as decided: the decision
+// then only holds it.
+func liveRollout(decided application.RolloutStatus, extra charts.ServiceState, hasExtra bool, st rollout.State, stErr error) application.RolloutStatus {
+	if stErr != nil {
+		return decided
+	}
+	live := application.RolloutStatus{Service: decided.Service, Colour: decided.Colour, Strategy: decided.Strategy, Steps: decided.Steps,
+		Reason: "not deployed yet: " + decided.Reason}
+	if hasExtra {
+		live.Revision, live.Phase, live.Step, live.Weight, live.Paused = st.Revision, string(st.Phase), st.Step, st.Weight, st.Paused
+		live.Verdict, live.Metric, live.Values = string(st.Verdict), st.Metric, st.Values
+		live.Replicas = int(extra.Desired)
+	}
+	return live
 }
 
 // verdict is the analysis's verdict on the step st serves, when an
@@ -343,6 +363,39 @@ func (c *Controller) keepRoutes(p *pass) {
 	if a, ok := c.apps[p.app.Name]; ok {
 		a.routes, a.routesKnown = routes, true
 	}
+}
+
+// ForgetRoutes drops every application's routes, so RolloutRoutes answers
+// incomplete until each has had a pass again, and makes every application
+// due, so that pass comes as soon as passes run rather than at its
+// interval. A controller calls it when it stops running passes for a while
+// (it lost the leader lease): another controller may move a rollout on
+// meanwhile, and routes kept from before would hand the router weights
+// nobody runs any more, even once this controller leads again.
+func (c *Controller) ForgetRoutes() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range c.apps {
+		a.routes, a.routesKnown = nil, false
+		a.next = time.Time{}
+	}
+}
+
+// ForgetRolloutCommands drops every operator's command no pass has taken
+// and returns how many there were. A controller calls it when it stops
+// running passes (it lost the leader lease): the leader that follows never
+// had them, and an operator told so sends them there again, so a command
+// kept here would be deployed, stale, whenever this controller led again.
+// Call it only once no pass runs.
+func (c *Controller) ForgetRolloutCommands() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, a := range c.apps {
+		n += len(a.rolloutCmds) + len(a.takenCmds)
+		a.rolloutCmds, a.takenCmds = nil, nil
+	}
+	return n
 }
 
 // rolloutStep is a decision that changed something, reported once the

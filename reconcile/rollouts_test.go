@@ -549,3 +549,83 @@ func TestRoutesFollowWhatRunsNotWhatAFailedPassDecided(t *testing.T) {
 		t.Fatalf("after the abort: %+v", r[0].Weights)
 	}
 }
+
+func TestForgottenRoutesStayIncompleteUntilTheNextPass(t *testing.T) {
+	_, f, c, clk := canaryOnMinimal(t)
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("2")})
+	reconcileOK(t, c)
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+	want := rollout.Weights{Stable: 75, Canary: 25}
+	if r, complete := c.RolloutRoutes(); !complete || len(r) != 1 || r[0].Weights != want {
+		t.Fatalf("at step 0: %+v %v", r, complete)
+	}
+
+	c.ForgetRoutes()
+	if r, complete := c.RolloutRoutes(); complete || len(r) != 0 {
+		t.Fatalf("after ForgetRoutes: %+v %v, want nothing and incomplete", r, complete)
+	}
+	// The next pass works them out again from what the swarm records.
+	reconcileOK(t, c)
+	if r, complete := c.RolloutRoutes(); !complete || len(r) != 1 || r[0].Weights != want {
+		t.Fatalf("after the next pass: %+v %v, want %+v", r, complete, want)
+	}
+}
+
+func TestForgottenRolloutCommandsAreNeitherPendingNorDeployed(t *testing.T) {
+	b, f, c, clk := canaryOnMinimal(t)
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("2")})
+	reconcileOK(t, c)
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+	if err := c.RolloutCommand("shop", "web", rollout.CommandAbort); err != nil {
+		t.Fatal(err)
+	}
+
+	if n := c.ForgetRolloutCommands(); n != 1 {
+		t.Fatalf("ForgetRolloutCommands dropped %d commands, want 1", n)
+	}
+	if st, _ := c.Status("shop"); len(st.Rollouts) != 1 || st.Rollouts[0].Pending != "" {
+		t.Fatalf("status rollouts %+v, want nothing pending", st.Rollouts)
+	}
+	reconcileOK(t, c)
+	if st, _, _, _ := rolloutState(t, b); st.Phase != rollout.Progressing || st.Weight != 25 {
+		t.Fatalf("after a pass, state %+v: the forgotten abort was deployed", st)
+	}
+}
+
+// A pass whose deploy fails changed nothing on the swarm, and its status
+// must say so: a decided abort shown as done would let the operator, or
+// `--wait`, take the command for deployed once a leader change forgets it.
+func TestAFailedPassShowsTheRolloutThatRunsNotTheOneItDecided(t *testing.T) {
+	b, f, c, clk := canaryOnMinimal(t)
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": canaryCompose("2")})
+	reconcileOK(t, c)
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+
+	b.FailDeploy = errors.New("daemon unreachable")
+	if err := c.RolloutCommand("shop", "web", rollout.CommandAbort); err != nil {
+		t.Fatal(err)
+	}
+	if res := mustReconcile(t, c, "shop"); res.Err == nil {
+		t.Fatal("the pass did not fail")
+	}
+	st, _ := c.Status("shop")
+	if r := st.Rollouts; len(r) != 1 || r[0].Phase != "Progressing" || r[0].Weight != 25 || r[0].Pending != "abort" ||
+		!strings.HasPrefix(r[0].Reason, "not deployed yet: aborted by an operator") {
+		t.Fatalf("after the failed abort: %+v, want the running step 0 at 25%% with the abort pending", r)
+	}
+	c.ForgetRolloutCommands()
+	if st, _ := c.Status("shop"); st.Rollouts[0].Phase != "Progressing" || st.Rollouts[0].Pending != "" {
+		t.Fatalf("the forgotten abort: %+v, want Progressing with nothing pending", st.Rollouts[0])
+	}
+	b.FailDeploy = nil
+	reconcileOK(t, c)
+	if st, _ := c.Status("shop"); st.Rollouts[0].Phase != "Progressing" || st.Rollouts[0].Weight != 25 {
+		t.Fatalf("after the next pass: %+v", st.Rollouts[0])
+	}
+}

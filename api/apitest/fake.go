@@ -201,15 +201,44 @@ func (c *Controller) RolloutCommand(app, service, command string) error {
 	return nil
 }
 
-// RunPass stands for the pass that deploys app's pending commands: none
-// is pending after it, and LastPass is now.
+// RunPass stands for the pass that deploys app's pending commands: each
+// rollout takes its command's plain effect (abort: Aborted at weight 0,
+// promote: Promoting, pause and resume: Paused, retry: Progressing from
+// step 0) whatever its phase, none is pending after it, and LastPass is
+// now. Unlike rollout.Decide it ignores no command.
 func (c *Controller) RunPass(app string) {
+	c.pass(app, true)
+}
+
+// Restart stands for a controller that restarts before a pass took app's
+// pending commands, and then runs one: the commands are forgotten, the
+// rollouts unchanged, none is pending, and LastPass is now.
+func (c *Controller) Restart(app string) {
+	c.pass(app, false)
+}
+
+func (c *Controller) pass(app string, apply bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.apps[app]
 	st.Rollouts = slices.Clone(st.Rollouts)
 	for i := range st.Rollouts {
-		st.Rollouts[i].Pending = ""
+		r := &st.Rollouts[i]
+		if apply {
+			switch r.Pending {
+			case "abort":
+				r.Phase, r.Weight = "Aborted", 0
+			case "promote":
+				r.Phase = "Promoting"
+			case "pause":
+				r.Paused = true
+			case "resume":
+				r.Paused = false
+			case "retry":
+				r.Phase, r.Step, r.Weight = "Progressing", 0, 0
+			}
+		}
+		r.Pending = ""
 	}
 	st.LastPass = time.Now()
 	c.apps[app] = st

@@ -14,6 +14,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/api"
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/client"
+	"github.com/flotilla-gitops/flotilla/rollout"
 )
 
 // appRolloutOptions are the arguments of `flotilla app rollout`.
@@ -45,9 +46,13 @@ by the next pass, once:
   retry    start an aborted rollout again from its first step
 
 A command waiting for its pass shows as PENDING in status. It is kept in the
-controller's memory only, so a controller that restarts first forgets it: with
---wait, the command returns once a pass has deployed it (and prints the
-rollout), or fails when it is still pending at the deadline.`,
+controller's memory only, so a controller that restarts (or a leader that
+changes) before a pass takes it forgets it. With --wait, the command returns
+once a pass has deployed it and the rollout is as asked (aborted, promoting or
+complete, paused, not paused, started again), printing the rollout; it fails
+when the command is still pending at the deadline, and when it is no longer
+pending but the rollout is not as asked: it was forgotten, or the rollout's
+phase ignores it (an abort once promoting, a pause once complete).`,
 		Args:      cobra.RangeArgs(2, 3),
 		ValidArgs: verbs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -106,8 +111,11 @@ func runAppRollout(ctx context.Context, c *client.Client, o appRolloutOptions, w
 
 // waitRolloutCommand polls the application until a pass that began after
 // the command was sent has run with the command no longer pending, then
-// shows the rollout. The command's own clock is compared with the
-// controller's, so a skew between them only makes it wait one pass longer.
+// shows the rollout, or fails when the rollout is not as the command asks.
+// No longer pending is not enough: a controller that restarted, or a new
+// leader, never had the command, and its first pass leaves the rollout as
+// it was. The command's own clock is compared with the controller's, so a
+// skew between them only makes it wait one pass longer.
 func waitRolloutCommand(ctx context.Context, c *client.Client, o appRolloutOptions, sent time.Time, w io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Wait)
 	defer cancel()
@@ -124,6 +132,18 @@ func waitRolloutCommand(ctx context.Context, c *client.Client, o appRolloutOptio
 			})
 			pending := slices.ContainsFunc(rs, func(r application.RolloutStatus) bool { return r.Pending != "" })
 			if !pending && st.LastPass.After(sent) {
+				// The API took a command without a service only for an
+				// application with one rollout: that one.
+				switch {
+				case len(rs) == 0:
+					return fmt.Errorf("rollout %s %s: the command is no longer pending, and the rollout it was for is gone; check `flotilla app rollout status %s`", o.Command, o.Name, o.Name)
+				case len(rs) > 1:
+					return fmt.Errorf("rollout %s %s: the command is no longer pending, and the application has %d rollouts now; name the service to see whether it did what was asked", o.Command, o.Name, len(rs))
+				}
+				if r := rs[0]; !rolloutAsAsked(o.Command, r) {
+					return fmt.Errorf("rollout %s %s: the command is no longer pending, but the rollout of %s is not %s (%s): either the controller restarted, or its leader changed, before a pass took the command (it is kept in memory only), or the rollout ignores %s in this phase; check `flotilla app rollout status %s` and send the command again if it still applies",
+						o.Command, o.Name, r.Service, askedState(o.Command), describeRollout(r), o.Command, o.Name)
+				}
 				if o.Output != outputTable {
 					return printObject(w, o.Output, rs)
 				}
@@ -136,6 +156,67 @@ func waitRolloutCommand(ctx context.Context, c *client.Client, o appRolloutOptio
 		case <-tick.C:
 		}
 	}
+}
+
+// rolloutAsAsked reports whether a rollout is in the state command leads
+// to. It judges the state, not a change, so a command that found the
+// rollout there already (a pause of a paused rollout) counts as done.
+func rolloutAsAsked(command string, r application.RolloutStatus) bool {
+	if r.Error != "" {
+		return false
+	}
+	phase := rollout.Phase(r.Phase)
+	switch rollout.Command(command) {
+	case rollout.CommandAbort:
+		return phase == rollout.Aborted
+	case rollout.CommandPromote:
+		return phase == rollout.Promoting || phase == rollout.Completed
+	case rollout.CommandPause:
+		return r.Paused
+	case rollout.CommandResume:
+		return !r.Paused
+	case rollout.CommandRetry:
+		return phase != "" && phase != rollout.Aborted
+	case rollout.NoCommand:
+	}
+	return false
+}
+
+// askedState names the state rolloutAsAsked looks for, for its error.
+func askedState(command string) string {
+	switch rollout.Command(command) {
+	case rollout.CommandAbort:
+		return "aborted"
+	case rollout.CommandPromote:
+		return "promoting or complete"
+	case rollout.CommandPause:
+		return "paused"
+	case rollout.CommandResume:
+		return "unpaused"
+	case rollout.CommandRetry:
+		return "started again"
+	case rollout.NoCommand:
+	}
+	return "changed"
+}
+
+// describeRollout is a rollout's state in a few words, for an error.
+func describeRollout(r application.RolloutStatus) string {
+	phase := r.Phase
+	if phase == "" {
+		phase = "none"
+	}
+	d := fmt.Sprintf("phase %s, step %d, weight %d%%", phase, r.Step, r.Weight)
+	if r.Paused {
+		d += ", paused"
+	}
+	if r.Error != "" {
+		return d + ": " + oneLine(termSafe(r.Error), 120)
+	}
+	if r.Reason != "" {
+		d += ": " + oneLine(termSafe(r.Reason), 120)
+	}
+	return d
 }
 
 // printRollouts writes rollouts as a table, one row per service.

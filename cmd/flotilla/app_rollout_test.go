@@ -91,8 +91,58 @@ func TestAppRolloutWaitsForThePassThatDeploysTheCommand(t *testing.T) {
 		t.Fatalf("a command a pass deployed: %v", err)
 	}
 	<-done
-	if s := out.String(); !strings.Contains(s, "ROLLOUT") || !strings.Contains(s, "Progressing") || strings.Contains(s, "PENDING") {
-		t.Fatalf("after the pass, want the rollout without a pending command:\n%s", s)
+	if s := out.String(); !strings.Contains(s, "ROLLOUT") || !strings.Contains(s, "Promoting") || strings.Contains(s, "PENDING") {
+		t.Fatalf("after the pass, want the promoted rollout without a pending command:\n%s", s)
+	}
+}
+
+// A controller that restarts before a pass takes a command forgets it, and
+// its first pass leaves the command no longer pending with the rollout as
+// it was. --wait must then fail, not print the unchanged rollout as if the
+// command had been deployed; a command that found the rollout as asked
+// already is done all the same.
+func TestAppRolloutWaitFailsWhenTheControllerForgotTheCommand(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		command string
+		paused  bool
+		wantErr string // "" for success
+	}{
+		{"a forgotten abort", "abort", false, "the rollout of web is not aborted (phase Progressing, step 1, weight 50%: step 1"},
+		{"a forgotten pause", "pause", false, "is not paused"},
+		{"a pause of a paused rollout", "pause", true, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newCLIEnv(t)
+			e.ctl.SetRollouts("shop", []application.RolloutStatus{{Service: "web", Colour: "web-canary", Strategy: "canary",
+				Phase: "Progressing", Step: 1, Weight: 50, Replicas: 2, Paused: c.paused, Reason: "step 1 (weight 50%): held until 04:00"}})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for len(e.ctl.Commands()) < 1 {
+					time.Sleep(10 * time.Millisecond)
+				}
+				e.ctl.Restart("shop")
+			}()
+			var out bytes.Buffer
+			err := runAppRollout(t.Context(), e.client(t, cliAdminToken), appRolloutOptions{apiOptions: opts(outputTable), Command: c.command, Name: "shop", Wait: time.Minute}, &out)
+			<-done
+			if c.wantErr == "" {
+				if err != nil || !strings.Contains(out.String(), "Progressing") {
+					t.Fatalf("%v, want success and the rollout:\n%s", err, out.String())
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) || !strings.Contains(err.Error(), "the controller restarted") {
+				t.Fatalf("err %v, want one saying %q and why", err, c.wantErr)
+			}
+			if code := exitCodeOf(err); code != exitFailed {
+				t.Fatalf("exit code %d, want %d", code, exitFailed)
+			}
+			if out.Len() != 0 {
+				t.Fatalf("printed the unchanged rollout as if deployed:\n%s", out.String())
+			}
+		})
 	}
 }
 
