@@ -224,7 +224,11 @@ func (c *Controller) rolloutOf(ctx context.Context, p *pass, svc string, spec ro
 			colour.Labels = recordedLabels(extra.Labels)
 		}
 		colour.StableFrom = p.latest.Manifest
-	case d.State.Phase != rollout.Promoting && d.State.Phase != rollout.Completed:
+	case d.State.Phase != rollout.Promoting && d.State.Phase != rollout.Completed,
+		d.State.Revision != revision:
+		// The stable service keeps what it runs: the decision is not
+		// yet about the new revision (a colour still draining an older
+		// one holds it back), or the rollout has not promoted it.
 		colour.StableFrom = p.latest.Manifest
 	}
 	if d.Err == nil && d.State.Revision != revision && colour.Replicas > 0 {

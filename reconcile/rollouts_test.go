@@ -481,6 +481,48 @@ func TestASupersededColourDrainsOnItsOwnRevisionBeforeTheNewOneStarts(t *testing
 	}
 }
 
+// A commit that lands while a completed release's preview still drains
+// waits for the drain, and never reaches the stable service directly: the
+// stable keeps the release it just got, and the new revision starts as a
+// preview of its own once the old one has stopped.
+func TestACommitDuringACompletedColoursDrainWaitsAndLeavesTheStableAlone(t *testing.T) {
+	b, f, c, clk := canaryOnMinimal(t)
+	f.commit(t, map[string]string{"docker-compose.yml": blueGreenCompose("1")})
+	reconcileOK(t, c)
+	f.commit(t, map[string]string{"docker-compose.yml": blueGreenCompose("2")})
+	reconcileOK(t, c)
+	clk.add(5 * time.Second)
+	reconcileOK(t, c)
+	clk.add(time.Minute + time.Second)
+	reconcileOK(t, c) // switched
+	reconcileOK(t, c) // promoting
+	reconcileOK(t, c) // completed, draining
+	images := func() (rollout.State, string, string, uint64) {
+		t.Helper()
+		web, _ := liveService(t, b, "web")
+		p, _ := liveService(t, b, "web-preview")
+		st, err := rollout.StateFromLabels(p.Labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, web.Image, p.Image, p.Desired
+	}
+	if st, web, _, n := images(); st.Phase != rollout.Completed || st.ScaleDownAt.IsZero() || web != "example/web:2" || n != 3 {
+		t.Fatalf("before the commit: %+v web %s preview x%d, want a completed release draining", st, web, n)
+	}
+
+	f.commit(t, map[string]string{"docker-compose.yml": blueGreenCompose("3")})
+	reconcileOK(t, c)
+	if st, web, img, n := images(); st.Phase != rollout.Completed || web != "example/web:2" || img != "example/web:2" || n != 3 {
+		t.Fatalf("a commit during the drain: %+v web %s preview %s x%d; want web:2 on stable and the preview draining web:2", st, web, img, n)
+	}
+	clk.add(rollout.DefaultScaleDownDelay)
+	reconcileOK(t, c)
+	if st, web, img, n := images(); st.Phase != rollout.Previewing || web != "example/web:2" || img != "example/web:3" || n != 3 {
+		t.Fatalf("after the drain: %+v web %s preview %s x%d; want v3 previewing beside web:2", st, web, img, n)
+	}
+}
+
 // TestTheLoopRunsARolloutAtItsNextCheckNotAtTheInterval runs the loop on the
 // real clock with an interval of an hour: only the rollout's own next
 // checks (readiness polls, one-second pauses) can carry it to the end.
