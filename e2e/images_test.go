@@ -252,3 +252,176 @@ applications:
 		return false, fmt.Sprintf("%d tasks, none running: %+v", len(tasks.Items), tasks.Items)
 	})
 }
+
+// One hundred services on one image cost the registry one tags listing per
+// interval, counted at the registry's proxy while the controller binary runs
+// the policy at the shortest interval allowed: the newer tag the test pushes
+// is committed once, all hundred fields in one commit, and the run after it
+// commits nothing. The application has no automated sync: the image loop
+// runs without a deploy, so the swarm gets no hundred services.
+func TestHundredServicesOnOneImageCostOneTagsListingPerInterval(t *testing.T) {
+	swarmtest.Need(t)
+	t.Parallel()
+	reg := registrytest.Start(t, registrytest.Options{})
+	stack := swarmtest.Name(t, "img100")
+	for _, tag := range []string{"0.9.0", "1.0.0", "1.1.0", "2.0.0"} {
+		reg.Push(t, stack, tag, registrytest.Image{Content: tag})
+	}
+
+	const n = 100
+	var compose strings.Builder
+	services := make([]string, n)
+	compose.WriteString("services:\n")
+	for i := range services {
+		services[i] = fmt.Sprintf("s%03d", i)
+		fmt.Fprintf(&compose, "  %s:\n    image: %s\n    deploy: {replicas: 0}\n", services[i], reg.Ref(stack, "1.1.0"))
+	}
+	src := gittest.New(t)
+	src.Commit("initial", map[string]string{"compose.yaml": compose.String()})
+	origin := filepath.Join(t.TempDir(), "origin.git")
+	if _, err := git.PlainClone(origin, true, &git.CloneOptions{URL: src.Dir}); err != nil {
+		t.Fatal(err)
+	}
+	repo, err := git.PlainOpen(origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := func() plumbing.Hash {
+		ref, err := repo.Reference(plumbing.NewBranchReferenceName("main"), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ref.Hash()
+	}
+	initial := head()
+
+	appsFile := filepath.Join(t.TempDir(), "applications.yaml")
+	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
+applications:
+  - name: %[1]s
+    source: {repoURL: %[2]s, revision: main}
+    stack: %[1]s
+    imageUpdates:
+      interval: %[4]s
+      author: {name: Flotilla E2E, email: e2e@flotilla.invalid}
+      images:
+        - image: %[3]s/%[1]s
+          semver: "^1"
+          compose: [{file: compose.yaml, services: [%[5]s]}]
+`, stack, origin, reg.Host, application.MinImageInterval, strings.Join(services, ", "))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// What is counted: every request the proxy passed on, and among them
+	// the GETs of this repository's tags list (each run's one listing, as
+	// the registry has no ETag to revalidate with). The registry needs no
+	// authentication, so there are no token round-trips to allow for.
+	tagsList := "/v2/" + stack + "/tags/list"
+	listings := func() (hits []registrytest.Hit, lists int) {
+		hits = reg.Hits()
+		for _, h := range hits {
+			if h.Method == http.MethodGet && strings.HasPrefix(h.Path, tagsList) {
+				lists++
+			}
+		}
+		return hits, lists
+	}
+	// When each listing was first seen, sampled far more often than the
+	// interval. At most once per interval: a listing closer to the one
+	// before than the interval (less the sampling's slack) fails the test
+	// when it is seen.
+	var seen []time.Time
+	sample := func() int {
+		t.Helper()
+		_, lists := listings()
+		for len(seen) < lists {
+			seen = append(seen, time.Now())
+			if i := len(seen) - 1; i > 0 {
+				if gap := seen[i].Sub(seen[i-1]); gap < application.MinImageInterval-time.Second {
+					t.Fatalf("%d tags listings so far; listings %d and %d only %s apart, want at least the interval %s", lists, i, i+1, gap, application.MinImageInterval)
+				}
+			}
+		}
+		return lists
+	}
+	waitListings := func(want int, timeout time.Duration) {
+		t.Helper()
+		swarmtest.Eventually(t, timeout, func() (bool, string) {
+			lists := sample()
+			return lists >= want, fmt.Sprintf("%d tags listings, want %d", lists, want)
+		})
+	}
+
+	reg.ResetHits()
+	start := time.Now()
+	startController(t, appsFile, "e2eimg100", nil, "--listen", "", "--log-level", "info")
+	// The first run: the fields are at the newest tag in range, and 2.0.0
+	// is outside it.
+	waitListings(1, 60*time.Second)
+	reg.Push(t, stack, "1.2.0", registrytest.Image{Content: "1.2.0"}) // straight to the registry: not counted
+
+	// The next interval's run commits the new tag, every field at once.
+	var commit plumbing.Hash
+	swarmtest.Eventually(t, 2*application.MinImageInterval+30*time.Second, func() (bool, string) {
+		lists := sample()
+		commit = head()
+		return commit != initial, fmt.Sprintf("no commit yet, %d tags listings", lists)
+	})
+	c, err := repo.CommitObject(commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NumParents() != 1 || c.ParentHashes[0] != initial || c.Author.Email != "e2e@flotilla.invalid" {
+		t.Fatalf("the image commit %s <%s> has parents %v, want one commit on %s", c.Author.Name, c.Author.Email, c.ParentHashes, initial)
+	}
+	f, err := c.File("compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := f.Contents()
+	want := strings.ReplaceAll(compose.String(), reg.Ref(stack, "1.1.0"), reg.Ref(stack, "1.2.0"))
+	if got != want {
+		t.Fatalf("compose.yaml after the image commit:\n%s\nwant every one of the %d services at 1.2.0:\n%s", got, n, want)
+	}
+	if changed := strings.Count(got, reg.Ref(stack, "1.2.0")); changed != n {
+		t.Fatalf("%d fields at 1.2.0, want %d", changed, n)
+	}
+
+	// Two listings after the commit's: the run of the interval after the
+	// commit has ended (runs are one at a time), and the next has begun.
+	waitListings(sample()+2, 2*application.MinImageInterval+40*time.Second)
+	elapsed := time.Since(start)
+	if h := head(); h != commit {
+		t.Fatalf("the run after the image commit committed again: main at %s, want %s", h, commit)
+	}
+
+	hits, lists := listings()
+	other := 0
+	for _, h := range hits {
+		if !(h.Method == http.MethodGet && strings.HasPrefix(h.Path, tagsList)) {
+			other++
+			t.Logf("other request: %s %s -> %d", h.Method, h.Path, h.Status)
+		}
+	}
+	intervals := int(elapsed / application.MinImageInterval)
+	t.Logf("%d tags listings of %s and %d other requests for %d services in %s (%d whole intervals); first seen at %v",
+		lists, stack, other, n, elapsed.Round(time.Second), intervals, offsets(start, seen))
+	if intervals < 3 {
+		t.Fatalf("observed %s, fewer than 3 intervals", elapsed)
+	}
+	if lists > intervals+1 {
+		t.Fatalf("%d tags listings in %s, more than one per interval of %s", lists, elapsed, application.MinImageInterval)
+	}
+	if other != 0 {
+		t.Fatalf("%d requests besides the tags listings", other)
+	}
+}
+
+// offsets says when each time came after start, for the log.
+func offsets(start time.Time, ts []time.Time) []time.Duration {
+	out := make([]time.Duration, len(ts))
+	for i, at := range ts {
+		out[i] = at.Sub(start).Round(100 * time.Millisecond)
+	}
+	return out
+}
