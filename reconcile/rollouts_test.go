@@ -349,6 +349,22 @@ func TestAnAbortedRolloutIsNotRolledBackAutomatically(t *testing.T) {
 	}
 }
 
+// previewState returns the blue/green preview's recorded state, the images
+// of web and web-preview, and the preview's replica count.
+func previewState(t *testing.T, b charts.Backend) (rollout.State, string, string, uint64) {
+	t.Helper()
+	web, _ := liveService(t, b, "web")
+	p, ok := liveService(t, b, "web-preview")
+	if !ok {
+		t.Fatal("no preview")
+	}
+	st, err := rollout.StateFromLabels(p.Labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, web.Image, p.Image, p.Desired
+}
+
 func blueGreenCompose(tag string) string {
 	return `version: "3.8"
 services:
@@ -371,44 +387,31 @@ func TestABlueGreenReleasePreviewsSwitchesAndPromotes(t *testing.T) {
 	f.commit(t, map[string]string{"docker-compose.yml": blueGreenCompose("2")})
 	reconcileOK(t, c)
 
-	preview := func() (rollout.State, string, string, uint64) {
-		t.Helper()
-		web, _ := liveService(t, b, "web")
-		p, ok := liveService(t, b, "web-preview")
-		if !ok {
-			t.Fatal("no preview")
-		}
-		st, err := rollout.StateFromLabels(p.Labels)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st, web.Image, p.Image, p.Desired
-	}
-	st, web, img, n := preview()
+	st, web, img, n := previewState(t, b)
 	if st.Phase != rollout.Previewing || st.Weight != 0 || web != "example/web:1" || img != "example/web:2" || n != 3 {
 		t.Fatalf("after the commit: %+v web %s preview %s x%d; want a full-size preview with no traffic", st, web, img, n)
 	}
 	clk.add(5 * time.Second)
 	reconcileOK(t, c)
-	if st, _, _, _ = preview(); st.StepStarted.IsZero() || st.Weight != 0 {
+	if st, _, _, _ = previewState(t, b); st.StepStarted.IsZero() || st.Weight != 0 {
 		t.Fatalf("preview ready: %+v, want its pause started with no traffic", st)
 	}
 	clk.add(time.Minute + time.Second)
 	reconcileOK(t, c)
-	if st, web, _, _ = preview(); st.Phase != rollout.Switched || st.Weight != 100 || web != "example/web:1" {
+	if st, web, _, _ = previewState(t, b); st.Phase != rollout.Switched || st.Weight != 100 || web != "example/web:1" {
 		t.Fatalf("after the preview pause: %+v web %s, want all traffic switched, web untouched", st, web)
 	}
 	if r, _ := c.RolloutRoutes(); len(r) != 1 || r[0].Weights != (rollout.Weights{Canary: 100}) || r[0].Colour != "shop_web-preview" {
 		t.Fatalf("routes after the switch: %+v", r)
 	}
 	reconcileOK(t, c)
-	if st, web, _, _ = preview(); st.Phase != rollout.Promoting || web != "example/web:2" {
+	if st, web, _, _ = previewState(t, b); st.Phase != rollout.Promoting || web != "example/web:2" {
 		t.Fatalf("after a window of 0: %+v web %s, want Promoting with web:2", st, web)
 	}
 	reconcileOK(t, c)
 	// Traffic is back on web; the preview keeps its tasks until the
 	// router has polled that (scaleDownDelay, 30s by default).
-	if st, web, _, n = preview(); st.Phase != rollout.Completed || n != 3 || web != "example/web:2" || !st.ScaleDownAt.Equal(clk.Now().Add(rollout.DefaultScaleDownDelay)) {
+	if st, web, _, n = previewState(t, b); st.Phase != rollout.Completed || n != 3 || web != "example/web:2" || !st.ScaleDownAt.Equal(clk.Now().Add(rollout.DefaultScaleDownDelay)) {
 		t.Fatalf("after promote: %+v web %s preview x%d, want the preview's 3 tasks kept for the delay", st, web, n)
 	}
 	if r, _ := c.RolloutRoutes(); len(r) != 1 || r[0].Weights != (rollout.Weights{Stable: 100}) {
@@ -416,7 +419,7 @@ func TestABlueGreenReleasePreviewsSwitchesAndPromotes(t *testing.T) {
 	}
 	clk.add(rollout.DefaultScaleDownDelay)
 	reconcileOK(t, c)
-	if st, _, _, n = preview(); st.Phase != rollout.Completed || n != 0 || !st.ScaleDownAt.IsZero() {
+	if st, _, _, n = previewState(t, b); st.Phase != rollout.Completed || n != 0 || !st.ScaleDownAt.IsZero() {
 		t.Fatalf("after the scale-down delay: %+v preview x%d, want it at zero", st, n)
 	}
 }
@@ -437,26 +440,13 @@ func TestASupersededColourDrainsOnItsOwnRevisionBeforeTheNewOneStarts(t *testing
 	reconcileOK(t, c)
 	clk.add(time.Minute + time.Second)
 	reconcileOK(t, c)
-	preview := func() (rollout.State, string, string, uint64) {
-		t.Helper()
-		web, _ := liveService(t, b, "web")
-		p, ok := liveService(t, b, "web-preview")
-		if !ok {
-			t.Fatal("no preview")
-		}
-		st, err := rollout.StateFromLabels(p.Labels)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st, web.Image, p.Image, p.Desired
-	}
-	if st, _, _, _ := preview(); st.Phase != rollout.Switched || st.Weight != 100 {
+	if st, _, _, _ := previewState(t, b); st.Phase != rollout.Switched || st.Weight != 100 {
 		t.Fatalf("before the new commit: %+v, want all traffic switched to the preview", st)
 	}
 
 	f.commit(t, map[string]string{"docker-compose.yml": blueGreenCompose("3")})
 	reconcileOK(t, c)
-	st, web, img, n := preview()
+	st, web, img, n := previewState(t, b)
 	if st.Phase != rollout.Superseded || st.Weight != 0 || web != "example/web:1" || img != "example/web:2" || n != 3 ||
 		!st.ScaleDownAt.Equal(clk.Now().Add(rollout.DefaultScaleDownDelay)) {
 		t.Fatalf("superseded: %+v web %s preview %s x%d; want traffic on stable web:1 and the preview still web:2 x3 until the scale-down", st, web, img, n)
@@ -466,13 +456,13 @@ func TestASupersededColourDrainsOnItsOwnRevisionBeforeTheNewOneStarts(t *testing
 	}
 	clk.add(10 * time.Second)
 	reconcileOK(t, c)
-	if st, _, img, n = preview(); st.Phase != rollout.Superseded || img != "example/web:2" || n != 3 {
+	if st, _, img, n = previewState(t, b); st.Phase != rollout.Superseded || img != "example/web:2" || n != 3 {
 		t.Fatalf("during the drain: %+v preview %s x%d, want web:2 x3 kept", st, img, n)
 	}
 
 	clk.add(rollout.DefaultScaleDownDelay)
 	reconcileOK(t, c)
-	st, web, img, n = preview()
+	st, web, img, n = previewState(t, b)
 	if st.Phase != rollout.Previewing || st.Weight != 0 || !st.StepStarted.IsZero() || web != "example/web:1" || img != "example/web:3" || n != 3 {
 		t.Fatalf("after the drain: %+v web %s preview %s x%d; want the new revision previewing with no traffic", st, web, img, n)
 	}
@@ -497,28 +487,18 @@ func TestACommitDuringACompletedColoursDrainWaitsAndLeavesTheStableAlone(t *test
 	reconcileOK(t, c) // switched
 	reconcileOK(t, c) // promoting
 	reconcileOK(t, c) // completed, draining
-	images := func() (rollout.State, string, string, uint64) {
-		t.Helper()
-		web, _ := liveService(t, b, "web")
-		p, _ := liveService(t, b, "web-preview")
-		st, err := rollout.StateFromLabels(p.Labels)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st, web.Image, p.Image, p.Desired
-	}
-	if st, web, _, n := images(); st.Phase != rollout.Completed || st.ScaleDownAt.IsZero() || web != "example/web:2" || n != 3 {
+	if st, web, _, n := previewState(t, b); st.Phase != rollout.Completed || st.ScaleDownAt.IsZero() || web != "example/web:2" || n != 3 {
 		t.Fatalf("before the commit: %+v web %s preview x%d, want a completed release draining", st, web, n)
 	}
 
 	f.commit(t, map[string]string{"docker-compose.yml": blueGreenCompose("3")})
 	reconcileOK(t, c)
-	if st, web, img, n := images(); st.Phase != rollout.Completed || web != "example/web:2" || img != "example/web:2" || n != 3 {
+	if st, web, img, n := previewState(t, b); st.Phase != rollout.Completed || web != "example/web:2" || img != "example/web:2" || n != 3 {
 		t.Fatalf("a commit during the drain: %+v web %s preview %s x%d; want web:2 on stable and the preview draining web:2", st, web, img, n)
 	}
 	clk.add(rollout.DefaultScaleDownDelay)
 	reconcileOK(t, c)
-	if st, web, img, n := images(); st.Phase != rollout.Previewing || web != "example/web:2" || img != "example/web:3" || n != 3 {
+	if st, web, img, n := previewState(t, b); st.Phase != rollout.Previewing || web != "example/web:2" || img != "example/web:3" || n != 3 {
 		t.Fatalf("after the drain: %+v web %s preview %s x%d; want v3 previewing beside web:2", st, web, img, n)
 	}
 }
