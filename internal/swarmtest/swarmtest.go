@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -324,24 +323,34 @@ func RemoveAll(ctx context.Context, c *client.Client, stack string) error {
 // cannot be removed while a container is still attached to it. The daemon
 // refuses a filter naming a removed service, so every task is listed.
 func waitNoTasks(ctx context.Context, c *client.Client, services []swarm.Service) error {
-	removed := make(map[string]bool, len(services))
+	removed := make(map[string]string, len(services))
 	for _, s := range services {
-		removed[s.ID] = true
+		removed[s.ID] = s.Spec.Name
 	}
 	// Generous: on two cores under a whole suite, a task can take far
-	// longer to stop than it does alone.
-	const within = 90 * time.Second
+	// longer to stop than it does alone (one CI run, with other builds
+	// beside it, passed 90s with three job services' tasks still there).
+	const within = 4 * time.Minute
 	deadline := time.Now().Add(within)
 	for {
 		tasks, err := c.TaskList(ctx, client.TaskListOptions{})
 		// A task in a terminal state holds no container and no network
 		// attachment; Swarm keeps finished job tasks around after their
 		// service is gone, so waiting for those would never end.
-		if err == nil && !slices.ContainsFunc(tasks.Items, func(t swarm.Task) bool { return removed[t.ServiceID] && !terminal(t.Status.State) }) {
+		var left []string
+		for _, t := range tasks.Items {
+			if name, ok := removed[t.ServiceID]; ok && !terminal(t.Status.State) {
+				left = append(left, fmt.Sprintf("%s.%d %s (desired %s)", name, t.Slot, t.Status.State, t.DesiredState))
+			}
+		}
+		if err == nil && len(left) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("tasks of %d removed services still present after %s", len(services), within)
+			if err != nil {
+				return fmt.Errorf("tasks of %d removed services: list after %s: %w", len(services), within, err)
+			}
+			return fmt.Errorf("tasks of %d removed services still present after %s: %s", len(services), within, strings.Join(left, ", "))
 		}
 		select {
 		case <-ctx.Done():
