@@ -61,30 +61,54 @@ func stackCanary(t *testing.T, stack string) (web string, st rollout.State, ok b
 	return web, st, ok
 }
 
-// A leader killed while a canary step holds hands the rollout to the
-// standby, which resumes it from the state the swarm records: the same
-// step, its pause counted from when it really began, never back to the
-// first step and never past a step before its pause is over.
-func TestHAStandbyResumesARolloutAtItsRecordedStepWhenTheLeaderIsKilled(t *testing.T) {
-	t.Parallel()
-	stack := swarmtest.Name(t, "harollout")
+// haPair is two controllers of one stack, a leading and b standing by,
+// and the repository they deploy it from.
+type haPair struct {
+	stack string
+	repo  *gittest.Repo
+	a, b  *haMember
+}
+
+// startHAPair names a stack after prefix, commits first as its stack file,
+// and starts a, which leads and deploys it, then b, which stands by. The
+// stack and the lease are removed after the test.
+func startHAPair(t *testing.T, prefix, first string) *haPair {
+	t.Helper()
+	stack := swarmtest.Name(t, prefix)
 	swarmtest.Cleanup(t, stack)
 	t.Cleanup(func() {
 		_, _ = swarmtest.Client(t).ConfigRemove(context.Background(), "flotilla-lease."+stack, client.ConfigRemoveOptions{})
 	})
 	repo := gittest.New(t)
-	repo.Commit("v1", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(haRolloutStack, "1")})
+	repo.Commit("v1", map[string]string{"deploy/docker-compose.yml": first})
 	apps := shutdownApps(t, stack, repo.Dir, "")
 	a := startHA(t, apps, stack, "a-"+stack)
 	a.waitRole(t, "leader", "", 30*time.Second)
 	a.ctl.waitLog("deployed revision", 60*time.Second)
 	b := startHA(t, apps, stack, "b-"+stack)
 	b.waitRole(t, "standby", a.id, 30*time.Second)
+	return &haPair{stack: stack, repo: repo, a: a, b: b}
+}
 
-	repo.Commit("v2", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(haRolloutStack, "2")})
-	if code, e := a.post(t, "/api/v1/applications/"+stack+"/sync"); code != http.StatusAccepted {
+// commit commits file as the next revision of the stack and has the
+// leader sync it at once.
+func (p *haPair) commit(t *testing.T, file string) {
+	t.Helper()
+	p.repo.Commit("next", map[string]string{"deploy/docker-compose.yml": file})
+	if code, e := p.a.post(t, "/api/v1/applications/"+p.stack+"/sync"); code != http.StatusAccepted {
 		t.Fatalf("sync on the leader: %d %+v", code, e)
 	}
+}
+
+// A leader killed while a canary step holds hands the rollout to the
+// standby, which resumes it from the state the swarm records: the same
+// step, its pause counted from when it really began, never back to the
+// first step and never past a step before its pause is over.
+func TestHAStandbyResumesARolloutAtItsRecordedStepWhenTheLeaderIsKilled(t *testing.T) {
+	t.Parallel()
+	p := startHAPair(t, "harollout", fmt.Sprintf(haRolloutStack, "1"))
+	stack, a, b := p.stack, p.a, p.b
+	p.commit(t, fmt.Sprintf(haRolloutStack, "2"))
 	var held rollout.State
 	swarmtest.Eventually(t, 2*time.Minute, func() (bool, string) {
 		web, st, _ := stackCanary(t, stack)
@@ -173,18 +197,8 @@ func (m *haMember) routerConfig(t *testing.T) (int, api.Error) {
 // Traefik keeps the configuration the leader gave it.
 func TestHAOnlyTheLeaderServesTheRouterConfiguration(t *testing.T) {
 	t.Parallel()
-	stack := swarmtest.Name(t, "harouter")
-	swarmtest.Cleanup(t, stack)
-	t.Cleanup(func() {
-		_, _ = swarmtest.Client(t).ConfigRemove(context.Background(), "flotilla-lease."+stack, client.ConfigRemoveOptions{})
-	})
-	repo := gittest.New(t)
-	repo.Commit("v1", map[string]string{"deploy/docker-compose.yml": haRoutedStack})
-	apps := shutdownApps(t, stack, repo.Dir, "")
-	a := startHA(t, apps, stack, "a-"+stack)
-	a.waitRole(t, "leader", "", 30*time.Second)
-	b := startHA(t, apps, stack, "b-"+stack)
-	b.waitRole(t, "standby", a.id, 30*time.Second)
+	p := startHAPair(t, "harouter", haRoutedStack)
+	a, b := p.a, p.b
 
 	swarmtest.Eventually(t, time.Minute, func() (bool, string) {
 		code, e := a.routerConfig(t)
@@ -222,25 +236,11 @@ func TestHAOnlyTheLeaderServesTheRouterConfiguration(t *testing.T) {
 // and say so, not exit 0 with the rollout as it was.
 func TestARolloutCommandLostToALeaderChangeFailsItsWait(t *testing.T) {
 	t.Parallel()
-	stack := swarmtest.Name(t, "halost")
-	swarmtest.Cleanup(t, stack)
-	t.Cleanup(func() {
-		_, _ = swarmtest.Client(t).ConfigRemove(context.Background(), "flotilla-lease."+stack, client.ConfigRemoveOptions{})
-	})
 	// A pause no test run outlasts: nothing moves the rollout but a command.
 	stackV := strings.ReplaceAll(haRolloutStack, "pause: 25s", "pause: 30m")
-	repo := gittest.New(t)
-	repo.Commit("v1", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(stackV, "1")})
-	apps := shutdownApps(t, stack, repo.Dir, "")
-	a := startHA(t, apps, stack, "a-"+stack)
-	a.waitRole(t, "leader", "", 30*time.Second)
-	a.ctl.waitLog("deployed revision", 60*time.Second)
-	b := startHA(t, apps, stack, "b-"+stack)
-	b.waitRole(t, "standby", a.id, 30*time.Second)
-	repo.Commit("v2", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(stackV, "2")})
-	if code, e := a.post(t, "/api/v1/applications/"+stack+"/sync"); code != http.StatusAccepted {
-		t.Fatalf("sync on the leader: %d %+v", code, e)
-	}
+	p := startHAPair(t, "halost", fmt.Sprintf(stackV, "1"))
+	stack, a, b := p.stack, p.a, p.b
+	p.commit(t, fmt.Sprintf(stackV, "2"))
 	swarmtest.Eventually(t, 2*time.Minute, func() (bool, string) {
 		web, st, _ := stackCanary(t, stack)
 		return st.Phase == rollout.Progressing && st.Weight == 50 && !st.StepStarted.IsZero(), fmt.Sprintf("web %s, canary %+v", web, st)

@@ -57,9 +57,18 @@ func analysedCanaryCompose(tag, metrics string) string {
           traefik: {metrics: "`+metrics+`"}`)
 }
 
-// gatedCanaryCompose is canaryCompose behind Traefik, each step gated by
-// the analysis checks given (indented for the analysis mapping).
+// gatedCanaryCompose is routedCanaryCompose with each step gated by the
+// analysis checks given (indented for the analysis mapping).
 func gatedCanaryCompose(tag, checks string) string {
+	return routedCanaryCompose(tag) + `        analysis:
+          interval: 30s
+          ` + checks + `
+`
+}
+
+// routedCanaryCompose is web, 4 replicas, under a canary of two steps
+// behind Traefik with no analysis: its steps pass on their pauses alone.
+func routedCanaryCompose(tag string) string {
 	return `version: "3.8"
 services:
   web:
@@ -73,9 +82,6 @@ services:
           - {weight: 25, pause: 45s}
           - {weight: 50, pause: 1m}
         router: {provider: traefik, rule: "Host(` + "`shop`" + `)", port: 80}
-        analysis:
-          interval: 30s
-          ` + checks + `
 `
 }
 

@@ -14,25 +14,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/rollout"
 )
 
-// routedCanaryCompose is analysedCanaryCompose's stack behind Traefik
-// with no analysis: its steps pass on their pauses alone.
-func routedCanaryCompose(tag string) string {
-	return `version: "3.8"
-services:
-  web:
-    image: example/web:` + tag + `
-    deploy:
-      replicas: 4
-    x-flotilla:
-      rollout:
-        strategy: canary
-        steps:
-          - {weight: 25, pause: 45s}
-          - {weight: 50, pause: 1m}
-        router: {provider: traefik, rule: "Host(` + "`shop`" + `)", port: 80}
-`
-}
-
 // A rollback is gated like a commit: revision 1 declared an analysis, so
 // the rollback to it is judged by that analysis, and a failing interval
 // aborts it with all traffic left on the stable service, which runs what

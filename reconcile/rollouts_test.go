@@ -424,13 +424,11 @@ func TestABlueGreenReleasePreviewsSwitchesAndPromotes(t *testing.T) {
 	}
 }
 
-// A commit that supersedes a switched blue/green release through a router
-// takes all traffic back to stable at once, but the preview keeps running
-// the replaced revision, at full size, until the router has polled that:
-// re-specifying it in the same pass would hand the router's in-flight
-// requests to stopping tasks or to the new, unverified revision. Only then
-// does the new revision take the preview, from the start.
-func TestASupersededColourDrainsOnItsOwnRevisionBeforeTheNewOneStarts(t *testing.T) {
+// blueGreenSwitched deploys blueGreenCompose("1"), commits "2", and runs
+// the passes that preview it and switch all traffic to the preview (a
+// rollback window of 0: the next pass promotes).
+func blueGreenSwitched(t *testing.T) (*chartstest.MinimalBackend, *fakeFetcher, *Controller, *testClock) {
+	t.Helper()
 	b, f, c, clk := canaryOnMinimal(t)
 	f.commit(t, map[string]string{"docker-compose.yml": blueGreenCompose("1")})
 	reconcileOK(t, c)
@@ -440,6 +438,17 @@ func TestASupersededColourDrainsOnItsOwnRevisionBeforeTheNewOneStarts(t *testing
 	reconcileOK(t, c)
 	clk.add(time.Minute + time.Second)
 	reconcileOK(t, c)
+	return b, f, c, clk
+}
+
+// A commit that supersedes a switched blue/green release through a router
+// takes all traffic back to stable at once, but the preview keeps running
+// the replaced revision, at full size, until the router has polled that:
+// re-specifying it in the same pass would hand the router's in-flight
+// requests to stopping tasks or to the new, unverified revision. Only then
+// does the new revision take the preview, from the start.
+func TestASupersededColourDrainsOnItsOwnRevisionBeforeTheNewOneStarts(t *testing.T) {
+	b, f, c, clk := blueGreenSwitched(t)
 	if st, _, _, _ := previewState(t, b); st.Phase != rollout.Switched || st.Weight != 100 {
 		t.Fatalf("before the new commit: %+v, want all traffic switched to the preview", st)
 	}
@@ -476,15 +485,7 @@ func TestASupersededColourDrainsOnItsOwnRevisionBeforeTheNewOneStarts(t *testing
 // stable keeps the release it just got, and the new revision starts as a
 // preview of its own once the old one has stopped.
 func TestACommitDuringACompletedColoursDrainWaitsAndLeavesTheStableAlone(t *testing.T) {
-	b, f, c, clk := canaryOnMinimal(t)
-	f.commit(t, map[string]string{"docker-compose.yml": blueGreenCompose("1")})
-	reconcileOK(t, c)
-	f.commit(t, map[string]string{"docker-compose.yml": blueGreenCompose("2")})
-	reconcileOK(t, c)
-	clk.add(5 * time.Second)
-	reconcileOK(t, c)
-	clk.add(time.Minute + time.Second)
-	reconcileOK(t, c) // switched
+	b, f, c, clk := blueGreenSwitched(t)
 	reconcileOK(t, c) // promoting
 	reconcileOK(t, c) // completed, draining
 	if st, web, _, n := previewState(t, b); st.Phase != rollout.Completed || st.ScaleDownAt.IsZero() || web != "example/web:2" || n != 3 {
