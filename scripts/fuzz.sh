@@ -11,11 +11,23 @@
 # counts targets run and failed and the time taken, and the script exits 1
 # on any failure. FUZZPARALLEL=N caps the fuzzing workers (default: one a
 # core).
+#
+# The engine runs on Go 1.27 (FUZZGOTOOLCHAIN, default go1.27.3, taken from
+# the Go module proxy on first use) while the project builds on its go.mod
+# Go: Go 1.26's fuzz coordinator can fail a target with a bare "context
+# deadline exceeded" when -fuzztime ends on a busy machine, with no input
+# found (go.dev/issue/75804, fixed in 1.27). It failed CI on 65cfef2.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 fuzztime=${FUZZTIME:-5s}
+fuzzgo=${FUZZGOTOOLCHAIN:-go1.27.3}
+if ! v=$(GOTOOLCHAIN=$fuzzgo go version 2>&1); then
+  echo "fuzz: cannot get the Go toolchain $fuzzgo from the module proxy (FUZZGOTOOLCHAIN): $v" >&2
+  exit 1
+fi
+echo "fuzz: engine on $v"
 pkgs=("$@")
 [ ${#pkgs[@]} -gt 0 ] || pkgs=(./...)
 
@@ -38,7 +50,7 @@ for t in "${targets[@]}"; do
   read -r pkg name <<<"$t"
   printf '==> %s %s (%s)\n' "$pkg" "$name" "$fuzztime"
   start=$SECONDS
-  if go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "${parallel[@]}" "$pkg" >"$log/$name.log" 2>&1; then
+  if GOTOOLCHAIN=$fuzzgo go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "${parallel[@]}" "$pkg" >"$log/$name.log" 2>&1; then
     passed=$((passed + 1))
     execs=$(grep -oE 'execs: [0-9]+' "$log/$name.log" | tail -n 1)
     printf '    ok %s in %ds (%s)\n' "$name" $((SECONDS - start)) "${execs:-execs: ?}"
