@@ -75,8 +75,8 @@ type OnePasswordStore struct {
 }
 
 // VaultAuth is one way to log in to Vault; every credential is a file on
-// the controller's host, read when a login is needed, so a rotated
-// credential is picked up without a restart.
+// the controller's host (for AWS, the host's AWS identity), read when a
+// login is needed, so a rotated credential is picked up without a restart.
 type VaultAuth struct {
 	// TokenFile holds a Vault token.
 	TokenFile string `yaml:"tokenFile,omitempty"`
