@@ -27,7 +27,7 @@ type vaultReader struct {
 	awsCreds aws.CredentialsProvider
 
 	mu      sync.Mutex
-	token   string    // from a login (AppRole, JWT); "" with a token file
+	token   string    // from a login (AppRole, JWT, AWS); "" with a token file
 	renewAt time.Time // when a login token is taken again; zero: never
 }
 

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,6 +90,15 @@ func start(t testing.TB, args ...string) *Server {
 	// test's directory, and keep the caller's VAULT_* settings out.
 	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "SKIP_SETCAP=1"}
 	cmd.Dir = home
+	// Vault runs plugins as its children, which outlive it when it is
+	// killed: give it a process group and, once testproc's cleanup has
+	// killed Vault (cleanups run last first), kill what is left of it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	t.Cleanup(func() {
+		if cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	})
 	addr := "http://" + listen
 	testproc.Start(t, "vault", cmd).WaitHTTP(t, addr+"/v1/sys/health", 90*time.Second, testproc.OK)
 	cfg := vault.DefaultConfig()
