@@ -33,6 +33,9 @@ func Defaults(f *File) {
 			if v.Auth.JWT != nil && v.Auth.JWT.Mount == "" {
 				v.Auth.JWT.Mount = "jwt"
 			}
+			if v.Auth.AWS != nil && v.Auth.AWS.Mount == "" {
+				v.Auth.AWS.Mount = "aws"
+			}
 		}
 	}
 	for i := range f.Notifications {

@@ -75,8 +75,8 @@ type OnePasswordStore struct {
 }
 
 // VaultAuth is one way to log in to Vault; every credential is a file on
-// the controller's host, read when a login is needed, so a rotated
-// credential is picked up without a restart.
+// the controller's host (for AWS, the host's AWS identity), read when a
+// login is needed, so a rotated credential is picked up without a restart.
 type VaultAuth struct {
 	// TokenFile holds a Vault token.
 	TokenFile string `yaml:"tokenFile,omitempty"`
@@ -84,6 +84,9 @@ type VaultAuth struct {
 	AppRole *VaultAppRole `yaml:"appRole,omitempty"`
 	// JWT logs in with a JWT (such as a workload identity token).
 	JWT *VaultJWT `yaml:"jwt,omitempty"`
+	// AWS logs in with the controller's AWS identity (Vault's aws auth
+	// method, IAM type).
+	AWS *VaultAWS `yaml:"aws,omitempty"`
 }
 
 // VaultAppRole is an AppRole login.
@@ -104,6 +107,26 @@ type VaultJWT struct {
 	Role string `yaml:"role"`
 	// JWTFile holds the token. Required.
 	JWTFile string `yaml:"jwtFile"`
+}
+
+// VaultAWS is a login with Vault's aws auth method, IAM type: the
+// controller signs an STS GetCallerIdentity request with the credentials
+// the AWS SDK's default chain finds on its host (environment, web identity
+// token file, shared files, ECS or EC2 role) and Vault sends it to STS to
+// learn who signed it. No AWS secret is sent to Vault, only that signature.
+type VaultAWS struct {
+	// Mount is the auth method's mount. Default "aws".
+	Mount string `yaml:"mount,omitempty"`
+	// Role is the Vault role to log in as. Required.
+	Role string `yaml:"role"`
+	// Region is the STS region the request is signed for; Vault's
+	// sts_endpoint and sts_region must name the same. Default: the global
+	// endpoint sts.amazonaws.com (us-east-1), Vault's default.
+	Region string `yaml:"region,omitempty"`
+	// HeaderValue is sent, signed, as X-Vault-AWS-IAM-Server-ID; Vault
+	// requires it when its iam_server_id_header_value is set, so a
+	// request signed for one Vault cannot log in to another. Optional.
+	HeaderValue string `yaml:"headerValue,omitempty"`
 }
 
 // SecretGrant lets some applications read some paths of a store.
@@ -298,8 +321,17 @@ func (c *checker) vaultStore(p string, v *VaultStore) {
 		}
 		c.absFile(p+".auth.jwt.jwtFile", a.JWT.JWTFile, true)
 	}
+	if a.AWS != nil {
+		n++
+		if a.AWS.Role == "" {
+			c.report("", p+".auth.aws.role", ErrRequired, "required: the Vault role to log in as")
+		}
+		if a.AWS.Region != "" && !awsRegionRE.MatchString(a.AWS.Region) {
+			c.report("", p+".auth.aws.region", ErrInvalid, "%q is not an AWS region name, such as eu-central-1", a.AWS.Region)
+		}
+	}
 	if n != 1 {
-		c.report("", p+".auth", ErrInvalid, "set exactly one of tokenFile, appRole and jwt")
+		c.report("", p+".auth", ErrInvalid, "set exactly one of tokenFile, appRole, jwt and aws")
 	}
 }
 

@@ -64,6 +64,44 @@ func TestSecretStoresGrantOnlyWhatTheFileSays(t *testing.T) {
 	}
 }
 
+func TestVaultAWSLoginIsParsedWithItsDefaults(t *testing.T) {
+	f, err := Parse("apps.yaml", []byte(`apiVersion: flotilla/v1
+secretStores:
+  - name: vault
+    vault:
+      address: https://vault.internal:8200
+      mount: kv
+      auth:
+        aws: {role: flotilla, region: eu-central-1, headerValue: vault.internal}
+    grants:
+      - applications: [shop]
+        paths: [kv/data/shop/*]
+  - name: vault-global
+    vault:
+      address: https://vault.internal:8200
+      mount: kv
+      auth:
+        aws: {role: flotilla, mount: aws-prod}
+    grants:
+      - applications: [shop]
+        paths: [kv/data/shop/*]
+applications:
+  - name: shop
+    source: {repoURL: https://h/shop.git}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := VaultAWS{Mount: "aws", Role: "flotilla", Region: "eu-central-1", HeaderValue: "vault.internal"}
+	if a := f.SecretStores[0].Vault.Auth.AWS; a == nil || *a != want {
+		t.Fatalf("aws login %+v, want %+v", a, want)
+	}
+	want = VaultAWS{Mount: "aws-prod", Role: "flotilla"}
+	if a := f.SecretStores[1].Vault.Auth.AWS; a == nil || *a != want {
+		t.Fatalf("aws login %+v, want %+v", a, want)
+	}
+}
+
 func TestOnePasswordStoreIsParsedAndGranted(t *testing.T) {
 	f, err := Parse("apps.yaml", []byte(`apiVersion: flotilla/v1
 secretStores:
@@ -92,7 +130,11 @@ applications:
 func TestSecretStoresAreValidated(t *testing.T) {
 	for _, tc := range []struct{ name, store, want string }{
 		{"plain http off loopback", "vault: {address: http://vault.internal:8200, mount: kv, auth: {tokenFile: /t}}\n    grants: [{applications: [a], paths: [kv/data/*]}]", "secretStores[0].vault.address"},
-		{"two logins", "vault: {address: https://v, mount: kv, auth: {tokenFile: /t, jwt: {role: r, jwtFile: /j}}}\n    grants: [{applications: [a], paths: [kv/data/*]}]", "set exactly one of tokenFile, appRole and jwt"},
+		{"two logins", "vault: {address: https://v, mount: kv, auth: {tokenFile: /t, jwt: {role: r, jwtFile: /j}}}\n    grants: [{applications: [a], paths: [kv/data/*]}]", "set exactly one of tokenFile, appRole, jwt and aws"},
+		{"aws login and a token file", "vault: {address: https://v, mount: kv, auth: {tokenFile: /t, aws: {role: r}}}\n    grants: [{applications: [a], paths: [kv/data/*]}]", "field secretStores[0].vault.auth: set exactly one of tokenFile, appRole, jwt and aws"},
+		{"aws login without a role", "vault: {address: https://v, mount: kv, auth: {aws: {region: eu-central-1}}}\n    grants: [{applications: [a], paths: [kv/data/*]}]", "secretStores[0].vault.auth.aws.role"},
+		{"aws login in no region", "vault: {address: https://v, mount: kv, auth: {aws: {role: r, region: Frankfurt}}}\n    grants: [{applications: [a], paths: [kv/data/*]}]", "secretStores[0].vault.auth.aws.region"},
+		{"aws login: unknown field", "vault: {address: https://v, mount: kv, auth: {aws: {role: r, accessKey: AKID}}}\n    grants: [{applications: [a], paths: [kv/data/*]}]", "accessKey"},
 		{"no grants", "vault: {address: https://v, mount: kv, auth: {tokenFile: /t}}", "secretStores[0].grants"},
 		{"grant without paths", "vault: {address: https://v, mount: kv, auth: {tokenFile: /t}}\n    grants: [{applications: [a]}]", "grants[0].paths"},
 		{"path outside the mount", "vault: {address: https://v, mount: kv, auth: {tokenFile: /t}}\n    grants: [{applications: [a], paths: [secret/data/*]}]", "not under the store's mount"},

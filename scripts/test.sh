@@ -86,7 +86,7 @@ echo "registry: $FLOTILLA_REGISTRY ($("$FLOTILLA_REGISTRY" --version 2>/dev/null
 step "vault (the real secret store of the secretstore and rotation tests; cached after the first build)"
 eval "$(bash scripts/vault.sh | sed 's/^/export /')"
 export FLOTILLA_REQUIRE_VAULT=1
-echo "vault: $FLOTILLA_VAULT ($("$FLOTILLA_VAULT" version 2>/dev/null | head -1))"
+echo "vault: $FLOTILLA_VAULT ($("$FLOTILLA_VAULT" version 2>/dev/null | head -1)); aws auth plugin in $FLOTILLA_VAULT_PLUGIN_DIR"
 
 # The AWS Secrets Manager store is tested against kumo, an AWS emulator
 # built once from its Go module and cached (scripts/kumo.sh): AWS itself is

@@ -196,8 +196,15 @@ func storeID(s application.SecretStore) string {
 	if v == nil {
 		return s.Name
 	}
-	return fmt.Sprintf("%s|%s|%s|%s|%d|%s|%+v|%+v|%s", s.Name, v.Address, v.Namespace, v.Mount, v.KVVersion, v.CACertFile,
-		derefAppRole(v.Auth.AppRole), derefJWT(v.Auth.JWT), v.Auth.TokenFile)
+	return fmt.Sprintf("%s|%s|%s|%s|%d|%s|%+v|%+v|%+v|%s", s.Name, v.Address, v.Namespace, v.Mount, v.KVVersion, v.CACertFile,
+		derefAppRole(v.Auth.AppRole), derefJWT(v.Auth.JWT), derefAWS(v.Auth.AWS), v.Auth.TokenFile)
+}
+
+func derefAWS(a *application.VaultAWS) application.VaultAWS {
+	if a == nil {
+		return application.VaultAWS{}
+	}
+	return *a
 }
 
 func derefAppRole(a *application.VaultAppRole) application.VaultAppRole {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	vault "github.com/hashicorp/vault/api"
 
 	"github.com/flotilla-gitops/flotilla/application"
@@ -22,9 +23,11 @@ import (
 type vaultReader struct {
 	store  application.SecretStore
 	client *vault.Client
+	// awsCreds are the host's AWS credentials, for auth.aws only.
+	awsCreds aws.CredentialsProvider
 
 	mu      sync.Mutex
-	token   string    // from a login (AppRole, JWT); "" with a token file
+	token   string    // from a login (AppRole, JWT, AWS); "" with a token file
 	renewAt time.Time // when a login token is taken again; zero: never
 }
 
@@ -67,7 +70,13 @@ func newVaultReader(s application.SecretStore) (reader, error) {
 	} else {
 		c.ClearNamespace()
 	}
-	return &vaultReader{store: s, client: c}, nil
+	r := &vaultReader{store: s, client: c}
+	if v.Auth.AWS != nil {
+		if r.awsCreds, err = awsChain(v.Auth.AWS); err != nil {
+			return nil, fmt.Errorf("store %q: %w", s.Name, err)
+		}
+	}
+	return r, nil
 }
 
 func (r *vaultReader) read(ctx context.Context, path, key string) (Value, error) {
@@ -195,6 +204,8 @@ func (r *vaultReader) do(ctx context.Context, req func(*vault.Client) (*vault.Se
 // credential returns the token to send: the token file's content, read
 // every time so a rotated token is picked up, or a login token, logging in
 // when there is none or it is due for renewal. login reports the latter.
+// Every login reads its credentials anew (files, or for auth.aws the AWS
+// chain's current keys, signed afresh), so rotated ones are used.
 func (r *vaultReader) credential(ctx context.Context) (tok string, login bool, err error) {
 	a := r.store.Vault.Auth
 	if a.TokenFile != "" {
@@ -221,6 +232,11 @@ func (r *vaultReader) credential(ctx context.Context) (tok string, login bool, e
 		mount = a.JWT.Mount
 		body["role"] = a.JWT.Role
 		if body["jwt"], err = readCredential(a.JWT.JWTFile, "auth.jwt.jwtFile"); err != nil {
+			return "", true, err
+		}
+	case a.AWS != nil:
+		mount = a.AWS.Mount
+		if body, err = awsLoginBody(ctx, a.AWS, r.awsCreds); err != nil {
 			return "", true, err
 		}
 	default:

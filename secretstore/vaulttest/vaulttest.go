@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,6 +38,37 @@ type Server struct {
 // ends; its log is shown if the test failed.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return start(t)
+}
+
+// awsPlugin is the name scripts/vault.sh gives Vault's aws auth plugin in
+// $FLOTILLA_VAULT_PLUGIN_DIR; the dev server registers it by that name.
+const awsPlugin = "vault-plugin-auth-aws"
+
+// StartWithAWSAuth is Start with Vault's aws auth method mounted at mount.
+// The minimal server build has no aws method, so it runs as the external
+// plugin scripts/vault.sh builds from the same Vault module, registered
+// from $FLOTILLA_VAULT_PLUGIN_DIR; without it the test skips, or fails
+// under FLOTILLA_REQUIRE_VAULT=1.
+func StartWithAWSAuth(t testing.TB, mount string) *Server {
+	t.Helper()
+	dir := os.Getenv("FLOTILLA_VAULT_PLUGIN_DIR")
+	if _, err := os.Stat(filepath.Join(dir, awsPlugin)); dir == "" || err != nil {
+		if os.Getenv("FLOTILLA_REQUIRE_VAULT") == "1" {
+			t.Fatalf("FLOTILLA_REQUIRE_VAULT=1 but FLOTILLA_VAULT_PLUGIN_DIR %q holds no %s (scripts/vault.sh builds it)", dir, awsPlugin)
+		}
+		t.Skipf("FLOTILLA_VAULT_PLUGIN_DIR holds no %s (eval \"$(scripts/vault.sh)\")", awsPlugin)
+	}
+	s := start(t, "-dev-plugin-dir="+dir)
+	err := s.Client.Sys().EnableAuthWithOptionsWithContext(context.Background(), mount, &vault.EnableAuthOptions{Type: awsPlugin})
+	if err != nil {
+		t.Fatalf("enable the aws auth method at %s: %v", mount, err)
+	}
+	return s
+}
+
+func start(t testing.TB, args ...string) *Server {
+	t.Helper()
 	bin := os.Getenv("FLOTILLA_VAULT")
 	if bin == "" {
 		if os.Getenv("FLOTILLA_REQUIRE_VAULT") == "1" {
@@ -53,11 +85,20 @@ func Start(t testing.TB) *Server {
 	listen := "127.0.0.1:" + strconv.Itoa(port)
 	root := fmt.Sprintf("root-%d-%d", time.Now().UnixNano(), port)
 	home := t.TempDir()
-	cmd := exec.Command(bin, "server", "-dev", "-dev-listen-address="+listen, "-dev-root-token-id="+root, "-dev-no-store-token")
+	cmd := exec.Command(bin, append([]string{"server", "-dev", "-dev-listen-address=" + listen, "-dev-root-token-id=" + root, "-dev-no-store-token"}, args...)...)
 	// Dev mode writes the token helper's file under HOME; keep it in the
 	// test's directory, and keep the caller's VAULT_* settings out.
 	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "SKIP_SETCAP=1"}
 	cmd.Dir = home
+	// Vault runs plugins as its children, which outlive it when it is
+	// killed: give it a process group and, once testproc's cleanup has
+	// killed Vault (cleanups run last first), kill what is left of it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	t.Cleanup(func() {
+		if cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	})
 	addr := "http://" + listen
 	testproc.Start(t, "vault", cmd).WaitHTTP(t, addr+"/v1/sys/health", 90*time.Second, testproc.OK)
 	cfg := vault.DefaultConfig()
