@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing/object"
+
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/imagewrite"
@@ -139,4 +141,75 @@ func gathered(t *testing.T, m *metrics.Metrics, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// The last commit is read back from git by a loop that never made it (a
+// restarted controller, a standby taking over): the newest commit of this
+// application's updater on the branch, with its time, and not a later one
+// by a human or by another application's updater, even one that copies
+// the trailer.
+func TestLoop_aNewLoopReadsTheLastCommitFromGit(t *testing.T) {
+	reg := registrytest.Start(t, registrytest.Options{})
+	reg.Push(t, "shop", "1.0.0", registrytest.Image{Content: "1"})
+	reg.Push(t, "shop", "1.1.0", registrytest.Image{Content: "2"})
+	origin := newRemote(t, map[string]string{"compose.yaml": fmt.Sprintf("services:\n  web:\n    image: %s/shop:1.0.0\n", reg.Host)})
+	a := app(origin.dir, application.ImagePolicy{
+		Image: reg.Host + "/shop", Semver: "^1",
+		Compose: []application.ComposeImageTarget{{File: "compose.yaml", Services: []string{"web"}}},
+	})
+	a.ImageUpdates.Interval.Duration = time.Hour
+	newLoop := func() *imagewrite.Loop {
+		return &imagewrite.Loop{
+			Updater: &imagewrite.Updater{Registry: registryclient.New(registryclient.Options{}), ScratchDir: t.TempDir()},
+			Apps:    func() []application.Application { return []application.Application{*a} },
+			Tick:    20 * time.Millisecond,
+		}
+	}
+	// runOnce runs l until it has run for the application once.
+	runOnce := func(l *imagewrite.Loop) imagewrite.LoopStatus {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { l.Run(ctx); close(done) }()
+		defer func() { cancel(); <-done }()
+		waitFor(t, "a run", func() bool { _, ok := l.Status("shop"); return ok })
+		st, _ := l.Status("shop")
+		if st.Err != nil {
+			t.Fatalf("run: %v", st.Err)
+		}
+		return st
+	}
+
+	first := runOnce(newLoop())
+	head := origin.head()
+	if first.LastCommit == "" || first.LastCommit != head.Hash.String() || !first.LastCommitAt.Equal(head.Committer.When) {
+		t.Fatalf("first loop: last commit %s at %v, want origin's head %s at %v", first.LastCommit, first.LastCommitAt, head.Hash, head.Committer.When)
+	}
+
+	// Later commits that are not this updater's for this application.
+	bot := object.Signature{Name: a.ImageUpdates.Author.Name, Email: a.ImageUpdates.Author.Email}
+	origin.commitElsewhere("docs\n\nFlotilla-Application: shop\n", map[string]string{"README": "a human copied the trailer\n"})
+	origin.commitAs(bot, "images: update other 2\n\nFlotilla-Application: other\n", map[string]string{"OTHER": "another application\n"})
+	origin.commitAs(bot, "images: update other 3\n\nFlotilla-Application: shop-eu\n", map[string]string{"OTHER": "a prefix of its name\n"})
+	origin.commitElsewhere("a human's change", map[string]string{"NOTES": "meanwhile\n"})
+
+	restarted := runOnce(newLoop())
+	if restarted.Result.Commit.Commit != "" {
+		t.Fatalf("the restarted loop committed %s; 1.1.0 is already in git", restarted.Result.Commit.Commit)
+	}
+	if restarted.LastCommit != first.LastCommit || !restarted.LastCommitAt.Equal(first.LastCommitAt) {
+		t.Fatalf("restarted loop: last commit %s at %v, want %s at %v", restarted.LastCommit, restarted.LastCommitAt, first.LastCommit, first.LastCommitAt)
+	}
+	got, want := restarted.Application(), first.Application()
+	if got.LastCommit != want.LastCommit || !got.LastCommitTime.Equal(want.LastCommitTime) || got.LastCommitTime.Location() != time.UTC {
+		t.Fatalf("status: %s at %v, want %s at %v in UTC", got.LastCommit, got.LastCommitTime, want.LastCommit, want.LastCommitTime)
+	}
+
+	// An application whose updater never committed has no last commit.
+	fresh := newRemote(t, map[string]string{"compose.yaml": fmt.Sprintf("services:\n  web:\n    image: %s/shop:1.1.0\n", reg.Host)})
+	fresh.commitAs(bot, "images: update other 2\n\nFlotilla-Application: other\n", map[string]string{"compose.yaml": fmt.Sprintf("services:\n  web:\n    image: %s/shop:1.1.0\n# other\n", reg.Host)})
+	a.Source.RepoURL = fresh.dir
+	if st := runOnce(newLoop()); st.LastCommit != "" || !st.LastCommitAt.IsZero() {
+		t.Fatalf("no commit of this application's: last commit %s at %v", st.LastCommit, st.LastCommitAt)
+	}
 }
