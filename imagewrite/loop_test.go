@@ -3,6 +3,7 @@ package imagewrite_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -165,15 +166,9 @@ func TestLoop_aNewLoopReadsTheLastCommitFromGit(t *testing.T) {
 			Tick:    20 * time.Millisecond,
 		}
 	}
-	// runOnce runs l until it has run for the application once.
 	runOnce := func(l *imagewrite.Loop) imagewrite.LoopStatus {
 		t.Helper()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { l.Run(ctx); close(done) }()
-		defer func() { cancel(); <-done }()
-		waitFor(t, "a run", func() bool { _, ok := l.Status("shop"); return ok })
-		st, _ := l.Status("shop")
+		st := runOnce(t, l, "shop")
 		if st.Err != nil {
 			t.Fatalf("run: %v", st.Err)
 		}
@@ -212,4 +207,121 @@ func TestLoop_aNewLoopReadsTheLastCommitFromGit(t *testing.T) {
 	if st := runOnce(newLoop()); st.LastCommit != "" || !st.LastCommitAt.IsZero() {
 		t.Fatalf("no commit of this application's: last commit %s at %v", st.LastCommit, st.LastCommitAt)
 	}
+}
+
+// runOnce runs l until it has run for app once; with an interval longer
+// than the test, that is its only run.
+func runOnce(t *testing.T, l *imagewrite.Loop, app string) imagewrite.LoopStatus {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { l.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "a run", func() bool { _, ok := l.Status(app); return ok })
+	st, _ := l.Status(app)
+	return st
+}
+
+// sample is the value of the counter or gauge series of family name with
+// exactly labels; -1 when there is none.
+func sample(t *testing.T, m *metrics.Metrics, name string, labels map[string]string) float64 {
+	t.Helper()
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, mt := range f.GetMetric() {
+			if len(mt.GetLabel()) != len(labels) {
+				continue
+			}
+			for _, l := range mt.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					continue next
+				}
+			}
+			return mt.GetCounter().GetValue() + mt.GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
+// The metrics count each run by result and its marked fields by outcome,
+// every outcome label present (0 when none ended so); a run that fails
+// as a whole counts as failed and leaves the fields as the last run
+// that decided them.
+func TestLoop_metricsCountRunsAndFieldsByOutcome(t *testing.T) {
+	reg := registrytest.Start(t, registrytest.Options{})
+	for _, p := range []struct{ repo, tag string }{{"shop", "1.0.0"}, {"shop", "1.1.0"}, {"api", "1.0.0"}, {"api", "1.1.0"}, {"db", "1.0.0"}, {"cache", "1.0.0"}} {
+		reg.Push(t, p.repo, p.tag, registrytest.Image{Content: p.repo + p.tag})
+	}
+	compose := fmt.Sprintf(`services:
+  web: {image: %[1]s/shop:1.0.0}
+  worker: {image: %[1]s/shop:1.1.0}
+  cron: {image: %[1]s/shop:1.1.0}
+  api: {image: %[1]s/api:1.1.0}
+  db: {image: %[1]s/db:1.0.0}
+  cache: {image: %[1]s/cache:1.5.0}
+`, reg.Host)
+	origin := newRemote(t, map[string]string{"compose.yaml": compose})
+	target := func(services ...string) []application.ComposeImageTarget {
+		return []application.ComposeImageTarget{{File: "compose.yaml", Services: services}}
+	}
+	a := app(origin.dir,
+		// web: update; worker, cron: current; ghost (no such service): error.
+		application.ImagePolicy{Image: reg.Host + "/shop", Semver: "^1", Compose: target("web", "worker", "cron", "ghost")},
+		// 1.1.0 is listed but outside ~1.0: backwards.
+		application.ImagePolicy{Image: reg.Host + "/api", Semver: "~1.0", Compose: target("api")},
+		application.ImagePolicy{Image: reg.Host + "/db", Semver: "^3", Compose: target("db")},       // no-candidate
+		application.ImagePolicy{Image: reg.Host + "/cache", Semver: "^1", Compose: target("cache")}, // vanished: 1.5.0 is not listed
+	)
+	a.ImageUpdates.Interval.Duration = time.Hour
+	m := metrics.New()
+	newLoop := func() *imagewrite.Loop {
+		return &imagewrite.Loop{
+			Updater: &imagewrite.Updater{Registry: registryclient.New(registryclient.Options{}), ScratchDir: t.TempDir()},
+			Apps:    func() []application.Application { return []application.Application{*a} },
+			Metrics: m,
+			Tick:    20 * time.Millisecond,
+		}
+	}
+	check := func(when string, fields map[string]float64, ok, failed, commits float64) {
+		t.Helper()
+		for outcome, want := range fields {
+			if got := sample(t, m, "flotilla_image_fields", map[string]string{"app": "shop", "outcome": outcome}); got != want {
+				t.Errorf("%s: flotilla_image_fields{outcome=%q} = %v, want %v", when, outcome, got, want)
+			}
+		}
+		for result, want := range map[string]float64{"ok": ok, "failed": failed} {
+			if got := sample(t, m, "flotilla_image_runs_total", map[string]string{"app": "shop", "result": result}); got != want {
+				t.Errorf("%s: flotilla_image_runs_total{result=%q} = %v, want %v", when, result, got, want)
+			}
+		}
+		if got := sample(t, m, "flotilla_image_commits_total", map[string]string{"app": "shop"}); got != commits {
+			t.Errorf("%s: flotilla_image_commits_total = %v, want %v", when, got, commits)
+		}
+	}
+
+	if st := runOnce(t, newLoop(), "shop"); st.Err != nil || st.Result.Commit.Commit == "" {
+		t.Fatalf("first run: %v, commit %q; want a commit", st.Err, st.Result.Commit.Commit)
+	}
+	first := map[string]float64{"update": 1, "current": 2, "backwards": 1, "vanished": 1, "no-candidate": 1, "error": 1}
+	// Nothing failed yet: the failed series does not exist.
+	check("after a run that committed", first, 1, -1, 1)
+
+	if st := runOnce(t, newLoop(), "shop"); st.Err != nil || st.Result.Commit.Commit != "" {
+		t.Fatalf("second run: %v, commit %q; want none", st.Err, st.Result.Commit.Commit)
+	}
+	second := map[string]float64{"update": 0, "current": 3, "backwards": 1, "vanished": 1, "no-candidate": 1, "error": 1}
+	check("after a run with nothing new", second, 2, -1, 1)
+
+	a.Source.RepoURL = filepath.Join(t.TempDir(), "gone.git")
+	if st := runOnce(t, newLoop(), "shop"); st.Err == nil {
+		t.Fatal("a run on a repository that does not exist did not fail")
+	}
+	check("after a failed run", second, 2, 1, 1)
 }
