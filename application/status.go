@@ -219,7 +219,9 @@ type Status struct {
 type ImageStatus struct {
 	// LastRun is when the last run ended.
 	LastRun time.Time `json:"lastRun,omitzero"`
-	// LastCommit is the last commit image automation pushed, and when.
+	// LastCommit is the last commit image automation pushed, and its
+	// committer time (UTC, to the second); read back from git after a
+	// restart or a failover.
 	LastCommit     string    `json:"lastCommit,omitempty"`
 	LastCommitTime time.Time `json:"lastCommitTime,omitzero"`
 	// LastError is the sanitised error that stopped the last run (a clone

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,7 +108,7 @@ applications:
 	}
 	addr := freeAddr(t)
 	const token = "e2e-images-admin-token-0123456789"
-	startController(t, appsFile, "e2eimg", []string{"FLOTILLA_ADMIN_TOKEN=" + token}, "--listen", addr, "--log-level", "info")
+	ctrl := startController(t, appsFile, "e2eimg", []string{"FLOTILLA_ADMIN_TOKEN=" + token}, "--listen", addr, "--log-level", "info")
 
 	for svc, want := range map[string]string{"web": reg.Ref(stack, "1.1.0"), "jobs": reg.Ref(stack+"-jobs", "build-10")} {
 		swarmtest.Eventually(t, 90*time.Second, func() (bool, string) {
@@ -140,23 +141,43 @@ applications:
 		t.Fatalf("compose.yaml:\n%s\nwant\n%s", got, want)
 	}
 	// The application's status says what image automation did.
-	var st application.Status
-	swarmtest.Eventually(t, 30*time.Second, func() (bool, string) {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/api/v1/applications/"+stack, nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false, err.Error()
-		}
-		defer resp.Body.Close()
-		st = application.Status{}
-		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-			return false, err.Error()
-		}
-		return st.Images != nil && st.Images.LastCommit == head.Hash.String(), fmt.Sprintf("%+v", st.Images)
-	})
-	if f := st.Images.Fields; len(f) != 2 || f[0].Field != "services.web.image" || f[0].Newest != "1.1.0" || f[1].Newest != "build-10" {
+	imageStatus := func() *application.ImageStatus {
+		t.Helper()
+		var st application.Status
+		swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
+			req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/api/v1/applications/"+stack, nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false, err.Error()
+			}
+			defer resp.Body.Close()
+			st = application.Status{}
+			if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+				return false, err.Error()
+			}
+			return st.Images != nil && st.Images.LastCommit == head.Hash.String(), fmt.Sprintf("%+v", st.Images)
+		})
+		return st.Images
+	}
+	images := imageStatus()
+	if f := images.Fields; len(f) != 2 || f[0].Field != "services.web.image" || f[0].Newest != "1.1.0" || f[1].Newest != "build-10" {
 		t.Fatalf("image fields in the status: %+v", f)
+	}
+	if !images.LastCommitTime.Equal(head.Committer.When) {
+		t.Fatalf("lastCommitTime %v, want the commit's %v", images.LastCommitTime, head.Committer.When)
+	}
+	// A restarted controller, which never made the commit, reads it back
+	// from git: the same lastCommit and time, and nothing committed again.
+	if code, _ := ctrl.stop(syscall.SIGTERM, 30*time.Second); code != 0 {
+		t.Fatalf("controller exited %d on SIGTERM", code)
+	}
+	startController(t, appsFile, "e2eimg", []string{"FLOTILLA_ADMIN_TOKEN=" + token}, "--listen", addr, "--log-level", "info")
+	if again := imageStatus(); !again.LastCommitTime.Equal(images.LastCommitTime) || again.LastError != "" {
+		t.Fatalf("after a restart: last commit %s at %v (error %q), want %s at %v", again.LastCommit, again.LastCommitTime, again.LastError, images.LastCommit, images.LastCommitTime)
+	}
+	if ref, err := repo.Reference(plumbing.NewBranchReferenceName("main"), true); err != nil || ref.Hash() != head.Hash {
+		t.Fatalf("after a restart: main at %v (%v), want %s unchanged", ref, err, head.Hash)
 	}
 	// A second plan finds nothing to commit.
 	if out, code := (cli{t: t, bin: flotillaBinary(t)}).run("image", "plan", "-f", appsFile); code != 0 || !strings.Contains(out, "nothing to commit") {

@@ -53,7 +53,11 @@ type LoopStatus struct {
 	At     time.Time
 	Result Result
 	Err    error
-	// LastCommit is the last commit the loop pushed, and when.
+	// LastCommit is the last commit the updater pushed for the
+	// application, and its committer time: the one this loop pushed, or,
+	// after a restart or a failover, the newest one found in git (the
+	// branch's last source.OwnSearchDepth commits; with a pull request,
+	// the head branch's tip first).
 	LastCommit   string
 	LastCommitAt time.Time
 }
@@ -145,8 +149,10 @@ func (l *Loop) runDue(ctx context.Context, log *slog.Logger) {
 		st := l.runOne(ctx, a, log)
 		l.mu.Lock()
 		l.next[a.Name] = time.Now().Add(max(a.ImageUpdates.Interval.Duration, time.Second))
-		prev := l.status[a.Name]
-		if st.LastCommit == "" {
+		// The newer of what the loop remembers and what this run made or
+		// read from git: after a restart or a failover the loop remembers
+		// nothing, and a former leader may remember an older commit.
+		if prev := l.status[a.Name]; st.LastCommit == "" || prev.LastCommitAt.After(st.LastCommitAt) {
 			st.LastCommit, st.LastCommitAt = prev.LastCommit, prev.LastCommitAt
 		}
 		l.status[a.Name] = st
@@ -224,12 +230,15 @@ func (l *Loop) runOne(ctx context.Context, a *application.Application, log *slog
 	}
 	res, err := l.Updater.Run(ctx, a, creds, false)
 	st := LoopStatus{At: time.Now(), Result: res, Err: err}
+	if own := res.Commit.LastOwn; own.Hash != "" {
+		st.LastCommit, st.LastCommitAt = own.Hash, own.Time
+	}
 	if err != nil {
 		log.Error("image updates failed; retried next interval", "app", a.Name, "error", err)
 		return st
 	}
 	if res.Commit.Commit != "" {
-		st.LastCommit, st.LastCommitAt = res.Commit.Commit, st.At
+		st.LastCommit, st.LastCommitAt = res.Commit.Commit, res.Commit.Time
 	}
 	// A proposed commit is on the updater's own branch: the deploy waits
 	// for a human to merge it, and the merge is what makes a pass due.

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/go-git/go-git/v5/plumbing/object"
-
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/forge"
 	"github.com/flotilla-gitops/flotilla/source"
@@ -47,15 +45,7 @@ func (u *Updater) propose(ctx context.Context, app *application.Application, req
 	iu := app.ImageUpdates
 	pr := iu.PullRequest
 	head := pr.HeadBranch(app.Name)
-	trailer := "\nFlotilla-Application: " + app.Name + "\n"
-	pres, err := source.Propose(ctx, source.ProposeRequest{
-		CommitRequest: req,
-		Head:          head,
-		Own: func(c *object.Commit) bool {
-			return len(c.ParentHashes) == 1 && strings.EqualFold(c.Author.Email, iu.Author.Email) &&
-				strings.EqualFold(c.Committer.Email, iu.Author.Email) && strings.HasSuffix(c.Message, trailer)
-		},
-	})
+	pres, err := source.Propose(ctx, source.ProposeRequest{CommitRequest: req, Head: head})
 	cr := pres.CommitResult
 	if err != nil || cr.Message == "" || req.DryRun {
 		return cr, nil, err

@@ -129,6 +129,11 @@ func TestUpdater_proposesInAPullRequestOnARealGitea(t *testing.T) {
 	if n := len(g.Pulls("shop")); n != 1 || g.BranchHead("ann/shop", head) != branch1 {
 		t.Fatalf("second run: %d pull requests, branch at %s (was %s)", n, g.BranchHead("ann/shop", head), branch1)
 	}
+	// This updater never pushed (a restarted controller): the last commit
+	// is read back from the branch, with the time the loop reported.
+	if own := res.Commit.LastOwn; own.Hash != branch1 || !own.Time.Equal(st.LastCommitAt) {
+		t.Fatalf("second run: last own commit %+v, want %s at %v", own, branch1, st.LastCommitAt)
+	}
 
 	// A newer tag: the same pull request, a new commit on the branch.
 	reg.Push(t, "shop", "1.2.0", registrytest.Image{Content: "3"})

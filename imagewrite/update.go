@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/go-git/go-git/v5/plumbing/object"
+
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/imagepolicy"
 	"github.com/flotilla-gitops/flotilla/redact"
@@ -161,6 +163,7 @@ func (u *Updater) Run(ctx context.Context, app *application.Application, creds r
 		DryRun:         dryRun,
 		ScratchDir:     u.ScratchDir,
 		Change:         change,
+		Own:            ownCommit(app),
 	}
 	var cr source.CommitResult
 	var err error
@@ -401,6 +404,10 @@ func currentRef(value, image, form string) (imagepolicy.Ref, error) {
 	return imagepolicy.ParseRef(value, image)
 }
 
+// Trailer is the key of the commit message's last line, which names the
+// application whose policies made the commit.
+const Trailer = "Flotilla-Application"
+
 // Message is the commit message for targets, "" when none is an update:
 // a subject naming the images, then one line per image old -> new with the
 // fields it was written to, then a trailer naming the application so that
@@ -437,8 +444,20 @@ func Message(app string, targets []Target) string {
 			fmt.Fprintf(&b, "  %s\n", f)
 		}
 	}
-	fmt.Fprintf(&b, "\nFlotilla-Application: %s\n", app)
+	fmt.Fprintf(&b, "\n%s: %s\n", Trailer, app)
 	return b.String()
+}
+
+// ownCommit tells the updater's commits for app: one parent, authored and
+// committed by imageUpdates.author, the message ending with app's
+// trailer. Another application's commit, or a human's, is not one.
+func ownCommit(app *application.Application) func(*object.Commit) bool {
+	email := app.ImageUpdates.Author.Email
+	trailer := "\n" + Trailer + ": " + app.Name + "\n"
+	return func(c *object.Commit) bool {
+		return len(c.ParentHashes) == 1 && strings.EqualFold(c.Author.Email, email) &&
+			strings.EqualFold(c.Committer.Email, email) && strings.HasSuffix(c.Message, trailer)
+	}
 }
 
 // shortRef is a field's value without the image repository, for the

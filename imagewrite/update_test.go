@@ -62,6 +62,12 @@ func (r *remote) pushFrom(dir string) {
 // pushes, moving main on.
 func (r *remote) commitElsewhere(msg string, files map[string]string) {
 	r.t.Helper()
+	r.commitAs(object.Signature{Name: "Someone", Email: "someone@example.invalid"}, msg, files)
+}
+
+// commitAs is commitElsewhere with sig as author and committer.
+func (r *remote) commitAs(sig object.Signature, msg string, files map[string]string) {
+	r.t.Helper()
 	dir := r.t.TempDir()
 	repo, err := git.PlainClone(dir, false, &git.CloneOptions{URL: r.dir, ReferenceName: "refs/heads/main"})
 	if err != nil {
@@ -76,8 +82,8 @@ func (r *remote) commitElsewhere(msg string, files map[string]string) {
 			r.t.Fatal(err)
 		}
 	}
-	sig := &object.Signature{Name: "Someone", Email: "someone@example.invalid", When: time.Now()}
-	if _, err := wt.Commit(msg, &git.CommitOptions{Author: sig}); err != nil {
+	sig.When = time.Now()
+	if _, err := wt.Commit(msg, &git.CommitOptions{Author: &sig, Committer: &sig}); err != nil {
 		r.t.Fatal(err)
 	}
 	if err := repo.Push(&git.PushOptions{}); err != nil {

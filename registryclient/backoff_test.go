@@ -3,9 +3,11 @@ package registryclient_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,20 +77,29 @@ func TestClient_aRefusedCredentialHoldsBackOnlyItselfNotTheRegistry(t *testing.T
 }
 
 // A server error or an unreachable registry backs off the whole host, for
-// every credential: asking again within the wait sends nothing.
+// every credential: asking again within the wait sends nothing (counted at
+// the registry's proxy for the 503, and as connections dialled while the
+// registry refuses them), and the first request after it is answered.
 func TestClient_backsOffTheRegistryAfterAServerErrorOrANetworkFailure(t *testing.T) {
 	reg := registrytest.Start(t, registrytest.Options{})
 	reg.Push(t, "app", "1.0.0", registrytest.Image{Content: "1"})
 	clk := newClock()
+	// While down, every connection goes to a port nobody listens on: the
+	// kernel refuses it, as it would a registry that stopped.
+	refusing := closedPort(t)
 	var down atomic.Bool
 	var attempts atomic.Int64
-	httpc := &http.Client{Transport: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DisableKeepAlives = true // every request dials, so every attempt is seen
+	var dialer net.Dialer
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		attempts.Add(1)
 		if down.Load() {
-			return nil, errors.New("connect: connection refused")
+			addr = refusing
 		}
-		return http.DefaultTransport.RoundTrip(req)
-	})}
+		return dialer.DialContext(ctx, network, addr)
+	}
+	httpc := &http.Client{Transport: tr}
 	c := registryclient.New(registryclient.Options{HTTP: httpc, Interval: time.Minute, Now: clk.Now, MinBackoff: 10 * time.Second})
 	ctx := context.Background()
 	image := reg.Host + "/app"
@@ -119,8 +130,8 @@ func TestClient_backsOffTheRegistryAfterAServerErrorOrANetworkFailure(t *testing
 	down.Store(true)
 	clk.Advance(time.Hour)
 	before := attempts.Load()
-	if _, err := c.Tags(ctx, image, registryclient.Credential{}); err == nil || errors.Is(err, registryclient.ErrBackoff) {
-		t.Fatalf("unreachable: error %v, want the network's", err)
+	if _, err := c.Tags(ctx, image, registryclient.Credential{}); !errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, registryclient.ErrBackoff) {
+		t.Fatalf("unreachable: error %v, want the connection refused", err)
 	}
 	if n := attempts.Load() - before; n != 1 {
 		t.Fatalf("unreachable: %d attempts, want 1", n)
@@ -133,12 +144,24 @@ func TestClient_backsOffTheRegistryAfterAServerErrorOrANetworkFailure(t *testing
 		t.Fatalf("within the backoff after a network failure: %d attempts, want 1", n)
 	}
 	down.Store(false)
+	reg.ResetHits()
 	clk.Advance(2 * time.Second)
 	if _, err := c.Digest(ctx, image, "1.0.0", other); err != nil {
 		t.Fatalf("reachable again after the backoff: %v", err)
 	}
+	if hits := reg.Hits(); len(hits) == 0 || hits[len(hits)-1].Status != http.StatusOK {
+		t.Fatalf("reachable again: the registry saw %v, want the digest answered", hits)
+	}
 }
 
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+// closedPort is a loopback address where nothing listens.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}

@@ -56,6 +56,22 @@ type CommitRequest struct {
 	Attempts int
 	// ScratchDir holds the temporary bare clone. Default os.TempDir().
 	ScratchDir string
+	// Own tells the caller's own commits (an author and a trailer, say).
+	// With it, the result's LastOwn is found in the clone, so a writer
+	// that restarted knows its last commit from git, not from memory.
+	// Propose requires it: it replaces only a commit Own accepts.
+	Own func(*object.Commit) bool
+}
+
+// OwnSearchDepth bounds the search for LastOwn: the newest commits of the
+// branch, by committer time, that are looked at.
+const OwnSearchDepth = 100
+
+// CommitRef is a commit and its committer time, to the second as git
+// records it, in UTC.
+type CommitRef struct {
+	Hash string
+	Time time.Time
 }
 
 // CommitResult says what a CommitRequest did.
@@ -70,6 +86,45 @@ type CommitResult struct {
 	Files []string
 	// Attempts is how many times Change ran.
 	Attempts int
+	// Time is Commit's committer time, as git records it (UTC, seconds).
+	Time time.Time
+	// LastOwn is the newest commit Own accepts among the branch's last
+	// OwnSearchDepth commits as cloned, before this request's commit
+	// (Propose: the head branch's tip when it is the caller's, else as
+	// for Commit on the base); zero without Own or when there is none.
+	LastOwn CommitRef
+}
+
+// lastOwn is the newest commit own accepts among the depth newest commits
+// reachable from tip (by committer time, so a commit merged in through a
+// second parent counts); zero when none is.
+func lastOwn(s storer.EncodedObjectStorer, tip plumbing.Hash, own func(*object.Commit) bool, depth int) (CommitRef, error) {
+	if own == nil || tip.IsZero() {
+		return CommitRef{}, nil
+	}
+	c, err := object.GetCommit(s, tip)
+	if err != nil {
+		return CommitRef{}, err
+	}
+	iter := object.NewCommitIterCTime(c, nil, nil)
+	defer iter.Close()
+	for range depth {
+		c, err := iter.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return CommitRef{}, err
+		}
+		if own(c) {
+			return commitRef(c), nil
+		}
+	}
+	return CommitRef{}, nil
+}
+
+func commitRef(c *object.Commit) CommitRef {
+	return CommitRef{Hash: c.Hash.String(), Time: c.Committer.When.UTC()}
 }
 
 // Files gives Change the head commit's files. Nothing is checked out: reads
@@ -258,6 +313,11 @@ func Commit(ctx context.Context, req CommitRequest) (res CommitResult, err error
 		if err != nil {
 			return res, err
 		}
+		if res.Attempts == 1 {
+			if res.LastOwn, err = lastOwn(repo.Storer, head.Hash, req.Own, OwnSearchDepth); err != nil {
+				return res, fmt.Errorf("branch %s: looking for the last own commit: %w", req.Branch, err)
+			}
+		}
 		tree, err := head.Tree()
 		if err != nil {
 			return res, err
@@ -272,7 +332,7 @@ func Commit(ctx context.Context, req CommitRequest) (res CommitResult, err error
 		if msg == "" || len(files.order) == 0 || req.DryRun {
 			return res, nil
 		}
-		sig := object.Signature{Name: req.Author.Name, Email: req.Author.Email, When: time.Now()}
+		sig := signature(req.Author)
 		h, err := files.commit(head, msg, sig, signer)
 		if err != nil {
 			return res, fmt.Errorf("commit: %w", err)
@@ -283,7 +343,7 @@ func Commit(ctx context.Context, req CommitRequest) (res CommitResult, err error
 		spec := config.RefSpec(branch + ":" + branch) // no "+": never forced
 		err = repo.PushContext(ctx, &git.PushOptions{RemoteName: "origin", Auth: a.method, RefSpecs: []config.RefSpec{spec}, ProxyOptions: connDeadline(ctx, loc)})
 		if err == nil {
-			res.Commit = h.String()
+			res.Commit, res.Time = h.String(), sig.When
 			return res, nil
 		}
 		if !rejected(err) {
@@ -297,6 +357,12 @@ func Commit(ctx context.Context, req CommitRequest) (res CommitResult, err error
 		}
 	}
 	return res, fmt.Errorf("%s branch %s: %w (%d attempts)", loc.safe, req.Branch, ErrPushRejected, attempts)
+}
+
+// signature is author's, now, to the second and in UTC as git records it,
+// so the time a writer reports equals the one read back from the commit.
+func signature(author application.CommitAuthor) object.Signature {
+	return object.Signature{Name: author.Name, Email: author.Email, When: time.Now().UTC().Truncate(time.Second)}
 }
 
 // scratch is what Commit and Propose set up before deciding anything: the

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
@@ -26,13 +25,11 @@ var ErrForeignCommit = errors.New("the proposal branch holds a commit someone el
 type ProposeRequest struct {
 	CommitRequest
 	// Head is the branch the commit is pushed to. It holds exactly one
-	// commit on the base's head. While its tip is a commit Own accepts,
-	// it is replaced (a push leased on that tip: if the branch moved,
-	// the push is refused); a commit Own does not accept stops the
+	// commit on the base's head. While its tip is a commit Own (required)
+	// accepts, it is replaced (a push leased on that tip: if the branch
+	// moved, the push is refused); a commit Own does not accept stops the
 	// proposal with ErrForeignCommit.
 	Head string
-	// Own tells the caller's own commits: an author and a trailer, say.
-	Own func(*object.Commit) bool
 }
 
 // ProposeResult says what a ProposeRequest did.
@@ -118,6 +115,15 @@ func Propose(ctx context.Context, req ProposeRequest) (res ProposeResult, err er
 		if tip != nil {
 			res.HeadCommit = tip.Hash.String()
 		}
+		if res.Attempts == 1 {
+			// The head branch's tip is the last proposal; once it is
+			// merged and deleted, the base has the updater's commit.
+			if tip != nil && req.Own(tip) {
+				res.LastOwn = commitRef(tip)
+			} else if res.LastOwn, err = lastOwn(repo.Storer, parent.Hash, req.Own, OwnSearchDepth); err != nil {
+				return res, fmt.Errorf("branch %s: looking for the last own commit: %w", req.Branch, err)
+			}
+		}
 		if msg == "" || len(files.order) == 0 {
 			// The base has it all: nothing to propose.
 			return res, nil
@@ -132,7 +138,7 @@ func Propose(ctx context.Context, req ProposeRequest) (res ProposeResult, err er
 		if req.DryRun {
 			return res, nil
 		}
-		sig := object.Signature{Name: req.Author.Name, Email: req.Author.Email, When: time.Now()}
+		sig := signature(req.Author)
 		h, err := files.commit(parent, msg, sig, signer)
 		if err != nil {
 			return res, fmt.Errorf("commit: %w", err)
@@ -149,7 +155,7 @@ func Propose(ctx context.Context, req ProposeRequest) (res ProposeResult, err er
 		}
 		err = repo.PushContext(ctx, opts)
 		if err == nil {
-			res.Commit, res.HeadCommit = h.String(), h.String()
+			res.Commit, res.HeadCommit, res.Time = h.String(), h.String(), sig.When
 			return res, nil
 		}
 		if !rejected(err) && !strings.Contains(err.Error(), "failed to update ref") {

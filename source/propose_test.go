@@ -78,9 +78,10 @@ func TestPropose_oneOwnCommitOnTheBaseNeverOverAnotherOne(t *testing.T) {
 					return "", nil
 				}
 				return msg, f.WriteFile("compose.yaml", []byte(content))
-			}},
+			},
+			Own: func(c *object.Commit) bool { return c.Author.Email == author.Email },
+		},
 		Head: head,
-		Own:  func(c *object.Commit) bool { return c.Author.Email == author.Email },
 	}
 	ctx := context.Background()
 
@@ -96,8 +97,16 @@ func TestPropose_oneOwnCommitOnTheBaseNeverOverAnotherOne(t *testing.T) {
 		t.Fatalf("parents %v, want the base %s", ps, base)
 	}
 
+	if res.LastOwn != (CommitRef{}) {
+		t.Fatalf("first: last own commit %+v before any was made", res.LastOwn)
+	}
+	firstTime := res.Time
 	if res, err = Propose(ctx, req); err != nil || !res.Unchanged || res.Commit != "" || refOf(t, origin, head) != first {
 		t.Fatalf("same change: %+v, %v", res, err)
+	}
+	// A writer that forgot (restarted) finds its proposal on the branch.
+	if res.LastOwn.Hash != first || !res.LastOwn.Time.Equal(firstTime) || firstTime.IsZero() {
+		t.Fatalf("same change: last own commit %+v, want %s at %v", res.LastOwn, first, firstTime)
 	}
 
 	content, msg = "v3\n", "update to v3\n\nFlotilla-Application: shop\n"
@@ -126,8 +135,11 @@ func TestPropose_oneOwnCommitOnTheBaseNeverOverAnotherOne(t *testing.T) {
 		t.Fatalf("a push in between: %+v, %v; head %s, theirs %s", res, err, refOf(t, origin, head), theirs)
 	}
 	req.Own = own
-	if _, err = Propose(ctx, req); !errors.Is(err, ErrForeignCommit) || refOf(t, origin, head) != theirs {
+	if res, err = Propose(ctx, req); !errors.Is(err, ErrForeignCommit) || refOf(t, origin, head) != theirs {
 		t.Fatalf("their commit on the branch: %v; head %s", err, refOf(t, origin, head))
+	}
+	if res.LastOwn != (CommitRef{}) {
+		t.Fatalf("their commit on the branch: last own commit %+v, want none (theirs is not, the base has none)", res.LastOwn)
 	}
 
 	// Nothing to change on the base: nothing pushed, whatever the branch holds.

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net"
 	"os/exec"
 	"strings"
@@ -15,14 +16,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/flotilla-gitops/flotilla/application"
 )
 
-// sshGitServer serves git-upload-pack for one local repository over real
-// SSH on 127.0.0.1, accepting one client key: enough to fetch through
-// go-git's SSH transport end to end.
+// sshGitServer serves git-upload-pack and git-receive-pack for one local
+// repository over real SSH on 127.0.0.1, accepting one client key: enough
+// to fetch and push through go-git's SSH transport end to end.
 type sshGitServer struct {
 	addr  string
 	creds *application.Credentials
@@ -103,13 +106,13 @@ func serveSSH(c net.Conn, cfg *ssh.ServerConfig, repoDir string) {
 					_ = req.Reply(false, nil)
 					continue
 				}
-				command := string(req.Payload[4:])
-				if !strings.HasPrefix(command, "git-upload-pack") {
+				service, _, _ := strings.Cut(string(req.Payload[4:]), " ")
+				if service != "git-upload-pack" && service != "git-receive-pack" {
 					_ = req.Reply(false, nil)
 					continue
 				}
 				_ = req.Reply(true, nil)
-				cmd := exec.Command("git-upload-pack", repoDir)
+				cmd := exec.Command(service, repoDir)
 				cmd.Stdin, cmd.Stdout, cmd.Stderr = ch, ch, ch.Stderr()
 				status := uint32(0)
 				if err := cmd.Run(); err != nil {
@@ -138,5 +141,55 @@ func TestAFetchOverSSHWorksThroughTheDeadlineDialer(t *testing.T) {
 	defer r.Release()
 	if r.Commit != want || !r.Fetched || readFile(t, r.Dir, "docker-compose.yml") != "services: {}\n" {
 		t.Fatalf("ssh fetch = %+v, want %s fetched with its tree", r, want)
+	}
+}
+
+// A commit is pushed over SSH with the application's key file, as fetches
+// are, and lands in the server's repository; a push the server's branch
+// has moved past meanwhile is retried on the new head, fetched over SSH.
+func TestCommit_pushesOverSSHWithAKeyFileAndRetriesOnTheNewHead(t *testing.T) {
+	src := newTestRepo(t)
+	initial := src.write(map[string]string{"compose.yaml": "image: app:1\n"}).commit("initial")
+	origin := bareCopy(t, src)
+	srv := newSSHGitServer(t, origin)
+	var theirs string
+	req := CommitRequest{
+		RepoURL: "ssh://git@" + srv.addr + "/team/app.git", Branch: "master", Credentials: srv.creds,
+		Author: application.CommitAuthor{Name: "Bot", Email: "bot@example.invalid"}, ScratchDir: t.TempDir(),
+		Change: func(_ context.Context, f *Files) (string, error) {
+			if theirs == "" {
+				// A colleague pushes between the clone and the push.
+				theirs = pushAs(t, src, origin, "master", "NOTES")
+			}
+			b, err := f.ReadFile("compose.yaml")
+			if err != nil || string(b) != "image: app:1\n" {
+				return "", fmt.Errorf("compose.yaml: %q, %v", b, err)
+			}
+			return "images: app 2", f.WriteFile("compose.yaml", []byte("image: app:2\n"))
+		},
+	}
+	res, err := Commit(context.Background(), req)
+	if err != nil || res.Commit == "" || res.Attempts != 2 || res.Base != theirs {
+		t.Fatalf("push over ssh: %+v, %v; want a commit on their %s at the second attempt", res, err, theirs)
+	}
+	if got := headOf(t, origin).String(); got != res.Commit {
+		t.Fatalf("the server's master at %s, want the pushed %s", got, res.Commit)
+	}
+	if ps := parentsOf(t, origin, res.Commit); len(ps) != 1 || ps[0] != theirs || theirs == initial {
+		t.Fatalf("the pushed commit's parents %v, want their commit %s", ps, theirs)
+	}
+	repo, _ := git.PlainOpen(origin)
+	c, err := repo.CommitObject(plumbing.NewHash(res.Commit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"compose.yaml": "image: app:2\n", "NOTES": "theirs\n"} {
+		f, err := c.File(name)
+		if err != nil {
+			t.Fatalf("%s at the pushed commit: %v", name, err)
+		}
+		if got, _ := f.Contents(); got != want {
+			t.Fatalf("%s at the pushed commit: %q, want %q", name, got, want)
+		}
 	}
 }
