@@ -148,7 +148,7 @@ func keepDefinition(out *manifestOut, service, from string) (composetypes.Servic
 			continue
 		}
 		key, add := stableKey(cfg.Configs, r.Source, d.Name, func(c composetypes.ConfigObjConfig) string { return c.Name })
-		old.Configs[k].Source = key
+		old.Configs[k] = keptReference(r, key)
 		if add {
 			cfg.Configs = setKey(cfg.Configs, key, d)
 			if mc, ok := fm.Configs[d.Name]; ok {
@@ -162,7 +162,7 @@ func keepDefinition(out *manifestOut, service, from string) (composetypes.Servic
 			continue
 		}
 		key, add := stableKey(cfg.Secrets, r.Source, d.Name, func(c composetypes.SecretConfig) string { return c.Name })
-		old.Secrets[k].Source = key
+		old.Secrets[k] = keptReference(r, key)
 		if add {
 			cfg.Secrets = setKey(cfg.Secrets, key, d)
 			if ms, ok := fm.Secrets[d.Name]; ok {
@@ -189,6 +189,20 @@ func stableKey[V any](decl map[string]V, key, name string, nameOf func(V) string
 	}
 	_, have := decl[name]
 	return name, !have
+}
+
+// keptReference is r declared under key. A reference without a target is
+// mounted at its compose key (a secret at /run/secrets/<key>), so when the
+// key changes the old key becomes the target: the
+// kept definition's tasks find the file where they always did, and their
+// task template, hence the service, is not rewritten.
+func keptReference[R composetypes.ServiceSecretConfig | composetypes.ServiceConfigObjConfig](r R, key string) R {
+	f := composetypes.FileReferenceConfig(r)
+	if key != f.Source && f.Target == "" {
+		f.Target = f.Source
+	}
+	f.Source = key
+	return R(f)
 }
 
 func setKey[V any](m map[string]V, k string, v V) map[string]V {

@@ -145,3 +145,57 @@ func TestServiceDigest_followsTheDefinitionNotItsRolloutField(t *testing.T) {
 		t.Fatal("an absent service has a digest")
 	}
 }
+
+func TestWithColours_keepsTheStableMountPathsWhenANewSecretTakesItsKey(t *testing.T) {
+	render := func(secret, conf string) *Rendered {
+		d := Dir{Root: t.TempDir(), Path: "app", Files: []string{"compose.yaml"}}
+		write(t, d, "compose.yaml", `version: "3.8"
+services:
+  web:
+    image: example/web:1
+    secrets: [db_password]
+    configs: [app_conf]
+    x-flotilla:
+      rollout:
+        strategy: canary
+        steps: [{weight: 50}]
+secrets:
+  db_password: {file: ./db_password.txt}
+configs:
+  app_conf: {file: ./app.conf}
+`)
+		write(t, d, "db_password.txt", secret)
+		write(t, d, "app.conf", conf)
+		return mustRender(t, "shop", d)
+	}
+	v1, v2 := render("one\n", "a\n"), render("two\n", "b\n")
+	m, err := WithColours(v2.Manifest, []Colour{{Service: "web", Name: "web-canary", StableFrom: v1.Manifest, Replicas: 1, Alias: "web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := Convert(t.Context(), m, "shop", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := Convert(t.Context(), v1.Manifest, "shop", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stable service is the one v1 deployed: the same secret and
+	// config, at the same paths, so it is not written.
+	was, kept := before.Services["shop_web"].TaskTemplate.ContainerSpec, st.Services["shop_web"].TaskTemplate.ContainerSpec
+	if kept.Secrets[0].SecretName != was.Secrets[0].SecretName || *kept.Secrets[0].File != *was.Secrets[0].File {
+		t.Fatalf("stable secret %+v %+v, v1 deployed %+v %+v", *kept.Secrets[0], *kept.Secrets[0].File, *was.Secrets[0], *was.Secrets[0].File)
+	}
+	if kept.Configs[0].ConfigName != was.Configs[0].ConfigName || *kept.Configs[0].File != *was.Configs[0].File {
+		t.Fatalf("stable config %+v %+v, v1 deployed %+v %+v", *kept.Configs[0], *kept.Configs[0].File, *was.Configs[0], *was.Configs[0].File)
+	}
+	// The canary mounts the new ones at the same paths.
+	canary := st.Services["shop_web-canary"].TaskTemplate.ContainerSpec
+	if canary.Secrets[0].SecretName == was.Secrets[0].SecretName || canary.Secrets[0].File.Name != "db_password" {
+		t.Fatalf("canary secret %+v %+v", *canary.Secrets[0], *canary.Secrets[0].File)
+	}
+	if canary.Configs[0].ConfigName == was.Configs[0].ConfigName || canary.Configs[0].File.Name != "app_conf" {
+		t.Fatalf("canary config %+v %+v", *canary.Configs[0], *canary.Configs[0].File)
+	}
+}

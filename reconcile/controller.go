@@ -263,6 +263,7 @@ type Controller struct {
 	analysis analysis.Runner
 
 	renders   renderCache         // see rendercache.go
+	earlier   earlierSecrets      // see logmask.go
 	stores    *secretstore.Stores // see secrets.go
 	gates     gates               // see gates.go
 	generated generatedStacks     // see sets.go

@@ -2,12 +2,15 @@ package reconcile
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
-	"github.com/flotilla-gitops/flotilla/capability"
+	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/redact"
 )
@@ -84,22 +87,33 @@ func newLogMask(from string, values []string) LogMask {
 	return LogMask{From: from, r: strings.NewReplacer(pairs...)}
 }
 
-// LogMask reproduces the secret values of the application's deployed
-// revision, the newest release record, and returns a mask over them for its
+// LogMask reproduces the secret values of the application's revisions, the
+// release records the swarm keeps, and returns a mask over them for its
 // service logs: the plaintext of its file secrets and every value decrypted
-// with SOPS (sealed env values and configs). Outside a pass the controller
-// holds none of them, so they come from a render of the record's commit,
-// the one a rollback to it would make: from the render cache when a pass
-// rendered that commit, otherwise fetched and rendered with the key in use
-// now. A chart application, or one without a record, is masked with a
-// render of what the repository declares now.
+// with SOPS or read from a secret store (sealed env values and configs).
+// The deployed revision, the newest record, is not the only one whose values
+// a log shows: a task it replaced (a rotation restarts the services that
+// use a value; a canary's stable service runs the old one until the
+// promote) printed the value it ran with, and Swarm keeps that task's logs.
+// So the values of every earlier record are blanked too.
 //
-// An error means the values could not be reproduced (repository
-// unreachable, commit gone, key changed); the caller must then not show the
-// logs as masked. A record that holds no secret at all needs no render, so
-// an application without secrets keeps its logs when git is down. Secrets
-// declared external are not known to the controller and are not masked.
-// The values stay in the returned replacer only; they are never logged.
+// Outside a pass the controller holds none of them, so they come from
+// renders of each record's commit, the one a rollback to it would make
+// (store values at the versions the record names): for the newest from the
+// render cache when a pass rendered that commit, otherwise fetched and
+// rendered with the key in use now; for earlier ones from the values an
+// earlier request reproduced. A chart application, or one without a record,
+// is masked with a render of what the repository declares now.
+//
+// An error means some values could not be reproduced (repository
+// unreachable, commit gone, key changed, store version destroyed); the
+// caller must then not show the logs as masked. Records that hold no
+// secret at all need no render, so an application without secrets keeps
+// its logs when git is down. Secrets declared external are not known to the
+// controller and are not masked; nor are the old values of a store without
+// versions (KV v1, 1Password Connect), whose earlier records render with the
+// current value. The values stay in the returned replacer, and in memory
+// for the next request; they are never logged.
 func (c *Controller) LogMask(ctx context.Context, name string) (LogMask, error) {
 	app, err := c.appNamed(name)
 	if err != nil {
@@ -111,29 +125,38 @@ func (c *Controller) LogMask(ctx context.Context, name string) (LogMask, error) 
 		return LogMask{}, fmt.Errorf("application %q: %w", name, err)
 	}
 	p.base, p.backend = b, b
-	rec, err := capability.LatestRelease(ctx, b, app.Stack, nil)
+	rs, err := b.Releases(ctx, app.Stack)
 	if err != nil {
 		return LogMask{}, fmt.Errorf("application %q: read its release records for the secrets to blank: %w", name, err)
 	}
-	if rec != nil && rec.Commit != "" && app.Source.Chart == nil {
-		declared, err := compose.Convert(ctx, rec.Manifest, app.Stack, nil)
+	if len(rs) > 0 && rs[0].Commit != "" && app.Source.Chart == nil {
+		rec := &rs[0]
+		from := fmt.Sprintf("revision %d (commit %s)", rec.Revision, shortCommit(rec.Commit))
+		holds, err := holdsSecrets(ctx, p.app.Stack, rec)
 		if err != nil {
 			return LogMask{}, fmt.Errorf("application %q: revision %d: %w", name, rec.Revision, err)
 		}
-		from := fmt.Sprintf("revision %d (commit %s)", rec.Revision, shortCommit(rec.Commit))
-		if len(declared.Secrets) == 0 && len(compose.SealedValues(rec.Manifest)) == 0 {
-			return newLogMask(from, nil), nil
+		var values []string
+		if holds {
+			r, err := c.cachedRender(p, rec.Commit)
+			if err != nil {
+				return LogMask{}, fmt.Errorf("application %q: %w", name, err)
+			}
+			if r == nil {
+				if r, err = c.renderRecordCommit(ctx, p, rec); err != nil {
+					return LogMask{}, fmt.Errorf("application %q: reproduce the secrets of %s to blank them: %w", name, from, err)
+				}
+			}
+			values = renderedSecrets(r)
 		}
-		r, err := c.cachedRender(p, rec.Commit)
+		earlier, err := c.earlierValues(ctx, p, rs[1:])
 		if err != nil {
 			return LogMask{}, fmt.Errorf("application %q: %w", name, err)
 		}
-		if r == nil {
-			if r, err = c.renderRecordCommit(ctx, p, rec); err != nil {
-				return LogMask{}, fmt.Errorf("application %q: reproduce the secrets of %s to blank them: %w", name, from, err)
-			}
+		if len(earlier) > 0 {
+			from += " and the revisions before it"
 		}
-		return newLogMask(from, renderedSecrets(r)), nil
+		return newLogMask(from, append(values, earlier...)), nil
 	}
 	defer func() { p.rev.Release(); p.values.Release() }()
 	for _, s := range []step{{name: "fetch", run: (*Controller).fetch}, {name: "render", run: (*Controller).render}} {
@@ -142,6 +165,82 @@ func (c *Controller) LogMask(ctx context.Context, name string) (LogMask, error) 
 		}
 	}
 	return newLogMask("commit "+shortCommit(p.rev.Commit), renderedSecrets(p.rendered)), nil
+}
+
+// holdsSecrets reports whether rec deployed any secret or sealed value.
+func holdsSecrets(ctx context.Context, stack string, rec *charts.Release) (bool, error) {
+	declared, err := compose.Convert(ctx, rec.Manifest, stack, nil)
+	if err != nil {
+		return false, err
+	}
+	return len(declared.Secrets) > 0 || len(compose.SealedValues(rec.Manifest)) > 0, nil
+}
+
+// earlierValues returns the secret values of the records rs (the revisions
+// before the deployed one), each reproduced once at its own versions and
+// then kept in memory; what is kept for revisions no longer in rs goes.
+func (c *Controller) earlierValues(ctx context.Context, p *pass, rs []charts.Release) ([]string, error) {
+	keep := make(map[string][]string, len(rs))
+	var out []string
+	for i := range rs {
+		rec := &rs[i]
+		if rec.Commit == "" {
+			continue
+		}
+		key := earlierKey(rec)
+		values, ok := c.earlier.get(p.app.Name, key)
+		if !ok {
+			holds, err := holdsSecrets(ctx, p.app.Stack, rec)
+			if err != nil {
+				return nil, fmt.Errorf("revision %d: %w", rec.Revision, err)
+			}
+			if holds {
+				r, err := c.renderRecordCommit(ctx, p, rec)
+				if err != nil {
+					return nil, fmt.Errorf("reproduce the secrets of revision %d (commit %s), whose tasks' logs may still be read, to blank them: %w",
+						rec.Revision, shortCommit(rec.Commit), err)
+				}
+				values = renderedSecrets(r)
+			}
+		}
+		keep[key] = values
+		out = append(out, values...)
+	}
+	c.earlier.set(p.app.Name, keep)
+	return out, nil
+}
+
+// earlierKey names a record's values: its revision, commit and manifest
+// (a stack removed and deployed again starts its revisions afresh).
+func earlierKey(rec *charts.Release) string {
+	sum := sha256.Sum256([]byte(rec.Manifest))
+	return fmt.Sprintf("%d/%s/%s", rec.Revision, rec.Commit, hex.EncodeToString(sum[:]))
+}
+
+// earlierSecrets keeps, by application and record, the secret values of
+// revisions before the deployed one that a logs request reproduced, so the
+// next request does not render them again. A record never changes, so
+// neither do its values. The zero value is ready to use.
+type earlierSecrets struct {
+	mu sync.Mutex
+	by map[string]map[string][]string
+}
+
+func (e *earlierSecrets) get(app, key string) ([]string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v, ok := e.by[app][key]
+	return v, ok
+}
+
+// set replaces what is kept for app.
+func (e *earlierSecrets) set(app string, values map[string][]string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.by == nil {
+		e.by = map[string]map[string][]string{}
+	}
+	e.by[app] = values
 }
 
 // cachedRender is the render cache's entry for the application at commit,

@@ -101,3 +101,46 @@ func TestLogMaskOfADeployWithoutSecretsNeedsNoRepository(t *testing.T) {
 		t.Fatalf("LogMask: %v", err)
 	}
 }
+
+func TestLogMaskBlanksTheValuesOfEarlierRevisionsWhoseTasksMayStillHaveLogs(t *testing.T) {
+	b := chartstest.NewMinimal()
+	f := newFakeFetcher()
+	c1 := f.commit(t, map[string]string{"docker-compose.yml": composeWithSecret, "tok.txt": "first-secret-value\n"})
+	f.commits[c1] = c1
+	c := newTestController(t, b, f, testApp("shop", true))
+	if res := mustReconcile(t, c, "shop"); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	c2 := f.commit(t, map[string]string{"docker-compose.yml": composeWithSecret, "tok.txt": "second-secret-value\n"})
+	f.commits[c2] = c2
+	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Revision != 2 {
+		t.Fatalf("second pass: revision %d, %v", res.Revision, res.Err)
+	}
+
+	// The task revision 2 replaced printed the first value: both are
+	// blanked, by this controller and by a restarted one.
+	for what, ctl := range map[string]*Controller{"running": c, "restarted": newTestController(t, b, f, testApp("shop", true))} {
+		m, err := ctl.LogMask(context.Background(), "shop")
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := m.Blank("old first-secret-value new second-secret-value"); got != "old *** new ***" {
+			t.Errorf("%s: Blank = %q", what, got)
+		}
+		if !strings.Contains(m.From, "revision 2") || !strings.Contains(m.From, "before it") {
+			t.Errorf("%s: from %q", what, m.From)
+		}
+	}
+	// Once reproduced, an earlier revision's values need no fetch.
+	f.err = fmt.Errorf("dial: %w", source.ErrUnreachable)
+	if m, err := c.LogMask(context.Background(), "shop"); err != nil || m.Blank("first-secret-value") != "***" {
+		t.Fatalf("LogMask with the repository unreachable: %v", err)
+	}
+	// A restarted controller that cannot reproduce an earlier revision
+	// withholds the logs.
+	delete(f.commits, c1)
+	f.err = nil
+	if _, err := newTestController(t, b, f, testApp("shop", true)).LogMask(context.Background(), "shop"); err == nil || !strings.Contains(err.Error(), "revision 1") {
+		t.Fatalf("LogMask without revision 1's commit: %v", err)
+	}
+}
