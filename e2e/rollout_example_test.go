@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,15 +22,16 @@ import (
 
 // docs/rollouts.md "Try it", command by command, on the real swarm: the
 // controller image built by the project's script and installed with
-// `flotilla install` (joining the router's network, with a read token and
-// the example repository mounted from the host), examples/rollout/router.yaml
+// `flotilla install` (joining the router's network, with a read token),
+// the example repository served by `git daemon`, examples/rollout/router.yaml
 // deployed as a stack, the example application deployed by the controller,
 // v2 committed and watched through `flotilla app rollout status`, Traefik's
 // own API and requests through Traefik, then promoted, and everything
 // uninstalled. What differs from the page is only what must differ on a
 // shared test machine: unique names, free ports, the test's socket, a
 // single controller task (its API is published on a host-mode port, which
-// two tasks on one node cannot share) and a temporary repository path.
+// two tasks on one node cannot share), a temporary repository path and
+// git daemon's port.
 
 // exampleFile reads a file of examples/rollout with the replacements a
 // test needs (unique names, paths), failing when one does not occur, so the
@@ -105,9 +107,15 @@ func TestTheRolloutWalkthroughRunsAsDocumented(t *testing.T) {
 	git("init", "-q", "-b", "main")
 	git("add", "-A")
 	git("commit", "-q", "-m", "v1")
+	// Served by git daemon on the address the controller's task reaches
+	// the host at (the docker_gwbridge gateway), as the page does.
+	gw := gatewayAddr(t)
+	host, gitPort, _ := net.SplitHostPort(gw)
+	startProcess(t, swarmtest.Command("git", "daemon", "--reuseaddr", "--listen="+host, "--port="+gitPort,
+		"--base-path="+dir, "--export-all", "--informative-errors"))
 	apps := filepath.Join(dir, "applications.yaml")
 	if err := os.WriteFile(apps, []byte(exampleFile(t, "applications.yaml",
-		"name: shop", "name: "+app, "repoURL: /srv/flotilla/rollout", "repoURL: "+repo,
+		"name: shop", "name: "+app, "REPO_URL", "git://"+gw+"/rollout",
 		"networks: [edge]", "networks: ["+network+"]")), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +137,7 @@ func TestTheRolloutWalkthroughRunsAsDocumented(t *testing.T) {
 	port := freePort(t)
 	install := swarmtest.Command(bin, "install", "--stack", stack, "--image", image,
 		"--applications", apps, "--admin-token-file", adminFile, "--read-token-file", readFile,
-		"--network", network, "--host-path", repo,
+		"--network", network,
 		"--replicas", "1", "--publish", strconv.Itoa(port), "--publish-mode", "host",
 		"--docker-socket", swarmtest.Socket(), "--timeout", "5m")
 	out, err := install.CombinedOutput()
