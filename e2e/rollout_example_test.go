@@ -188,6 +188,7 @@ func TestTheRolloutWalkthroughRunsAsDocumented(t *testing.T) {
 	// Traefik got its route from the controller at tasks.controller.
 	load := e.startClient()
 	e.waitServing(load, "v1")
+	served := time.Now()
 
 	// v2, committed; a sync makes the controller look now.
 	// The page's sed: s/app:1/app:2/; s/APP_MESSAGE: v1/APP_MESSAGE: v2/
@@ -213,21 +214,29 @@ func TestTheRolloutWalkthroughRunsAsDocumented(t *testing.T) {
 		w := e.weights("web")
 		return w["stable"] == 90 && w["canary"] == 10, fmt.Sprintf("traefik's weights %v", w)
 	})
+	// At least 200 answers while Traefik routes by 90/10, and both
+	// versions among them, v2's share within four standard deviations of
+	// 10% (plus three requests for the window's edges).
 	from := time.Now()
-	swarmtest.Eventually(t, 90*time.Second, func() (bool, string) {
-		as := load.since(from)
-		v1, v2 := count(as, from, time.Now(), "v1"), count(as, from, time.Now(), "v2")
-		return v1.of > 0 && v2.of > 0, fmt.Sprintf("%d answers: %d v1, %d v2, %d failed", v1.n, v1.of, v2.of, v1.failed)
+	swarmtest.Eventually(t, 2*time.Minute, func() (bool, string) {
+		v2 := count(load.since(from), from, time.Now(), "v2")
+		return v2.n >= 200 && v2.of > 0 && v2.of < v2.n, fmt.Sprintf("%d answers, %d from v2, %d failed", v2.n, v2.of, v2.failed)
 	})
-	if rs, msg := rollouts(); len(rs) != 1 || rs[0].Phase != "Progressing" || rs[0].Weight != 10 {
+	to := time.Now()
+	if rs, msg := rollouts(); len(rs) != 1 || rs[0].Phase != "Progressing" || rs[0].Step != 0 || rs[0].Weight != 10 {
 		t.Fatalf("both versions were seen, but the rollout left its first step meanwhile: %s", msg)
 	}
-	step := load.since(from)
-	s := count(step, from, time.Now(), "v2")
+	if w := e.weights("web"); w["stable"] != 90 || w["canary"] != 10 {
+		t.Fatalf("both versions were seen, but Traefik's weights moved meanwhile: %v", w)
+	}
+	s := count(load.since(from), from, to, "v2")
 	if s.failed > 0 {
 		t.Fatalf("during the first step, %d of %d requests through Traefik failed", s.failed, s.n)
 	}
-	t.Logf("first step, Traefik at %v: %d of %d requests answered by v2", e.weights("web"), s.of, s.n)
+	if d := float64(s.of) - 0.1*float64(s.n); d > tolerance(s.n, 0.1) || -d > tolerance(s.n, 0.1) {
+		t.Fatalf("during the first step (10%%), %d of %d requests reached v2; want %.0f ± %.0f", s.of, s.n, 0.1*float64(s.n), tolerance(s.n, 0.1))
+	}
+	t.Logf("first step, Traefik at 90/10: %d of %d requests answered by v2, none failed", s.of, s.n)
 
 	// Promote: v2 everywhere.
 	if out, err := cli("app", "rollout", "promote", app, "--wait", "3m"); err != nil {
@@ -239,7 +248,8 @@ func TestTheRolloutWalkthroughRunsAsDocumented(t *testing.T) {
 		return len(rs) == 1 && rs[0].Phase == "Completed", msg
 	})
 	load.halt()
-	t.Logf("through Traefik: %d requests, %d failed", len(load.since(time.Time{})), count(load.since(time.Time{}), time.Time{}, time.Now(), "").failed)
+	all, after := count(load.since(time.Time{}), time.Time{}, time.Now(), ""), count(load.since(served), served, time.Now(), "")
+	t.Logf("through Traefik: %d requests, %d failed (before v1 was first served: no route yet); from then on %d, %d failed", all.n, all.failed, after.n, after.failed)
 
 	// Uninstall: the controller, its network and its three secrets go; the
 	// network it joined, which it did not create, stays.
