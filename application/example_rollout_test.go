@@ -1,19 +1,25 @@
 package application_test
 
 import (
+	"bytes"
 	"os"
 	"testing"
 
 	"github.com/flotilla-gitops/flotilla/application"
 )
 
-// examples/rollout's applications file is valid and lets the stack onto
-// the router's network, and onto nothing else.
+// examples/rollout's applications file, with REPO_URL replaced as
+// docs/rollouts.md "Try it" does, is valid and lets the stack onto the
+// router's network, and onto nothing else.
 func TestTheRolloutExampleApplicationsFile(t *testing.T) {
-	text, err := os.ReadFile("../examples/rollout/applications.yaml")
+	raw, err := os.ReadFile("../examples/rollout/applications.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !bytes.Contains(raw, []byte("repoURL: REPO_URL")) {
+		t.Fatal("the walkthrough replaces REPO_URL, and the file has none")
+	}
+	text := bytes.ReplaceAll(raw, []byte("REPO_URL"), []byte("git://172.18.0.1/rollout"))
 	f, err := application.Parse("applications.yaml", text)
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,7 @@ const (
 	transportHTTP                   // http://, refused with credentials
 	transportSSH                    // ssh:// and user@host:path
 	transportLocal                  // file:// and absolute paths
+	transportGit                    // git:// (git daemon): anonymous, refused with credentials
 )
 
 // Validate checks f, which Defaults should already have filled, and returns
@@ -385,7 +386,7 @@ func (c *checker) repoURL(app, field, v string) transport {
 			return bad("the URL contains a password; name a file with source.credentials.passwordFile instead")
 		}
 		switch u.Scheme {
-		case "https", "http", "ssh":
+		case "https", "http", "ssh", "git":
 			if u.Host == "" {
 				return bad("%s URL has no host", u.Scheme)
 			}
@@ -397,6 +398,8 @@ func (c *checker) repoURL(app, field, v string) transport {
 				return transportHTTPS
 			case "http":
 				return transportHTTP
+			case "git":
+				return transportGit
 			}
 			return transportSSH
 		case "file":
@@ -405,7 +408,7 @@ func (c *checker) repoURL(app, field, v string) transport {
 			}
 			return transportLocal
 		default:
-			return bad("unsupported scheme %q; use https, http, ssh or file", u.Scheme)
+			return bad("unsupported scheme %q; use https, http, ssh, git or file", u.Scheme)
 		}
 	case path.IsAbs(v):
 		return transportLocal
@@ -416,7 +419,7 @@ func (c *checker) repoURL(app, field, v string) transport {
 	}
 }
 
-const acceptedForms = "https://host/repo, ssh://host/repo, user@host:repo, file:///path or an absolute path"
+const acceptedForms = "https://host/repo, ssh://host/repo, user@host:repo, git://host/repo, file:///path or an absolute path"
 
 func (c *checker) credentials(app, p string, cr *Credentials, tr transport) {
 	for _, f := range []struct{ name, v string }{
@@ -454,6 +457,10 @@ func (c *checker) credentials(app, p string, cr *Credentials, tr transport) {
 	case transportLocal:
 		if *cr != (Credentials{}) {
 			c.report(app, p, ErrInvalid, "a local repository takes no credentials")
+		}
+	case transportGit:
+		if *cr != (Credentials{}) {
+			c.report(app, p, ErrInvalid, "git:// (git daemon) is anonymous and takes no credentials; use https or ssh")
 		}
 	}
 }

@@ -53,6 +53,8 @@ func TestValidate_repoURL(t *testing.T) {
 		{"git@github.com:ops/deploy.git", true},
 		{"file:///srv/git/deploy.git", true},
 		{"/srv/git/deploy.git", true},
+		{"git://172.18.0.1/rollout", true},
+		{"git://host", false},
 		{"relative/dir", false},
 		{"https://", false},
 		{"https://host", false},
@@ -69,6 +71,18 @@ func TestValidate_repoURL(t *testing.T) {
 		if (err == nil) != tt.ok {
 			t.Errorf("%q: got %v, want ok=%v", tt.url, err, tt.ok)
 		}
+	}
+}
+
+// git:// is git daemon's anonymous protocol: credentials for it would be
+// sent nowhere, so they are refused rather than silently ignored.
+func TestValidate_gitURLTakesNoCredentials(t *testing.T) {
+	f := &File{APIVersion: APIVersion, Applications: []Application{{Name: "a", Source: Source{
+		RepoURL: "git://172.18.0.1/rollout", Credentials: &Credentials{PasswordFile: "/run/secrets/git-token"}}}}}
+	Defaults(f)
+	err := Validate(f)
+	if err == nil || !strings.Contains(err.Error(), "git:// (git daemon) is anonymous") || !strings.Contains(err.Error(), "source.credentials") {
+		t.Fatalf("Validate = %v, want the credentials refused for git://, naming the field", err)
 	}
 }
 

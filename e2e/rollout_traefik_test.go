@@ -78,6 +78,18 @@ func gatewayAddr(t *testing.T) string {
 // variables set for this machine.
 const routerStackFile = "../examples/rollout/router.yaml"
 
+// createEdgeNetwork makes the network router.yaml names as external, as
+// an operator does (docker network create --driver overlay), labelled with
+// owner's namespace so that the cleanup of that stack removes it once every
+// service has left it.
+func createEdgeNetwork(t *testing.T, name, owner string) {
+	t.Helper()
+	if out, err := exec.Command("docker", "network", "create", "--driver", "overlay",
+		"--label", "com.docker.stack.namespace="+owner, name).CombinedOutput(); err != nil {
+		t.Fatalf("docker network create %s: %v\n%s", name, err, out)
+	}
+}
+
 // newEdge deploys the router, polling the controller every poll.
 func newEdge(t *testing.T, poll time.Duration) *edge {
 	t.Helper()
@@ -91,6 +103,7 @@ func newEdge(t *testing.T, poll time.Duration) *edge {
 	swarmtest.Cleanup(t, e.routerStack)
 	swarmtest.Cleanup(t, e.app)
 
+	createEdgeNetwork(t, e.network, e.routerStack)
 	deploy := exec.Command("docker", "stack", "deploy", "-c", routerStackFile, e.routerStack)
 	deploy.Env = append(os.Environ(), "TRAEFIK_IMAGE="+traefikImage, "FLOTILLA_URL=http://"+e.listen,
 		"FLOTILLA_READ_TOKEN="+e.read, "WEB_PORT="+e.web, "METRICS_PORT="+e.metrics, "API_PORT="+e.api, "EDGE_NETWORK="+e.network, "POLL="+poll.String())

@@ -30,6 +30,7 @@ type installOptions struct {
 	plan       installPlan
 	appsFile   string
 	tokenFile  string
+	readFile   string // the read token's file, "" for none
 	readyURL   string
 	timeout    time.Duration
 	noReadyURL bool
@@ -44,12 +45,16 @@ func newInstallCmd() *cobra.Command {
 daemon in DOCKER_HOST (default: the local socket), from a manager:
 
   - the applications file is checked as "flotilla validate --offline" does;
-  - it and the admin token become swarm secrets, named
-    STACK-applications-<digest> and STACK-admin-token-<digest> after their
-    content, labelled io.flotilla.install=STACK;
+  - it, the admin token and the read token (--read-token-file, which a
+    router polling the controller presents) become swarm secrets, named
+    STACK-applications-<digest>, STACK-admin-token-<digest> and
+    STACK-read-token-<digest> after their content, labelled
+    io.flotilla.install=STACK;
   - the service STACK_controller runs "flotilla controller --ha" with
     --replicas tasks on managers, rolled one task at a time, rolled back by
-    the swarm if a new task fails;
+    the swarm if a new task fails, on the network STACK_default and on every
+    --network (overlay networks that must exist: install neither creates nor
+    removes them), answering as "controller" on each;
   - install waits until every task runs the image and /readyz answers 200.
 
 Run it again with another --image (or a changed file) to upgrade: the same
@@ -72,6 +77,8 @@ service is updated in place. Secrets are never printed.`,
 	f.StringVar(&o.plan.image, "image", "", "the controller's image, e.g. flotilla:1.4.0 (present on every manager, or in a registry)")
 	f.StringVar(&o.appsFile, "applications", "", "the applications file, stored as a secret")
 	f.StringVar(&o.tokenFile, "admin-token-file", "", "a file holding the admin API token, stored as a secret")
+	f.StringVar(&o.readFile, "read-token-file", "", "a file holding the read (viewer) token, stored as a secret; what a router polling /api/v1/router/traefik presents")
+	f.StringArrayVar(&o.plan.networks, "network", nil, "an existing overlay network the controller joins too (repeatable), e.g. the router's, so that it reaches Traefik's metrics and Traefik reaches it")
 	f.Uint64Var(&o.plan.replicas, "replicas", 2, "controller tasks: one leads, the others stand by")
 	f.IntVar(&o.plan.publish, "publish", 8080, "the port the API is published on; 0 publishes nothing")
 	f.StringVar(&o.plan.publishMode, "publish-mode", "ingress", "ingress (the routing mesh) or host (the node's own port; updates then stop a task before starting one)")
@@ -91,8 +98,10 @@ func newUninstallCmd() *cobra.Command {
 		Use:   "uninstall",
 		Short: "Remove the controller installed by `flotilla install`",
 		Long: `Uninstall removes what "flotilla install --stack STACK" created, found by its
-label io.flotilla.install=STACK: the service, its network and its secrets,
-and the controller's leader lease. Objects without that label are left alone.
+label io.flotilla.install=STACK: the service, its network and its secrets
+(the read token's too), and the controller's leader lease. Objects without
+that label are left alone, the networks given to install --network among
+them.
 Applications the controller deployed keep running.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -138,6 +147,19 @@ func runInstall(ctx context.Context, out io.Writer, o installOptions) error {
 	if strings.TrimSpace(string(token)) == "" {
 		return usageError{fmt.Errorf("--admin-token-file %s is empty", o.tokenFile)}
 	}
+	var read []byte
+	if o.readFile != "" {
+		if read, err = os.ReadFile(o.readFile); err != nil {
+			return fmt.Errorf("--read-token-file: %w", err)
+		}
+		// The controller refuses both, so they are refused before the swarm.
+		switch strings.TrimSpace(string(read)) {
+		case "":
+			return usageError{fmt.Errorf("--read-token-file %s is empty", o.readFile)}
+		case strings.TrimSpace(string(token)):
+			return usageError{fmt.Errorf("--read-token-file %s holds the admin token; a read token must not grant writes", o.readFile)}
+		}
+	}
 	c, err := dockerClient()
 	if err != nil {
 		return err
@@ -153,19 +175,27 @@ func runInstall(ctx context.Context, out io.Writer, o installOptions) error {
 		return fmt.Errorf("service %s exists and was not created by flotilla install (no %s=%s label); remove it or choose another --stack",
 			p.serviceName(), labelInstall, p.stack)
 	}
+	extraNets, err := joinedNetworks(ctx, c, p)
+	if err != nil {
+		return err
+	}
 	networkID, err := ensureNetwork(ctx, c, p)
 	if err != nil {
 		return err
 	}
-	appsSecret, err := ensureSecret(ctx, out, c, p, "applications", apps)
-	if err != nil {
+	var secrets installSecrets
+	if secrets.apps, err = ensureSecret(ctx, out, c, p, "applications", apps); err != nil {
 		return err
 	}
-	tokenSecret, err := ensureSecret(ctx, out, c, p, "admin-token", token)
-	if err != nil {
+	if secrets.admin, err = ensureSecret(ctx, out, c, p, "admin-token", token); err != nil {
 		return err
 	}
-	spec := p.spec(networkID, appsSecret, tokenSecret)
+	if read != nil {
+		if secrets.read, err = ensureSecret(ctx, out, c, p, "read-token", read); err != nil {
+			return err
+		}
+	}
+	spec := p.spec(networkID, extraNets, secrets)
 	if exists {
 		res, err := c.ServiceUpdate(ctx, current.Service.ID, client.ServiceUpdateOptions{Version: current.Service.Version, Spec: spec})
 		if err != nil {
@@ -194,7 +224,7 @@ func runInstall(ctx context.Context, out io.Writer, o installOptions) error {
 		}
 	}
 	// Secrets of an earlier install that the service no longer uses.
-	keep := []string{appsSecret[0], tokenSecret[0]}
+	keep := []string{secrets.apps[0], secrets.admin[0], secrets.read[0]}
 	if err := removeLabelled(ctx, out, c, p.stack, false, func(s swarm.Secret) bool { return !slices.Contains(keep, s.Spec.Name) }); err != nil {
 		return err
 	}
@@ -228,6 +258,27 @@ func ensureNetwork(ctx context.Context, c *client.Client, p installPlan) (string
 		return "", fmt.Errorf("create network %s: %w", p.networkName(), err)
 	}
 	return res.ID, nil
+}
+
+// joinedNetworks returns the ids of the --network networks. They must exist
+// and span the swarm: they belong to whoever made them (a router stack, an
+// operator), so install does not create them and uninstall never removes
+// them; a service needs no attachable flag to join one.
+func joinedNetworks(ctx context.Context, c *client.Client, p installPlan) ([]string, error) {
+	var ids []string
+	for _, name := range p.networks {
+		n, err := c.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
+		switch {
+		case cerrdefs.IsNotFound(err):
+			return nil, usageError{fmt.Errorf("--network %s: no such network; create it first (docker network create --driver overlay %s)", name, name)}
+		case err != nil:
+			return nil, fmt.Errorf("--network %s: inspect: %w", name, err)
+		case n.Network.Scope != "swarm":
+			return nil, usageError{fmt.Errorf("--network %s: a %s network of scope %q; a service joins only overlay networks of the swarm", name, n.Network.Driver, n.Network.Scope)}
+		}
+		ids = append(ids, n.Network.ID)
+	}
+	return ids, nil
 }
 
 // ensureSecret returns the name and id of the secret holding content,

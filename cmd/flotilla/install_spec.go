@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -37,6 +38,11 @@ type installPlan struct {
 	socket      string // the manager's Docker socket, mounted into the tasks
 	lease       time.Duration
 	extraArgs   []string
+	// networks are overlay networks made by someone else (a router's
+	// network, shared with the applications it routes to) that the
+	// controller joins besides its own; install never creates or removes
+	// them.
+	networks []string
 }
 
 var stackName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,29}$`)
@@ -58,6 +64,16 @@ func (p installPlan) validate() error {
 	case p.lease < 3*time.Second:
 		return fmt.Errorf("--lease-duration %s: want at least 3s", p.lease)
 	}
+	for i, n := range p.networks {
+		switch {
+		case n == "":
+			return fmt.Errorf("--network: an empty name")
+		case n == p.networkName():
+			return fmt.Errorf("--network %s: the controller is on its own network already", n)
+		case slices.Contains(p.networks[:i], n):
+			return fmt.Errorf("--network %s: given twice", n)
+		}
+	}
 	return nil
 }
 
@@ -77,10 +93,14 @@ func (p installPlan) labels() map[string]string {
 	return map[string]string{labelInstall: p.stack, labelNamespace: p.stack}
 }
 
-// spec is the controller's service. appsSecret and tokenSecret are
-// name → id of the two secrets.
-func (p installPlan) spec(networkID string, appsSecret, tokenSecret [2]string) swarm.ServiceSpec {
-	const appsPath, tokenPath = "flotilla-applications", "flotilla-admin-token"
+// installSecrets are name → id of the secrets the service mounts; read is
+// zero when no read token is installed.
+type installSecrets struct{ apps, admin, read [2]string }
+
+// spec is the controller's service, on its own network (networkID, under
+// the alias controller) and on the ids of p.networks in extraNets.
+func (p installPlan) spec(networkID string, extraNets []string, secrets installSecrets) swarm.ServiceSpec {
+	const appsPath, tokenPath, readPath = "flotilla-applications", "flotilla-admin-token", "flotilla-read-token"
 	grace := 30 * time.Second // --shutdown-timeout (10s) and the lease's release
 	args := append([]string{
 		"controller",
@@ -101,25 +121,38 @@ func (p installPlan) spec(networkID string, appsSecret, tokenSecret [2]string) s
 		return &swarm.SecretReference{SecretName: nameID[0], SecretID: nameID[1],
 			File: &swarm.SecretReferenceFileTarget{Name: target, UID: "0", GID: "0", Mode: 0o400}}
 	}
+	env := []string{
+		"FLOTILLA_ADMIN_TOKEN_FILE=/run/secrets/" + tokenPath,
+		"FLOTILLA_HA_ID={{.Task.Name}}",
+	}
+	mounted := []*swarm.SecretReference{secret(secrets.apps, appsPath), secret(secrets.admin, tokenPath)}
+	if secrets.read != [2]string{} {
+		env = append(env, "FLOTILLA_READ_TOKEN_FILE=/run/secrets/"+readPath)
+		mounted = append(mounted, secret(secrets.read, readPath))
+	}
+	// The alias controller on every network: a router polling
+	// http://controller:8080 (or tasks.controller) reaches it on the
+	// network it shares with the controller.
+	nets := []swarm.NetworkAttachmentConfig{{Target: networkID, Aliases: []string{"controller"}}}
+	for _, id := range extraNets {
+		nets = append(nets, swarm.NetworkAttachmentConfig{Target: id, Aliases: []string{"controller"}})
+	}
 	replicas := p.replicas
 	s := swarm.ServiceSpec{
 		Annotations: swarm.Annotations{Name: p.serviceName(), Labels: p.labels()},
 		TaskTemplate: swarm.TaskSpec{
 			ContainerSpec: &swarm.ContainerSpec{
-				Image:  p.image,
-				Args:   args,
-				Labels: map[string]string{labelNamespace: p.stack},
-				Env: []string{
-					"FLOTILLA_ADMIN_TOKEN_FILE=/run/secrets/" + tokenPath,
-					"FLOTILLA_HA_ID={{.Task.Name}}",
-				},
+				Image:           p.image,
+				Args:            args,
+				Labels:          map[string]string{labelNamespace: p.stack},
+				Env:             env,
 				Mounts:          []mount.Mount{{Type: mount.TypeBind, Source: p.socket, Target: "/var/run/docker.sock"}},
-				Secrets:         []*swarm.SecretReference{secret(appsSecret, appsPath), secret(tokenSecret, tokenPath)},
+				Secrets:         mounted,
 				StopGracePeriod: &grace,
 			},
 			Placement:     &swarm.Placement{Constraints: []string{"node.role == manager"}},
 			RestartPolicy: &swarm.RestartPolicy{Condition: swarm.RestartPolicyConditionAny},
-			Networks:      []swarm.NetworkAttachmentConfig{{Target: networkID, Aliases: []string{"controller"}}},
+			Networks:      nets,
 		},
 		Mode: swarm.ServiceMode{Replicated: &swarm.ReplicatedService{Replicas: &replicas}},
 		UpdateConfig: &swarm.UpdateConfig{Parallelism: 1, Order: order,
