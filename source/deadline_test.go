@@ -251,3 +251,18 @@ func TestAHungSSHRemoteFailsWithinItsDeadline(t *testing.T) {
 		f = New(Options{CacheDir: t.TempDir(), Logger: testLogger(t), RemoteTimeout: time.Second, FetchTimeout: time.Second})
 	}
 }
+
+// git:// (git daemon) is plain TCP: a daemon that accepts and never answers
+// must end the listing and the fetch at their deadlines like the others.
+func TestAHungGitDaemonFailsWithinItsDeadline(t *testing.T) {
+	hung := newHungServer(t)
+	url := "git://" + hung.ln.Addr().String() + "/team/app.git"
+	for _, rev := range []string{"main", strings.Repeat("ef", 20)} { // ls-remote, then a fetch by SHA
+		f := New(Options{CacheDir: t.TempDir(), Logger: testLogger(t), RemoteTimeout: time.Second, FetchTimeout: time.Second})
+		res := await(t, "the git:// fetch of "+rev, fetchAsync(f, Request{RepoURL: url, Revision: rev}), 15*time.Second)
+		if !errors.Is(res.err, ErrUnreachable) || !strings.Contains(res.err.Error(), "/team/app.git") {
+			t.Fatalf("git:// fetch of %s = %v, want unreachable naming the repository", rev, res.err)
+		}
+		t.Logf("git:// fetch of %s failed after %s: %v", rev, res.took.Round(time.Millisecond), res.err)
+	}
+}
