@@ -109,7 +109,8 @@ const LogMaskingHeader = "X-Flotilla-Log-Masking"
 
 // logMasking returns the function that blanks secret values in each line
 // and the LogMaskingHeader value. When the controller cannot reproduce the
-// values (its repository unreachable, the commit or key gone) the answer is
+// values (its repository unreachable, the commit or key gone, the old value
+// of a store without versions not seen by this controller) the answer is
 // 503 for every caller: the logs may hold those values, and no role may read
 // secrets through the API, so an outage of git must not turn masking off.
 // Secrets the stack declares external are not known to the controller and
@@ -124,7 +125,7 @@ func logMasking(ctx context.Context, c Controller, app string) (func(string) str
 			return nil, "", err
 		}
 		return nil, "", &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Err: err, Message: fmt.Sprintf(
-			"service logs are withheld: the application's secret values could not be reproduced to blank them in its logs (%v); they are served again once the controller can render the deployed revision",
+			"service logs are withheld: the application's secret values could not be reproduced to blank them in its logs (%v); they are served again once the controller can reproduce every recorded revision's values (a value a store without versions no longer gives: once the revision that used it leaves the history)",
 			err)}
 	}
 	return blank, "secrets of " + from + " blanked; external secrets are not", nil

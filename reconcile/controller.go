@@ -264,6 +264,7 @@ type Controller struct {
 
 	renders   renderCache         // see rendercache.go
 	earlier   earlierSecrets      // see logmask.go
+	seen      seenSecrets         // see seensecrets.go
 	stores    *secretstore.Stores // see secrets.go
 	gates     gates               // see gates.go
 	generated generatedStacks     // see sets.go
@@ -443,6 +444,8 @@ func (c *Controller) SetApplications(apps []application.Application) {
 		// Memory stays proportional to what is loaded; an application
 		// that takes the stack over reads its record from the swarm.
 		c.forgetRelease(destination(old.app), old.app.Stack)
+		c.earlier.forget(name)
+		c.seen.forget(name)
 		for _, q := range waiting[i] {
 			q.answer(Result{App: name, Err: fmt.Errorf("application %q: removed while waiting: %w", name, ErrNotFound)})
 		}

@@ -105,15 +105,22 @@ func newLogMask(from string, values []string) LogMask {
 // earlier request reproduced. A chart application, or one without a record,
 // is masked with a render of what the repository declares now.
 //
+// A store without versions (Vault KV v1, 1Password Connect) gives its
+// current value to such a render, so a record whose store values were
+// rotated since is not reproduced: the names the record holds for them
+// (content-derived) differ from the render's. Those values are taken from
+// the ones this controller rendered (seenSecrets), which are blanked in
+// every case; one it never rendered (the rotation came before it started,
+// or before it became leader) is unknown, and the logs are withheld.
+//
 // An error means some values could not be reproduced (repository
-// unreachable, commit gone, key changed, store version destroyed); the
-// caller must then not show the logs as masked. Records that hold no
+// unreachable, commit gone, key changed, store version destroyed, a value
+// of a store without versions rotated away before this controller saw it);
+// the caller must then not show the logs as masked. Records that hold no
 // secret at all need no render, so an application without secrets keeps
 // its logs when git is down. Secrets declared external are not known to the
-// controller and are not masked; nor are the old values of a store without
-// versions (KV v1, 1Password Connect), whose earlier records render with the
-// current value. The values stay in the returned replacer, and in memory
-// for the next request; they are never logged.
+// controller and are not masked. The values stay in the returned replacer,
+// and in memory for the next request; they are never logged.
 func (c *Controller) LogMask(ctx context.Context, name string) (LogMask, error) {
 	app, err := c.appNamed(name)
 	if err != nil {
@@ -142,10 +149,15 @@ func (c *Controller) LogMask(ctx context.Context, name string) (LogMask, error) 
 			if err != nil {
 				return LogMask{}, fmt.Errorf("application %q: %w", name, err)
 			}
-			if r == nil {
+			if r == nil || c.unseen(app.Name, rec, staleRefs(rec, r)) != nil {
+				// No render of the commit, or one whose store values
+				// are not the record's: render the record's own.
 				if r, err = c.renderRecordCommit(ctx, p, rec); err != nil {
 					return LogMask{}, fmt.Errorf("application %q: reproduce the secrets of %s to blank them: %w", name, from, err)
 				}
+			}
+			if err := c.unseen(app.Name, rec, staleRefs(rec, r)); err != nil {
+				return LogMask{}, fmt.Errorf("application %q: %w", name, err)
 			}
 			values = renderedSecrets(r)
 		}
@@ -156,7 +168,8 @@ func (c *Controller) LogMask(ctx context.Context, name string) (LogMask, error) 
 		if len(earlier) > 0 {
 			from += " and the revisions before it"
 		}
-		return newLogMask(from, append(values, earlier...)), nil
+		values = append(values, earlier...)
+		return newLogMask(from, append(values, c.seen.values(app.Name)...)), nil
 	}
 	defer func() { p.rev.Release(); p.values.Release() }()
 	for _, s := range []step{{name: "fetch", run: (*Controller).fetch}, {name: "render", run: (*Controller).render}} {
@@ -164,7 +177,8 @@ func (c *Controller) LogMask(ctx context.Context, name string) (LogMask, error) 
 			return LogMask{}, fmt.Errorf("application %q: reproduce its secrets to blank them: %w", name, err)
 		}
 	}
-	return newLogMask("commit "+shortCommit(p.rev.Commit), renderedSecrets(p.rendered)), nil
+	values := append(renderedSecrets(p.rendered), c.seen.values(app.Name)...)
+	return newLogMask("commit "+shortCommit(p.rev.Commit), values), nil
 }
 
 // holdsSecrets reports whether rec deployed any secret or sealed value.
@@ -179,8 +193,11 @@ func holdsSecrets(ctx context.Context, stack string, rec *charts.Release) (bool,
 // earlierValues returns the secret values of the records rs (the revisions
 // before the deployed one), each reproduced once at its own versions and
 // then kept in memory; what is kept for revisions no longer in rs goes.
+// A record whose store values the reproduction does not give must have
+// them known from this controller's renders, at every request (see
+// LogMask).
 func (c *Controller) earlierValues(ctx context.Context, p *pass, rs []charts.Release) ([]string, error) {
-	keep := make(map[string][]string, len(rs))
+	keep := make(map[string]earlierEntry, len(rs))
 	var out []string
 	for i := range rs {
 		rec := &rs[i]
@@ -188,7 +205,7 @@ func (c *Controller) earlierValues(ctx context.Context, p *pass, rs []charts.Rel
 			continue
 		}
 		key := earlierKey(rec)
-		values, ok := c.earlier.get(p.app.Name, key)
+		e, ok := c.earlier.get(p.app.Name, key)
 		if !ok {
 			holds, err := holdsSecrets(ctx, p.app.Stack, rec)
 			if err != nil {
@@ -200,13 +217,20 @@ func (c *Controller) earlierValues(ctx context.Context, p *pass, rs []charts.Rel
 					return nil, fmt.Errorf("reproduce the secrets of revision %d (commit %s), whose tasks' logs may still be read, to blank them: %w",
 						rec.Revision, shortCommit(rec.Commit), err)
 				}
-				values = renderedSecrets(r)
+				e = earlierEntry{values: renderedSecrets(r), stale: staleRefs(rec, r)}
 			}
 		}
-		keep[key] = values
-		out = append(out, values...)
+		keep[key] = e
+		out = append(out, e.values...)
 	}
 	c.earlier.set(p.app.Name, keep)
+	for i := range rs {
+		if e := keep[earlierKey(&rs[i])]; len(e.stale) > 0 {
+			if err := c.unseen(p.app.Name, &rs[i], e.stale); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -220,13 +244,20 @@ func earlierKey(rec *charts.Release) string {
 // earlierSecrets keeps, by application and record, the secret values of
 // revisions before the deployed one that a logs request reproduced, so the
 // next request does not render them again. A record never changes, so
-// neither do its values. The zero value is ready to use.
+// neither does its reproduction. The zero value is ready to use.
 type earlierSecrets struct {
 	mu sync.Mutex
-	by map[string]map[string][]string
+	by map[string]map[string]earlierEntry
 }
 
-func (e *earlierSecrets) get(app, key string) ([]string, bool) {
+// earlierEntry is one record's reproduction: its values, and the store
+// values the record names that it did not give (see staleRefs).
+type earlierEntry struct {
+	values []string
+	stale  []charts.SecretRef
+}
+
+func (e *earlierSecrets) get(app, key string) (earlierEntry, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	v, ok := e.by[app][key]
@@ -234,13 +265,20 @@ func (e *earlierSecrets) get(app, key string) ([]string, bool) {
 }
 
 // set replaces what is kept for app.
-func (e *earlierSecrets) set(app string, values map[string][]string) {
+func (e *earlierSecrets) set(app string, values map[string]earlierEntry) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.by == nil {
-		e.by = map[string]map[string][]string{}
+		e.by = map[string]map[string]earlierEntry{}
 	}
 	e.by[app] = values
+}
+
+// forget drops what is kept for app.
+func (e *earlierSecrets) forget(app string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.by, app)
 }
 
 // cachedRender is the render cache's entry for the application at commit,

@@ -19,6 +19,18 @@ import (
 // swarm, so that everything a deploy could object to is found before any
 // write.
 func (c *Controller) render(ctx context.Context, p *pass) error {
+	if err := c.renderPass(ctx, p); err != nil {
+		return err
+	}
+	// The logs' mask needs the values a store without versions cannot
+	// give again (see seensecrets.go).
+	c.seen.note(p.app.Name, p.rendered, seenPerApp(p.app))
+	return nil
+}
+
+// renderPass is the render step's work: a rollback's record, a chart, or
+// the compose project at the pass's commit.
+func (c *Controller) renderPass(ctx context.Context, p *pass) error {
 	if p.request != nil && p.request.Rollback > 0 {
 		return c.renderRollback(ctx, p, p.request.Rollback)
 	}
