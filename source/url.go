@@ -18,7 +18,8 @@ import (
 // location is a repository URL parsed once: what go-git is given, the cache
 // key, and the form shown to people.
 type location struct {
-	// remote is handed to go-git; local paths are made absolute.
+	// remote is handed to go-git; local paths are made absolute, and
+	// served in process when git is not installed (see localRemote).
 	remote string
 	// protocol is go-git's: http, https, ssh, git or file.
 	protocol string
@@ -65,7 +66,7 @@ func parseLocation(raw string) (location, error) {
 		if err != nil {
 			return location{}, fmt.Errorf("repository path %s: %w", safe, err)
 		}
-		loc.remote = abs
+		loc.remote = localRemote(abs)
 		loc.safe = abs
 		loc.key = "file://" + trimRepoPath(filepath.ToSlash(abs))
 	} else {
