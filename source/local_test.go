@@ -77,6 +77,19 @@ func TestALocalRepositoryIsFetchedWithoutGit(t *testing.T) {
 		rev.Release()
 	}
 
+	// The in-process server lists no peeled tags; an annotated tag is
+	// peeled in the cache instead.
+	src.tag("v1", first, true)
+	tagged := New(Options{CacheDir: t.TempDir(), Logger: testLogger(t)})
+	for range 2 {
+		rev, err := tagged.Fetch(context.Background(), Request{RepoURL: src.dir, Revision: "v1"})
+		if err != nil || rev.Commit != first {
+			t.Fatalf("fetch of annotated tag v1 = %v, %v; want %s", rev, err, first)
+		}
+		checkFile(t, rev.Dir, "app/compose.yaml", "v: 1\n")
+		rev.Release()
+	}
+
 	// What is fetched is still measured against the tree budget.
 	small := New(Options{CacheDir: t.TempDir(), Logger: testLogger(t), TreeBudget: TreeBudget{Entries: 1}})
 	if _, err := small.Fetch(context.Background(), Request{RepoURL: src.dir}); !errors.Is(err, ErrTreeTooLarge) {
@@ -87,6 +100,33 @@ func TestALocalRepositoryIsFetchedWithoutGit(t *testing.T) {
 	if _, err := f.Fetch(context.Background(), Request{RepoURL: t.TempDir()}); !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("fetch of an empty directory = %v, want ErrUnreachable", err)
 	}
+}
+
+// Whether git is installed is asked on every fetch, not once per
+// repository: a Fetcher that first read a repository with git reads its
+// next commit without it.
+func TestGitIsLookedUpOnEveryFetch(t *testing.T) {
+	src := newTestRepo(t)
+	src.write(map[string]string{"f": "1"})
+	src.commit("one")
+	f := New(Options{CacheDir: t.TempDir(), Logger: testLogger(t)})
+	rev, err := f.Fetch(context.Background(), Request{RepoURL: src.dir})
+	if err != nil {
+		t.Fatalf("fetch with git: %v", err)
+	}
+	rev.Release()
+	withoutGit(t)
+	src.write(map[string]string{"f": "2"})
+	two := src.commit("two")
+	rev, err = f.Fetch(context.Background(), Request{RepoURL: src.dir})
+	if err != nil {
+		t.Fatalf("fetch without git: %v", err)
+	}
+	defer rev.Release()
+	if rev.Commit != two || !rev.Fetched {
+		t.Fatalf("fetch without git = %s (fetched %v), want %s fetched", rev.Commit, rev.Fetched, two)
+	}
+	checkFile(t, rev.Dir, "f", "2")
 }
 
 // Without git a push to a local repository is refused with an error that
