@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/cgi"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,10 +20,10 @@ import (
 )
 
 // The example in examples/self, deployed on the local swarm as an operator
-// would, upgrades itself from git and is rolled back the same way. The
-// service runs on the host network so that it reaches the test's git server
-// on loopback (the image has no git binary, so it fetches over smart HTTP),
-// and with a short lease so that hand-overs are quick.
+// would, upgrades itself from git and is rolled back the same way. It reads
+// the repository as documented, at /srv/flotilla/repo bind-mounted from the
+// host, with the image's controller, which has no git program; its short
+// lease makes hand-overs quick.
 
 // buildSelfImage runs the project's image script for tag.
 func buildSelfImage(t *testing.T, tag string) string {
@@ -42,28 +40,6 @@ func buildSelfImage(t *testing.T, tag string) string {
 	return "flotilla:" + tag
 }
 
-// serveGit serves the repositories under root over git's smart HTTP
-// protocol on loopback, through `git http-backend`.
-func serveGit(t *testing.T, root string) string {
-	t.Helper()
-	git, err := exec.LookPath("git")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &cgi.Handler{Path: git, Args: []string{"http-backend"},
-		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
-	// The controller runs on the daemon's host network, which for the
-	// current engine is a namespace of its own.
-	l, err := swarmtest.ListenTCP()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + l.Addr().String()
-}
-
 func docker(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("docker", args...)
@@ -76,10 +52,10 @@ func docker(t *testing.T, stdin string, args ...string) string {
 }
 
 // selfFiles turns the example's stack and applications file into this
-// test's: its own stack, secret and lease names, the given image, the host
-// network, a 6s lease (the daemon of a loaded machine can take seconds to
-// answer a renewal).
-func selfFiles(t *testing.T, stack, image, repoURL string) (stackFile, appsFile string) {
+// test's: its own stack, secret and lease names, the given image, the
+// repository on the host at hostRepo mounted where the example's is, a 3s
+// lease. The applications file's repoURL is the example's own.
+func selfFiles(t *testing.T, stack, image, hostRepo string) (stackFile, appsFile string) {
 	t.Helper()
 	read := func(p string) string {
 		b, err := os.ReadFile(filepath.Join("..", "examples", "self", p))
@@ -96,12 +72,10 @@ func selfFiles(t *testing.T, stack, image, repoURL string) (stackFile, appsFile 
 		"--listen=:8080":                                     "--listen=",
 		"flotilla-applications-1":                            stack + "-applications-1",
 		"flotilla-admin-token-1":                             stack + "-admin-token-1",
-		"      - /srv/flotilla/repo:/srv/flotilla/repo:ro\n": "",
+		"      - /srv/flotilla/repo:/srv/flotilla/repo:ro\n": "      - " + hostRepo + ":/srv/flotilla/repo:ro\n",
 		// The socket of the daemon under test, whichever engine it is.
 		"      - /var/run/docker.sock:/var/run/docker.sock\n": "      - " + swarmtest.Socket() + ":/var/run/docker.sock\n",
-		"    stop_grace_period: 30s":                          "    networks: [hostnet]\n    stop_grace_period: 30s",
-		"\nsecrets:\n":                                        "\nnetworks:\n  hostnet:\n    external: true\n    name: host\n\nsecrets:\n",
-		"monitor: 20s":                                        "monitor: 5s",
+		"monitor: 20s": "monitor: 5s",
 	} {
 		if !strings.Contains(s, old) {
 			t.Fatalf("the example stack no longer contains %q", old)
@@ -112,10 +86,9 @@ func selfFiles(t *testing.T, stack, image, repoURL string) (stackFile, appsFile 
 	for old, new := range map[string]string{
 		"name: flotilla\n":                           "name: " + stack + "\n",
 		"stack: flotilla\n":                          "stack: " + stack + "\n",
-		"repoURL: /srv/flotilla/repo":                "repoURL: " + repoURL,
 		"flotilla-applications-1":                    stack + "-applications-1",
 		"flotilla-admin-token-1":                     stack + "-admin-token-1",
-		"[/var/run/docker.sock, /srv/flotilla/repo]": "[" + swarmtest.Socket() + "]\n      networks: [host]",
+		"[/var/run/docker.sock, /srv/flotilla/repo]": "[" + swarmtest.Socket() + ", " + hostRepo + "]",
 		"interval: 30s":                              "interval: 10s",
 	} {
 		if !strings.Contains(a, old) {
@@ -185,14 +158,8 @@ func TestExampleSelfStackUpgradesItselfFromGitAndRollsBack(t *testing.T) {
 	stack := swarmtest.Name(t, "hself")
 	image1, image2 := buildSelfImage(t, stack+"-1"), buildSelfImage(t, stack+"-2")
 
-	root := t.TempDir()
 	repo := gittest.New(t)
-	// http-backend serves repositories under its root by path.
-	if err := os.Symlink(repo.Dir, filepath.Join(root, "self.git")); err != nil {
-		t.Fatal(err)
-	}
-	repoURL := serveGit(t, root) + "/self.git"
-	stackFile, appsFile := selfFiles(t, stack, image1, repoURL)
+	stackFile, appsFile := selfFiles(t, stack, image1, repo.Dir)
 	repo.Commit("flotilla 1", map[string]string{"stack/docker-compose.yml": stackFile})
 
 	swarmtest.Cleanup(t, stack)

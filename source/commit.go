@@ -408,7 +408,7 @@ func openScratch(ctx context.Context, req CommitRequest, prefix string, branch p
 		return nil, fmt.Errorf("scratch clone: %w", err)
 	}
 	sc.repo, err = git.PlainCloneContext(ctx, sc.dir, true, &git.CloneOptions{
-		URL: loc.remote, Auth: a.method, ReferenceName: branch, SingleBranch: true, Tags: git.NoTags,
+		URL: loc.url(), Auth: a.method, ReferenceName: branch, SingleBranch: true, Tags: git.NoTags,
 		ProxyOptions: connDeadline(ctx, loc),
 	})
 	if err != nil {
@@ -448,7 +448,7 @@ func BranchHead(ctx context.Context, repoURL, branch string, creds *application.
 			err = redact.Error(fmt.Errorf("list refs of %s: %w", loc.safe, err), a.secrets...)
 		}
 	}()
-	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: remoteName, URLs: []string{loc.remote}})
+	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: remoteName, URLs: []string{loc.url()}})
 	var head string
 	err = withDeadline(ctx, DefaultRemoteTimeout, "list refs", func(ctx context.Context) error {
 		refs, err := listRefs(ctx, remote, loc, a)

@@ -27,7 +27,8 @@
 // ErrUnreachable, and the repository's lock is free again at that moment:
 // other applications of the same repository get the failure (its backoff) at
 // once, and other repositories never wait on it. Over HTTP the context
-// bounds each request; a local repository's git-upload-pack is killed; an
+// bounds each request; a local repository's git-upload-pack is killed (see
+// Local repositories for the in-process read without git); an
 // SSH connection carries the deadline itself, since go-git's handshake takes
 // no context.
 //
@@ -71,9 +72,26 @@
 //
 // # Local repositories
 //
-// A plain path or a file:// URL names a repository on this machine. go-git
-// serves these by running git-upload-pack, so the git binary must be
-// installed for local repositories (it is not needed for HTTPS or SSH).
+// A plain path or a file:// URL names a repository on this machine (a work
+// tree or a bare repository). Where git is installed, go-git reads it by
+// running git-upload-pack, as git does. Where it is not — the controller's
+// image has no git program — go-git's own server reads it in this process,
+// under a URL scheme of Flotilla's own (see localRemote), so go-git's file
+// transport is left as it is for every other user in the process. The
+// choice is made on every fetch.
+//
+// The in-process read honours the fetch's deadline as far as go-git allows:
+// the server walks the objects to send without looking at the context, so
+// the call returns at the deadline and that walk finishes in the
+// background, reading only the local repository; the pack is streamed
+// through a reader that stops at the deadline. What is fetched lands in
+// the cache as from any remote, and the tree budget applies to it alike.
+//
+// Pushing to a local repository (Commit, Propose) needs git-receive-pack:
+// without git it fails with ErrLocalPushNeedsGit. go-git's server would
+// update the branch without checking that it still points where the client
+// saw it, and would move a work tree's checked-out branch under it; git
+// refuses both.
 //
 // # Errors
 //

@@ -466,8 +466,9 @@ func (f *Fetcher) fetchLocked(ctx context.Context, r *repoCache, revision, sub s
 // it is, since it says nothing about the remote (see failed).
 //
 // Every transport honours the context once connected: go-git's HTTP client
-// sends it with each request, and the file transport kills git-upload-pack
-// when a read is cancelled, so the repository's lock is free again within d.
+// sends it with each request, the file transport kills git-upload-pack
+// when a read is cancelled, and the in-process read of a local repository
+// returns (see local.go), so the repository's lock is free again within d.
 func withDeadline(ctx context.Context, d time.Duration, what string, call func(context.Context) error) error {
 	cctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()

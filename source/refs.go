@@ -33,7 +33,7 @@ func (f *Fetcher) ListRefs(ctx context.Context, repoURL string, creds *applicati
 			err = redact.Error(fmt.Errorf("list refs of %s: %w", loc.safe, err), a.secrets...)
 		}
 	}()
-	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: remoteName, URLs: []string{loc.remote}})
+	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: remoteName, URLs: []string{loc.url()}})
 	var out map[string]string
 	err = withDeadline(ctx, f.remoteTimeout, "list refs", func(ctx context.Context) error {
 		refs, err := listRefs(ctx, remote, loc, a)

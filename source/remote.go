@@ -25,7 +25,7 @@ const remoteName = "origin"
 const remoteHeadRef = plumbing.ReferenceName("refs/flotilla/HEAD")
 
 func newRemote(repo *git.Repository, loc location) *git.Remote {
-	return git.NewRemote(repo.Storer, &config.RemoteConfig{Name: remoteName, URLs: []string{loc.remote}})
+	return git.NewRemote(repo.Storer, &config.RemoteConfig{Name: remoteName, URLs: []string{loc.url()}})
 }
 
 // listRefs is ls-remote: the remote's refs, with annotated tags also listed

@@ -18,7 +18,8 @@ import (
 // location is a repository URL parsed once: what go-git is given, the cache
 // key, and the form shown to people.
 type location struct {
-	// remote is handed to go-git; local paths are made absolute.
+	// remote is the repository's URL, a local path made absolute; url()
+	// is what go-git is given.
 	remote string
 	// protocol is go-git's: http, https, ssh, git or file.
 	protocol string
@@ -34,6 +35,16 @@ type location struct {
 	dir string
 	// safe is the URL for messages and logs: no user info, no query.
 	safe string
+}
+
+// url is the URL go-git is given for the repository: remote, except that
+// a local repository is read in process when git is not installed (see
+// localRemote), decided on each call.
+func (l location) url() string {
+	if l.protocol == "file" {
+		return localRemote(l.remote)
+	}
+	return l.remote
 }
 
 // parseLocation accepts https://, http://, ssh://, git://, git@host:path,
