@@ -18,7 +18,7 @@ import (
 
 // sealedChart is a chart whose web service takes API_TOKEN from a
 // SOPS-encrypted env file and mounts secret tok from a file of the chart.
-func sealedChart(t *testing.T, token, tok, tag string, recipient string) map[string]string {
+func sealedChart(t *testing.T, token, tok, tag, recipient string) map[string]string {
 	t.Helper()
 	return map[string]string{
 		"chart/Chart.yaml":  "apiVersion: v2\nname: shop\nversion: 0.1.0\n",

@@ -21,7 +21,9 @@ import (
 // LogMask). A record names each store value by a name its value (or
 // version) derives (charts.SecretRef.Name); a reproduction that names a
 // value otherwise took another one, and the record's is then known only
-// if it is kept here.
+// if it is kept here. A chart's records are not reproduced at all, so for
+// a chart application every render holding a secret value is kept, named
+// by its secrets and sealed placeholders (see chartUnseen).
 
 // seenSecrets keeps, by application, the secret values of the renders that
 // took values from a store, with the names the render gave those values.
