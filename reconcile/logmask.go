@@ -102,8 +102,16 @@ func newLogMask(from string, values []string) LogMask {
 // (store values at the versions the record names): for the newest from the
 // render cache when a pass rendered that commit, otherwise fetched and
 // rendered with the key in use now; for earlier ones from the values an
-// earlier request reproduced. A chart application, or one without a record,
-// is masked with a render of what the repository declares now.
+// earlier request reproduced. An application without a record is masked
+// with a render of what the repository declares now.
+//
+// A chart application's records are not rendered again: it is masked with
+// a render of what its sources declare now and the values this controller
+// rendered (seenSecrets keeps a chart's values, not only store ones). Every
+// record's secret names and sealed placeholders derive from the values, so
+// a record holding one that neither gives deployed a value changed since
+// (in the chart's files, a store, or the age key) that is unknown here:
+// the logs are withheld, naming the revision and the secret (chartUnseen).
 //
 // A store without versions (Vault KV v1, 1Password Connect) gives its
 // current value to such a render, so a record whose store values were
@@ -115,7 +123,8 @@ func newLogMask(from string, values []string) LogMask {
 //
 // An error means some values could not be reproduced (repository
 // unreachable, commit gone, key changed, store version destroyed, a value
-// of a store without versions rotated away before this controller saw it);
+// of a store without versions rotated away before this controller saw it,
+// a chart's value changed before it started);
 // the caller must then not show the logs as masked. Records that hold no
 // secret at all need no render, so an application without secrets keeps
 // its logs when git is down. Secrets declared external are not known to the
@@ -177,8 +186,17 @@ func (c *Controller) LogMask(ctx context.Context, name string) (LogMask, error) 
 			return LogMask{}, fmt.Errorf("application %q: reproduce its secrets to blank them: %w", name, err)
 		}
 	}
+	from := "commit " + shortCommit(p.rev.Commit)
+	if app.Source.Chart != nil {
+		if err := c.chartUnseen(ctx, app.Name, app.Stack, rs, p.rendered); err != nil {
+			return LogMask{}, fmt.Errorf("application %q: %w", name, err)
+		}
+		if len(rs) > 0 {
+			from += " and the recorded revisions"
+		}
+	}
 	values := append(renderedSecrets(p.rendered), c.seen.values(app.Name)...)
-	return newLogMask("commit "+shortCommit(p.rev.Commit), values), nil
+	return newLogMask(from, values), nil
 }
 
 // holdsSecrets reports whether rec deployed any secret or sealed value.

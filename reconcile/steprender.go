@@ -23,8 +23,9 @@ func (c *Controller) render(ctx context.Context, p *pass) error {
 		return err
 	}
 	// The logs' mask needs the values a store without versions cannot
-	// give again (see seensecrets.go).
-	c.seen.note(p.app.Name, p.rendered, seenPerApp(p.app))
+	// give again, and a chart's values, which its records cannot (see
+	// seensecrets.go).
+	c.seen.note(p.app.Name, p.rendered, seenPerApp(p.app), p.app.Source.Chart != nil)
 	return nil
 }
 
