@@ -23,7 +23,8 @@ import (
 // value otherwise took another one, and the record's is then known only
 // if it is kept here. A chart's records are not reproduced at all, so for
 // a chart application every render holding a secret value is kept, named
-// by its secrets and sealed placeholders (see chartUnseen).
+// by its secrets and sealed placeholders (see chartUnseen), with its
+// sealed values by placeholder, which a rollback deploys (see chartSealed).
 
 // seenSecrets keeps, by application, the secret values of the renders that
 // took values from a store, with the names the render gave those values.
