@@ -78,11 +78,10 @@ func (c *Controller) renderRollback(ctx context.Context, p *pass, revision int) 
 // of its value, so a render that reproduces it reproduces the exact value,
 // and one that does not (the key or the application's source changed
 // since) refuses the redeploy rather than write a service with something
-// else. That render also
-// supplies the plaintext of the record's secrets, should a sweep have
-// removed one from the swarm. A record without placeholders relies, as
-// before, on its secrets still being on the swarm, which rotation retention
-// provides.
+// else. That render also supplies the plaintext of the record's secrets,
+// should a sweep have removed one from the swarm. A record without
+// placeholders relies, as before, on its secrets still being on the swarm,
+// which rotation retention provides.
 //
 // A chart application's record is not rendered again (the chart version,
 // values commit and store versions it names are not fetched back): its
