@@ -13,6 +13,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/chartengine"
 	"github.com/flotilla-gitops/flotilla/chartrepo"
 	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/compose"
 	"github.com/flotilla-gitops/flotilla/redact"
 	"github.com/flotilla-gitops/flotilla/renderbox"
 	"github.com/flotilla-gitops/flotilla/sopsage"
@@ -33,7 +34,8 @@ type ChartFetcher interface {
 //
 // A rollback needs no chart, only its record, so a rollback asked for while
 // the repository is unreachable goes ahead with the version the newest
-// record says the repository resolved to.
+// record says the repository resolved to (unless its sealed values need a
+// render, see chartSealed).
 func (c *Controller) fetchChart(ctx context.Context, p *pass) error {
 	ch := p.app.Source.Chart
 	if c.opts.Charts == nil {
@@ -77,8 +79,10 @@ func isChartRevision(c string) bool { return strings.Contains(c, "@") }
 // rollbackWithoutSource lets a rollback go ahead when its source (a git
 // repository or a chart repository) could not be fetched: a rollback
 // redeploys a record and needs no tree, only the commit its pin holds at,
-// which is then the one the newest record says the source was at. It
-// reports whether it did; any other pass fails on err as usual.
+// which is then the one the newest record says the source was at. (A
+// chart's record with sealed values this controller has not rendered
+// would need the tree, and is refused: see chartSealed.) It reports
+// whether it did; any other pass fails on err as usual.
 func (c *Controller) rollbackWithoutSource(ctx context.Context, p *pass, err error) bool {
 	if p.request == nil || p.request.Rollback <= 0 {
 		return false
@@ -90,6 +94,68 @@ func (c *Controller) rollbackWithoutSource(ctx context.Context, p *pass, err err
 	p.log.Warn("source unavailable; rolling back from the release records alone", "error", err)
 	p.rev, p.status.SeenRevision = rev, rev.Commit
 	return true
+}
+
+// chartSealed gives the values of the sealed placeholders need of rec, a
+// chart application's record, for its rollback. A chart's records are not
+// rendered again (the chart version, values commit and store versions they
+// name are not fetched back), so each placeholder is taken from a render
+// this controller kept (seenSecrets) or else from a render of the chart as
+// declared now, which a rollback without its source cannot make. A
+// placeholder is a keyed digest of its value, so a match is the exact
+// value the revision deployed, whichever render gave it; a placeholder
+// neither gives refuses the rollback, naming the revision and where it
+// used the value, never the value.
+func (c *Controller) chartSealed(ctx context.Context, p *pass, rec *charts.Release, declared *compose.Stack, need []string) (map[string]string, error) {
+	out := make(map[string]string, len(need))
+	var missing []string
+	for _, ph := range need {
+		if v, ok := c.seen.sealedValue(p.app.Name, ph); ok {
+			out[ph] = v
+		} else {
+			missing = append(missing, ph)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	var now map[string]string
+	why := "the chart's source could not be fetched to render it now"
+	if p.rev != nil && p.rev.Dir != "" {
+		r, err := c.renderChartNow(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("revision %d: render the chart as declared now for its sealed values: %w", rec.Revision, err)
+		}
+		now = r.Sealed
+		why = "a render of what the chart application declares now does not give it (its files, values, a store's value or the age key changed since)"
+	}
+	for _, ph := range missing {
+		v, ok := now[ph]
+		if !ok {
+			return nil, stalled("render", fmt.Errorf(
+				"revision %d (%s) holds %s that this controller has not rendered since it started, and %s: a chart's revisions are not rendered again, so it cannot be redeployed with its exact values",
+				rec.Revision, recordSource(rec), sealedUse(p.app.Stack, declared, ph), why))
+		}
+		out[ph] = v
+	}
+	return out, nil
+}
+
+// renderChartNow renders the chart as the pass's source declares it, for
+// a rollback's sealed values, and leaves the pass as it found it.
+func (c *Controller) renderChartNow(ctx context.Context, p *pass) (*compose.Rendered, error) {
+	ids, err := c.identities(p)
+	if err != nil {
+		return nil, err
+	}
+	rendered, refs, chart, declared, conv := p.rendered, p.refs, p.chart, p.declared, p.conversion
+	defer func() {
+		p.rendered, p.refs, p.chart, p.declared, p.conversion = rendered, refs, chart, declared, conv
+	}()
+	if err := c.renderChart(ctx, p, ids); err != nil {
+		return nil, err
+	}
+	return p.rendered, nil
 }
 
 // lastResolved is the commit (or chart version) the newest release record

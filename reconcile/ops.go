@@ -72,23 +72,30 @@ func (c *Controller) renderRollback(ctx context.Context, p *pass, revision int) 
 // useRecord makes a stored record's manifest the pass's manifest.
 //
 // A record holds no plaintext: secrets appear by name, values decrypted
-// with SOPS as sealed placeholders. A record with placeholders is deployed
-// with the values a render of its own commit gives, with the key in use
-// now; each placeholder carries a keyed digest of its value, so a render
-// that reproduces it reproduces the exact value, and one that does not (the
-// key or the application's source changed since) refuses the redeploy
-// rather than write a service with something else. That render also
-// supplies the plaintext of the record's secrets, should a sweep have
-// removed one from the swarm. A record without placeholders relies, as
-// before, on its secrets still being on the swarm, which rotation retention
-// provides.
+// with SOPS as sealed placeholders. A compose application's record with
+// placeholders is deployed with the values a render of its own commit
+// gives, with the key in use now; each placeholder carries a keyed digest
+// of its value, so a render that reproduces it reproduces the exact value,
+// and one that does not (the key or the application's source changed
+// since) refuses the redeploy rather than write a service with something
+// else. That render also supplies the plaintext of the record's secrets,
+// should a sweep have removed one from the swarm. A record without
+// placeholders relies, as before, on its secrets still being on the swarm,
+// which rotation retention provides.
 //
-// A record that took values from secret stores is rendered again with the
-// versions it names (secretstore.Pinned): a store that keeps versions gives
-// the value the revision deployed, even after a rotation, so its sealed
-// placeholders match and its secrets can be made again if swept. The
-// render's references become the pass's, so the record of the rollback
-// lists them with their versions.
+// A chart application's record is not rendered again (the chart version,
+// values commit and store versions it names are not fetched back): its
+// placeholders are matched against the renders this controller kept and a
+// render of the chart as declared now (chartSealed), and a placeholder
+// neither gives refuses the redeploy the same way; its secrets rely on
+// retention.
+//
+// A compose application's record that took values from secret stores is
+// rendered again with the versions it names (secretstore.Pinned): a store
+// that keeps versions gives the value the revision deployed, even after a
+// rotation, so its sealed placeholders match and its secrets can be made
+// again if swept. The render's references become the pass's, so the record
+// of the rollback lists them with their versions.
 func (c *Controller) useRecord(ctx context.Context, p *pass, rec *charts.Release) error {
 	// What the record's source declared is what is deployed again: the
 	// rollout step then decides its colours, so a rollback goes through
@@ -108,7 +115,14 @@ func (c *Controller) useRecord(ctx context.Context, p *pass, rec *charts.Release
 	// record's commit can be rendered as a compose project; a chart's
 	// record relies, as before, on retention for its secrets.
 	againRefs := len(rec.SecretRefs) > 0 && rec.Commit != "" && p.app.Source.Chart == nil
-	if need := compose.SealedValues(manifest); len(need) > 0 || againRefs {
+	need := compose.SealedValues(manifest)
+	if p.app.Source.Chart != nil {
+		if len(need) > 0 {
+			if r.Sealed, err = c.chartSealed(ctx, p, rec, cv.declared, need); err != nil {
+				return err
+			}
+		}
+	} else if len(need) > 0 || againRefs {
 		at, err := c.renderRecordCommit(ctx, p, rec)
 		if err != nil {
 			return err

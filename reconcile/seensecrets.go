@@ -23,7 +23,8 @@ import (
 // value otherwise took another one, and the record's is then known only
 // if it is kept here. A chart's records are not reproduced at all, so for
 // a chart application every render holding a secret value is kept, named
-// by its secrets and sealed placeholders (see chartUnseen).
+// by its secrets and sealed placeholders (see chartUnseen), with its
+// sealed values by placeholder, which a rollback deploys (see chartSealed).
 
 // seenSecrets keeps, by application, the secret values of the renders that
 // took values from a store, with the names the render gave those values.
@@ -39,6 +40,9 @@ type seenRender struct {
 	key    string // names sorted and joined: one entry per distinct set
 	names  []string
 	values []string
+	// sealed is a chart render's placeholders and their values, which
+	// a rollback to a record holding them deploys (see chartSealed).
+	sealed map[string]string
 }
 
 // seenPerApp bounds the distinct renders kept per application: twice the
@@ -66,6 +70,9 @@ func (s *seenSecrets) note(app string, r *compose.Rendered, keep int, all bool) 
 	slices.Sort(names)
 	names = slices.Compact(names)
 	e := seenRender{key: strings.Join(names, "\x00"), names: names, values: renderedSecrets(r)}
+	if all {
+		e.sealed = maps.Clone(r.Sealed)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.by == nil {
@@ -100,6 +107,18 @@ func (s *seenSecrets) knows(app, name string) bool {
 		}
 	}
 	return false
+}
+
+// sealedValue returns the value a render kept for app gave placeholder ph.
+func (s *seenSecrets) sealedValue(app, ph string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.by[app] {
+		if v, ok := r.sealed[ph]; ok {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 // forget drops what is kept for app.
