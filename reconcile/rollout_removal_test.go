@@ -10,6 +10,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
+	"github.com/flotilla-gitops/flotilla/events"
 	"github.com/flotilla-gitops/flotilla/rollout"
 )
 
@@ -59,7 +60,7 @@ func (removingFake) RemoveSecret(context.Context, string) error  { return errors
 
 // routedCanary installs web:1 under a routed canary, commits web:2 and
 // passes until step 0's weight flows.
-func routedCanary(t *testing.T, prune bool) (removingFake, *fakeFetcher, *Controller, *testClock) {
+func routedCanary(t *testing.T, prune bool) (removingFake, *fakeFetcher, *Controller, *testClock, *eventLog) {
 	t.Helper()
 	b := removingFake{newLiveDriftFake()}
 	f := newFakeFetcher()
@@ -67,7 +68,9 @@ func routedCanary(t *testing.T, prune bool) (removingFake, *fakeFetcher, *Contro
 	clk := &testClock{now: time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)}
 	app := testApp("shop", true)
 	app.SyncPolicy.Automated.Prune = prune
-	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet, Clock: clk.Now}, []application.Application{app})
+	app.SyncPolicy.Rollback = &application.Rollback{OnDegraded: application.Duration{Duration: time.Second}}
+	log := &eventLog{}
+	c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet, Clock: clk.Now, Events: log}, []application.Application{app})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +85,7 @@ func routedCanary(t *testing.T, prune bool) (removingFake, *fakeFetcher, *Contro
 	if routes, _ := c.RolloutRoutes(); len(routes) != 1 || routes[0].Weights != (rollout.Weights{Stable: 75, Canary: 25}) {
 		t.Fatalf("setting up: routes %+v", routes)
 	}
-	return b, f, c, clk
+	return b, f, c, clk, log
 }
 
 // dropRollout commits the stack without the rollout key at tag and runs
@@ -112,7 +115,7 @@ func dropRollout(t *testing.T, b removingFake, f *fakeFetcher, c *Controller, ta
 // the route leaves the router's configuration and the stable service
 // takes the new definition in the same write.
 func TestDroppingTheRolloutKeyAfterARolloutPrunesTheColourAndTheRoute(t *testing.T) {
-	b, f, c, clk := routedCanary(t, true)
+	b, f, c, clk, _ := routedCanary(t, true)
 	clk.add(time.Minute + time.Second)
 	reconcileOK(t, c)
 	reconcileOK(t, c)
@@ -135,5 +138,77 @@ func TestDroppingTheRolloutKeyAfterARolloutPrunesTheColourAndTheRoute(t *testing
 	}
 	if res.Status.Health != application.Healthy {
 		t.Fatalf("health %s %q", res.Status.Health, res.Status.HealthMessage)
+	}
+}
+
+// Dropping the key mid-rollout, prune on: the commit is deployed as
+// without a rollout, so the stable service takes the new definition in the
+// one write, the colour that held a share of the traffic is pruned, and
+// the route leaves the router's configuration in the same pass.
+func TestDroppingTheRolloutKeyMidRolloutDeploysAsWithoutItAndPrunesTheColour(t *testing.T) {
+	b, f, c, _, _ := routedCanary(t, true)
+	res := dropRollout(t, b, f, c, "2")
+	if web, _ := liveService(t, b, "web"); web.Image != "example/web:2" {
+		t.Fatalf("web runs %s, want example/web:2 from the one write", web.Image)
+	}
+	if _, ok := liveService(t, b, "web-canary"); ok {
+		t.Fatal("the colour was not pruned")
+	}
+	if s := res.Status.Sweep; s == nil || !slices.Contains(s.Removed, "service shop_web-canary") {
+		t.Fatalf("sweep %+v, want the colour removed", s)
+	}
+	if res.Status.Health != application.Healthy {
+		t.Fatalf("health %s %q, want Healthy", res.Status.Health, res.Status.HealthMessage)
+	}
+}
+
+// Dropping the key with prune off: the colour is kept and listed as
+// pending removal. While it still runs tasks (mid-rollout) the application
+// is Degraded naming it, and an automatic rollback does not act on that;
+// a colour already at zero (after a rollout) is only pending.
+func TestDroppingTheRolloutKeyWithPruneOffReportsARunningColour(t *testing.T) {
+	b, f, c, clk, log := routedCanary(t, false)
+	res := dropRollout(t, b, f, c, "2")
+	col, ok := liveService(t, b, "web-canary")
+	if !ok || col.Desired != 1 {
+		t.Fatalf("the colour: present %v at %d, want kept at 1 with prune off", ok, col.Desired)
+	}
+	if s := res.Status.Sweep; s == nil || !s.DryRun || !slices.Contains(s.Pending, "service shop_web-canary") {
+		t.Fatalf("sweep %+v, want the colour pending removal", s)
+	}
+	if res.Status.Health != application.Degraded || !strings.Contains(res.Status.HealthMessage, "web-canary") ||
+		!strings.Contains(res.Status.HealthMessage, "still runs 1 task(s)") || !strings.Contains(res.Status.HealthMessage, "weight 25%") {
+		t.Fatalf("health %s %q, want Degraded naming the running colour and its weight", res.Status.Health, res.Status.HealthMessage)
+	}
+	// Later passes keep saying so, and none rolls back (the application
+	// rolls back after a second Degraded otherwise).
+	for range 3 {
+		clk.add(time.Minute)
+		res = reconcileOK(t, c)
+		if res.Action != charts.Unchanged || res.Status.Health != application.Degraded {
+			t.Fatalf("a later pass: %s revision %d, health %s", res.Action, res.Revision, res.Status.Health)
+		}
+	}
+	log.mu.Lock()
+	for _, e := range log.evs {
+		if e.Type == events.RolledBack {
+			t.Errorf("an automatic rollback was started: %s", e.Message)
+		}
+	}
+	log.mu.Unlock()
+
+	// After a completed rollout the colour runs nothing: pending, not Degraded.
+	b, f, c, clk, _ = routedCanary(t, false)
+	clk.add(time.Minute + time.Second)
+	reconcileOK(t, c)
+	reconcileOK(t, c)
+	clk.add(time.Minute)
+	reconcileOK(t, c)
+	res = dropRollout(t, b, f, c, "3")
+	if s := res.Status.Sweep; s == nil || !slices.Contains(s.Pending, "service shop_web-canary") {
+		t.Fatalf("sweep %+v, want the idle colour pending removal", s)
+	}
+	if res.Status.Health != application.Healthy {
+		t.Fatalf("health %s %q, want Healthy with the colour at zero", res.Status.Health, res.Status.HealthMessage)
 	}
 }
