@@ -212,3 +212,27 @@ func TestDroppingTheRolloutKeyWithPruneOffReportsARunningColour(t *testing.T) {
 		t.Fatalf("health %s %q, want Healthy with the colour at zero", res.Status.Health, res.Status.HealthMessage)
 	}
 }
+
+// A manual application's commit that drops the key is not deployed until
+// a sync: the colour the swarm runs is still the newest record's, and the
+// application is OutOfSync, not Degraded for it.
+func TestDroppingTheRolloutKeyOfAManualApplicationIsNotDegradedBeforeTheSync(t *testing.T) {
+	b, f, c, _, _ := routedCanary(t, false)
+	manual := testApp("shop", false)
+	c.SetApplications([]application.Application{manual})
+	before, _ := b.Releases(context.Background(), "shop")
+	f.commit(t, map[string]string{"docker-compose.yml": keyedCanaryCompose("2", false)})
+	res := reconcileOK(t, c)
+	if rs, _ := b.Releases(context.Background(), "shop"); rs[0].Revision != before[0].Revision {
+		t.Fatalf("a manual application wrote revision %d without a sync", rs[0].Revision)
+	}
+	if web, _ := liveService(t, b, "web"); web.Image != "example/web:1" {
+		t.Fatalf("web runs %s, want web:1 until the sync", web.Image)
+	}
+	if col, ok := liveService(t, b, "web-canary"); !ok || col.Desired != 1 {
+		t.Fatalf("the colour: present %v at %d, want still running", ok, col.Desired)
+	}
+	if res.Status.Sync != application.OutOfSync || res.Status.Health == application.Degraded {
+		t.Fatalf("sync %s health %s %q, want OutOfSync and not Degraded", res.Status.Sync, res.Status.Health, res.Status.HealthMessage)
+	}
+}
