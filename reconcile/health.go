@@ -56,6 +56,7 @@ func (c *Controller) judgeHealth(p *pass, snap *snapshot, want []expected) {
 	rolled := health.StackSorted(names, parts)
 	p.status.Health, p.status.HealthMessage = rolled.Health, rolled.Message
 	rolloutHealth(p)
+	strayColours(p, states, results)
 	p.status.Services = p.status.Services[:0:0]
 	if len(names) > 0 {
 		p.status.Services = make([]application.ServiceStatus, 0, len(names))

@@ -457,6 +457,52 @@ func rolloutHealth(p *pass) {
 	}
 }
 
+// strayColours makes an application Degraded while, with prune off, an
+// extra colour neither the manifest nor the newest record declares (its service's rollout key
+// was dropped, or the service removed) still runs tasks: without a router
+// it answers to the service's name beside the stable service, so its
+// version would otherwise serve traffic with only the sweep's pending list
+// to say so. With prune on the sweep removes it in the same pass. Like an
+// abort, it is not rolled back automatically: a person has to look.
+func strayColours(p *pass, states []charts.ServiceState, declared map[string]health.Result) {
+	if pruneEnabled(p) {
+		return
+	}
+	for _, s := range states {
+		phase, ok := s.Labels[rollout.LabelPrefix+"phase"]
+		if _, isDeclared := declared[s.Name]; isDeclared || !ok || s.Desired == 0 {
+			continue
+		}
+		if deployed(p, s.Name) {
+			// A manual application's commit not synced yet: the
+			// swarm still runs the record that declares it.
+			continue
+		}
+		msg := fmt.Sprintf("%s, the extra colour of a rollout the manifest no longer declares, still runs %d task(s) of its own version (%s at weight %s%%); prune is off, so remove it or run `flotilla app sync --prune`",
+			s.Name, s.Desired, phase, s.Labels[rollout.LabelPrefix+"weight"])
+		if p.status.Health != application.Degraded {
+			p.status.Health, p.status.HealthMessage = application.Degraded, msg
+			p.degradedByRollout = true
+		} else {
+			p.status.HealthMessage += "; " + msg
+		}
+	}
+}
+
+// deployed reports whether the newest release record (the one this pass
+// wrote, or the one before it) declares svc.
+func deployed(p *pass, svc string) bool {
+	rec := p.recorded
+	if rec == nil {
+		rec = p.latest
+	}
+	if rec == nil {
+		return false
+	}
+	_, ok, err := compose.ServiceDigest(rec.Manifest, svc)
+	return err == nil && ok
+}
+
 // idleColours judges an extra colour the rollout scaled to zero (between
 // rollouts, or after an abort) Healthy rather than Suspended: it is
 // meant to run nothing, and an application would otherwise stay Suspended

@@ -212,6 +212,22 @@ func (b *MinimalBackend) RemoveStack(_ context.Context, stack string) error {
 	return nil
 }
 
+// ForgetService drops one service, by scoped name, from whichever stack
+// holds it and reports whether there was one. It is not a capability (the
+// backend stays minimal): a test that wants a sweep to remove services
+// wraps the backend with a RemoveService that calls it.
+func (b *MinimalBackend) ForgetService(scoped string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, services := range b.stacks {
+		if _, ok := services[scoped]; ok {
+			delete(services, scoped)
+			return true
+		}
+	}
+	return false
+}
+
 // Releases returns the stack's records newest first.
 func (b *MinimalBackend) Releases(_ context.Context, release string) ([]charts.Release, error) {
 	b.mu.Lock()
