@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,7 +17,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 	"github.com/flotilla-gitops/flotilla/rollout"
-	"github.com/flotilla-gitops/flotilla/secretstore/vaulttest"
 )
 
 // A rotation is an ordinary upgrade of the services that mount the value,
@@ -82,52 +79,6 @@ func writesOf(log []serviceWrite) map[string]int {
 		n[w.service]++
 	}
 	return n
-}
-
-// vaultStoreApps is an applications file of one automated application on
-// a Vault store polled every second; extra is added to its syncPolicy.
-func vaultStoreApps(t *testing.T, dir, stack, repo, vaultAddr, tokenFile, extra string) string {
-	t.Helper()
-	appsFile := filepath.Join(dir, "applications.yaml")
-	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
-secretStores:
-  - name: vault
-    vault:
-      address: %[3]s
-      mount: kv
-      kvVersion: 2
-      auth:
-        tokenFile: %[4]s
-    pollInterval: 1s
-    grants:
-      - applications: [%[1]s]
-        paths: [kv/data/%[1]s/*]
-applications:
-  - name: %[1]s
-    source:
-      repoURL: %[2]s
-      revision: main
-      path: deploy
-    stack: %[1]s
-    syncPolicy:
-      automated: {prune: true}
-      interval: 10s
-%[5]s`, stack, repo, vaultAddr, tokenFile, extra)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return appsFile
-}
-
-// vaultTeam starts Vault with a KV v2 mount and a token that may read the
-// stack's entries, and writes the entry's first value.
-func vaultTeam(t *testing.T, dir, stack, entry, key, value string) (*vaulttest.Server, string, string) {
-	t.Helper()
-	srv := vaulttest.Start(t)
-	srv.Mount("kv", 2)
-	srv.Policy("team", fmt.Sprintf("path \"kv/data/%[1]s/*\" { capabilities = [\"read\"] }\npath \"kv/metadata/%[1]s/*\" { capabilities = [\"read\"] }\n", stack))
-	token, tokenFile := srv.Token(dir, "team")
-	srv.Write(entry, true, map[string]any{key: value})
-	return srv, token, tokenFile
 }
 
 // stackSecrets lists the swarm secrets whose names start with prefix.
@@ -197,7 +148,8 @@ func TestVaultRotationWritesEachWaveOnceAfterTheWaveBeforeIsHealthy(t *testing.T
 	srv, _, tokenFile := vaultTeam(t, dir, stack, entry, "password", pw(1))
 	repo := gittest.New(t)
 	repo.Commit("two waves mount a store secret", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(vaultWavesCompose, stack)})
-	appsFile := vaultStoreApps(t, dir, stack, repo.Dir, srv.Addr, tokenFile, "      retainRotated: 1\n      wait: {timeout: 2m}\n")
+	appsFile := storeAppsFile(t, dir, storeApps{stack: stack, repo: repo.Dir, store: vaultStore(srv.Addr, tokenFile, 2), grant: "kv/data/" + stack + "/*",
+		syncPolicy: []string{"retainRotated: 1", "wait: {timeout: 2m}"}})
 
 	const admin = "e2e-vwave-admin-0123456789"
 	addr := freeAddr(t)
@@ -349,7 +301,8 @@ func TestVaultRotationOfACanaryServiceGoesThroughItsStepsAndStableKeepsTheOldSec
 	repo := gittest.New(t)
 	repo.Commit("a canary service mounts a store secret", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(vaultCanaryCompose, stack)})
 	// retainRotated 0: an old secret goes as soon as nothing mounts it.
-	appsFile := vaultStoreApps(t, dir, stack, repo.Dir, srv.Addr, tokenFile, "      retainRotated: 0\n")
+	appsFile := storeAppsFile(t, dir, storeApps{stack: stack, repo: repo.Dir, store: vaultStore(srv.Addr, tokenFile, 2), grant: "kv/data/" + stack + "/*",
+		syncPolicy: []string{"retainRotated: 0"}})
 
 	const admin = "e2e-vcanary-admin-0123456789"
 	addr := freeAddr(t)

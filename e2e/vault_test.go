@@ -8,8 +8,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -23,7 +21,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
-	"github.com/flotilla-gitops/flotilla/secretstore/vaulttest"
 )
 
 // vaultCompose: api and worker mount the secret taken from Vault, web
@@ -91,55 +88,19 @@ func serviceWrites(t *testing.T, stack string) func() map[string]int {
 func TestVaultRotationRollsOnlyTheConsumersAndLeaksNoValue(t *testing.T) {
 	t.Parallel()
 	flotillaBinary(t)
-	srv := vaulttest.Start(t)
 	stack := swarmtest.Name(t, "vault")
 	swarmtest.Cleanup(t, stack)
 	dir := t.TempDir()
-	srv.Mount("kv", 2)
-	srv.Policy("team", fmt.Sprintf("path \"kv/data/%[1]s/*\" { capabilities = [\"read\"] }\npath \"kv/metadata/%[1]s/*\" { capabilities = [\"read\"] }\n", stack))
-	token, tokenFile := srv.Token(dir, "team")
 	pw := func(n int) string { return fmt.Sprintf("vault-e2e-pw%d-6c2d-plaintext", n) }
 	entry := "kv/data/" + stack + "/db"
-	srv.Write(entry, true, map[string]any{"password": pw(1)})
+	srv, token, tokenFile := vaultTeam(t, dir, stack, entry, "password", pw(1))
 
 	repo := gittest.New(t)
 	repo.Commit("secret by reference", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(vaultCompose, stack)})
 
 	var out outputs
-	urlFile := notificationSink(t, dir, &out)
-	appsFile := filepath.Join(dir, "applications.yaml")
-	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
-notifications:
-  - name: recorder
-    type: webhook
-    urlFile: %[3]s
-    events: [sync.started, sync.succeeded, sync.failed, drift.detected, drift.corrected, health.changed]
-secretStores:
-  - name: vault
-    vault:
-      address: %[4]s
-      mount: kv
-      kvVersion: 2
-      auth:
-        tokenFile: %[5]s
-    pollInterval: 1s
-    grants:
-      - applications: [%[1]s]
-        paths: [kv/data/%[1]s/*]
-applications:
-  - name: %[1]s
-    source:
-      repoURL: %[2]s
-      revision: main
-      path: deploy
-    stack: %[1]s
-    syncPolicy:
-      automated: {prune: true}
-      interval: 10s
-      retainRotated: 1
-`, stack, repo.Dir, urlFile, srv.Addr, tokenFile)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	appsFile := storeAppsFile(t, dir, storeApps{stack: stack, repo: repo.Dir, store: vaultStore(srv.Addr, tokenFile, 2), grant: "kv/data/" + stack + "/*",
+		notify: &out, syncPolicy: []string{"retainRotated: 1"}})
 
 	addr := freeAddr(t)
 	const adminToken, readToken = "e2e-vault-admin-0123456789", "e2e-vault-read-0123456789"
