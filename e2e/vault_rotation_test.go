@@ -1,16 +1,12 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/api/types/swarm"
-	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
@@ -22,79 +18,6 @@ import (
 // A rotation is an ordinary upgrade of the services that mount the value,
 // so it goes through the pass's waves and a service's rollout like a
 // commit does; these tests watch it do so on the swarm.
-
-// serviceWrite is one client write to a service, as the daemon's event
-// stream times it.
-type serviceWrite struct {
-	service string
-	at      time.Time
-}
-
-// serviceWriteLog follows the swarm's service events and lists, in the
-// daemon's order, the client writes (not Swarm's own update progress) on
-// the stack's services, by unscoped name.
-func serviceWriteLog(t *testing.T, stack string) func() []serviceWrite {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ev := swarmtest.Client(t).Events(ctx, client.EventsListOptions{Filters: make(client.Filters).Add("type", "service")})
-	var (
-		mu   sync.Mutex
-		log  []serviceWrite
-		done = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case m := <-ev.Messages:
-				name := m.Actor.Attributes["name"]
-				if !strings.HasPrefix(name, stack+"_") || m.Action != "update" {
-					continue
-				}
-				if _, progress := m.Actor.Attributes["updatestate.new"]; progress {
-					continue
-				}
-				mu.Lock()
-				log = append(log, serviceWrite{strings.TrimPrefix(name, stack+"_"), time.Unix(0, m.TimeNano)})
-				mu.Unlock()
-			case <-ev.Err:
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return func() []serviceWrite {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(log)
-	}
-}
-
-// writesOf counts the writes of log by service.
-func writesOf(log []serviceWrite) map[string]int {
-	n := map[string]int{}
-	for _, w := range log {
-		n[w.service]++
-	}
-	return n
-}
-
-// stackSecrets lists the swarm secrets whose names start with prefix.
-func stackSecrets(t *testing.T, prefix string) []string {
-	t.Helper()
-	l, err := swarmtest.Client(t).SecretList(context.Background(), client.SecretListOptions{Filters: make(client.Filters).Add("name", prefix)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, s := range l.Items {
-		names = append(names, s.Spec.Name)
-	}
-	slices.Sort(names)
-	return names
-}
 
 // runningAt is when the newest task of the stack's service that runs
 // mounting secret reached running, zero when none does.

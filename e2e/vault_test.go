@@ -6,11 +6,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -43,47 +41,6 @@ secrets:
     x-flotilla:
       secretRef: {store: vault, path: kv/data/%s/db, key: password}
 `
-
-// serviceWrites follows the swarm's service events and lists the client
-// writes (not Swarm's own update progress) on the stack's services.
-func serviceWrites(t *testing.T, stack string) func() map[string]int {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ev := swarmtest.Client(t).Events(ctx, client.EventsListOptions{Filters: make(client.Filters).Add("type", "service")})
-	var (
-		mu   sync.Mutex
-		seen = map[string]int{}
-		done = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case m := <-ev.Messages:
-				name := m.Actor.Attributes["name"]
-				if !strings.HasPrefix(name, stack+"_") || m.Action != "update" {
-					continue
-				}
-				if _, progress := m.Actor.Attributes["updatestate.new"]; progress {
-					continue
-				}
-				mu.Lock()
-				seen[strings.TrimPrefix(name, stack+"_")]++
-				mu.Unlock()
-			case <-ev.Err:
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return func() map[string]int {
-		mu.Lock()
-		defer mu.Unlock()
-		return maps.Clone(seen)
-	}
-}
 
 func TestVaultRotationRollsOnlyTheConsumersAndLeaksNoValue(t *testing.T) {
 	t.Parallel()
@@ -129,18 +86,7 @@ func TestVaultRotationRollsOnlyTheConsumersAndLeaksNoValue(t *testing.T) {
 	history := func() []charts.Release { return a.history(readToken, stack, nil) }
 	cl := swarmtest.Client(t)
 	mounted := func(svc string) string { return mountedSecret(t, cl, stack, svc) }
-	swarmSecrets := func() []string {
-		l, err := cl.SecretList(context.Background(), client.SecretListOptions{Filters: make(client.Filters).Add("name", stack+"_db_password-")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, s := range l.Items {
-			names = append(names, s.Spec.Name)
-		}
-		slices.Sort(names)
-		return names
-	}
+	swarmSecrets := func() []string { return stackSecrets(t, stack+"_db_password-") }
 
 	// Revision 1: deployed with the value from Vault.
 	swarmtest.Eventually(t, 120*time.Second, func() (bool, string) {
