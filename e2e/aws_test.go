@@ -63,33 +63,8 @@ func TestAWSSecretRotationRollsOnlyTheConsumersOnce(t *testing.T) {
 
 	repo := gittest.New(t)
 	repo.Commit("secret by reference to AWS", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(awsCompose, stack)})
-	appsFile := filepath.Join(dir, "applications.yaml")
-	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
-secretStores:
-  - name: aws
-    aws:
-      region: %[3]s
-      endpoint: %[4]s
-      auth:
-        accessKeyIDFile: %[5]s
-        secretAccessKeyFile: %[6]s
-    pollInterval: 1s
-    grants:
-      - applications: [%[1]s]
-        paths: [%[1]s/*]
-applications:
-  - name: %[1]s
-    source:
-      repoURL: %[2]s
-      revision: main
-      path: deploy
-    stack: %[1]s
-    syncPolicy:
-      automated: {prune: true}
-      interval: 10s
-`, stack, repo.Dir, kumotest.Region, srv.Endpoint, keyIDFile, secretKeyFile)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	appsFile := storeAppsFile(t, dir, storeApps{stack: stack, repo: repo.Dir, grant: stack + "/*", store: secretStore{"aws", "aws",
+		fmt.Sprintf("{region: %s, endpoint: %s, auth: {accessKeyIDFile: %s, secretAccessKeyFile: %s}}", kumotest.Region, srv.Endpoint, keyIDFile, secretKeyFile)}})
 
 	addr := freeAddr(t)
 	const adminToken, readToken = "e2e-aws-admin-0123456789", "e2e-aws-read-0123456789"

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -57,30 +55,8 @@ func TestOnePasswordRotationRollsOnlyTheConsumersOnce(t *testing.T) {
 
 	repo := gittest.New(t)
 	repo.Commit("secret from 1Password", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(onePasswordCompose, stack)})
-	appsFile := filepath.Join(dir, "applications.yaml")
-	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
-secretStores:
-  - name: onepassword
-    onePassword:
-      connectHost: %[3]s
-      tokenFile: %[4]s
-    pollInterval: 1s
-    grants:
-      - applications: [%[1]s]
-        paths: [%[1]s/*]
-applications:
-  - name: %[1]s
-    source:
-      repoURL: %[2]s
-      revision: main
-      path: deploy
-    stack: %[1]s
-    syncPolicy:
-      automated: {prune: true}
-      interval: 10s
-`, stack, repo.Dir, srv.URL, tokenFile)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	appsFile := storeAppsFile(t, dir, storeApps{stack: stack, repo: repo.Dir, grant: stack + "/*", store: secretStore{"onepassword", "onePassword",
+		fmt.Sprintf("{connectHost: %s, tokenFile: %s}", srv.URL, tokenFile)}})
 
 	var out outputs
 	addr := freeAddr(t)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -52,28 +51,7 @@ func TestLogsOfAKV1RotationBlankTheOldValueAndAreWithheldAfterARestart(t *testin
 	repo := gittest.New(t)
 	repo.Commit("an environment value from a KV v1 store", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(vaultKV1LogCompose, stack)})
 
-	appsFile := filepath.Join(dir, "applications.yaml")
-	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
-secretStores:
-  - name: vault
-    vault:
-      address: %[3]s
-      mount: kv
-      kvVersion: 1
-      auth:
-        tokenFile: %[4]s
-    pollInterval: 1s
-    grants:
-      - applications: [%[1]s]
-        paths: [kv/%[1]s/*]
-applications:
-  - name: %[1]s
-    source: {repoURL: %[2]s, revision: main, path: deploy}
-    stack: %[1]s
-    syncPolicy: {automated: {prune: true}, interval: 10s}
-`, stack, repo.Dir, srv.Addr, tokenFile)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	appsFile := storeAppsFile(t, dir, storeApps{stack: stack, repo: repo.Dir, store: vaultStore(srv.Addr, tokenFile, 1), grant: "kv/" + stack + "/*"})
 	const admin = "e2e-vkv1logs-admin-0123456789"
 	data := filepath.Join(dir, "data")
 	start := func() (*stoppable, string) {

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -46,34 +44,8 @@ func TestLogsBlankStoreValuesBeforeAndAfterARotationAndNoOutputHoldsThem(t *test
 	repo.Commit("an environment value from the store", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(vaultLogCompose, stack)})
 
 	var out outputs
-	urlFile := notificationSink(t, dir, &out)
-	appsFile := filepath.Join(dir, "applications.yaml")
-	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
-notifications:
-  - name: recorder
-    type: webhook
-    urlFile: %[3]s
-    events: [sync.started, sync.succeeded, sync.failed, drift.detected, drift.corrected, health.changed]
-secretStores:
-  - name: vault
-    vault:
-      address: %[4]s
-      mount: kv
-      kvVersion: 2
-      auth:
-        tokenFile: %[5]s
-    pollInterval: 1s
-    grants:
-      - applications: [%[1]s]
-        paths: [kv/data/%[1]s/*]
-applications:
-  - name: %[1]s
-    source: {repoURL: %[2]s, revision: main, path: deploy}
-    stack: %[1]s
-    syncPolicy: {automated: {prune: true}, interval: 10s}
-`, stack, repo.Dir, urlFile, srv.Addr, tokenFile)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	appsFile := storeAppsFile(t, dir, storeApps{stack: stack, repo: repo.Dir, store: vaultStore(srv.Addr, tokenFile, 2), grant: "kv/data/" + stack + "/*",
+		notify: &out})
 	const admin, reader = "e2e-vlogmask-admin-0123456789", "e2e-vlogmask-read-0123456789"
 	ctl, server, streams := startWatchedController(t, appsFile, "e2evlogmask", freeAddr(t), admin, reader)
 	c := cli{t: t, bin: bin, server: server, env: []string{"FLOTILLA_SERVER=" + server, "FLOTILLA_TOKEN=" + admin}}

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -54,57 +52,21 @@ configs:
 func TestVaultConfigAndEnvironmentRotationsRollOnlyTheirConsumersAndLeakNoValue(t *testing.T) {
 	t.Parallel()
 	flotillaBinary(t)
-	srv := vaulttest.Start(t)
 	stack := swarmtest.Name(t, "vrefs")
 	swarmtest.Cleanup(t, stack)
 	dir := t.TempDir()
-	srv.Mount("kv", 2)
-	srv.Policy("team", fmt.Sprintf("path \"kv/data/%[1]s/*\" { capabilities = [\"read\"] }\npath \"kv/metadata/%[1]s/*\" { capabilities = [\"read\"] }\n", stack))
-	token, tokenFile := srv.Token(dir, "team")
 	pw := func(n int) string { return fmt.Sprintf("vrefs-e2e-pw%d-91ad-plaintext", n) }
 	conf := func(n int) string { return fmt.Sprintf("vrefs-e2e-conf%d-4be7-plaintext", n) }
 	dbEntry, appEntry := "kv/data/"+stack+"/db", "kv/data/"+stack+"/app"
-	srv.Write(dbEntry, true, map[string]any{"password": pw(1)})
+	srv, token, tokenFile := vaultTeam(t, dir, stack, dbEntry, "password", pw(1))
 	srv.Write(appEntry, true, map[string]any{"conf": conf(1)})
 
 	repo := gittest.New(t)
 	repo.Commit("config and environment by reference", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(vaultRefsCompose, stack)})
 
 	var out outputs
-	urlFile := notificationSink(t, dir, &out)
-	appsFile := filepath.Join(dir, "applications.yaml")
-	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
-notifications:
-  - name: recorder
-    type: webhook
-    urlFile: %[3]s
-    events: [sync.started, sync.succeeded, sync.failed, drift.detected, drift.corrected, health.changed]
-secretStores:
-  - name: vault
-    vault:
-      address: %[4]s
-      mount: kv
-      kvVersion: 2
-      auth:
-        tokenFile: %[5]s
-    pollInterval: 1s
-    grants:
-      - applications: [%[1]s]
-        paths: [kv/data/%[1]s/*]
-applications:
-  - name: %[1]s
-    source:
-      repoURL: %[2]s
-      revision: main
-      path: deploy
-    stack: %[1]s
-    syncPolicy:
-      automated: {prune: true, selfHeal: true}
-      interval: 10s
-      retainRotated: 1
-`, stack, repo.Dir, urlFile, srv.Addr, tokenFile)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	appsFile := storeAppsFile(t, dir, storeApps{stack: stack, repo: repo.Dir, store: vaultStore(srv.Addr, tokenFile, 2), grant: "kv/data/" + stack + "/*",
+		notify: &out, selfHeal: true, syncPolicy: []string{"retainRotated: 1"}})
 
 	addr := freeAddr(t)
 	const adminToken, readToken = "e2e-vrefs-admin-0123456789", "e2e-vrefs-read-0123456789"
@@ -339,25 +301,9 @@ func TestVaultRotationReportedThroughTheAPIIsDeployedBeforeThePollInterval(t *te
 	srv.Write("kv/data/"+stack+"/app", true, map[string]any{"conf": "vhook-conf1-0e4d-plaintext"})
 	repo := gittest.New(t)
 	repo.Commit("by reference", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(vaultRefsCompose, stack)})
-	appsFile := filepath.Join(dir, "applications.yaml")
-	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
-secretStores:
-  - name: vault
-    vault: {address: %[3]s, mount: kv, kvVersion: 2, auth: {tokenFile: %[4]s}}
-    pollInterval: 1h
-    grants:
-      - applications: [%[1]s]
-        paths: [kv/data/%[1]s/*]
-applications:
-  - name: %[1]s
-    source: {repoURL: %[2]s, revision: main, path: deploy}
-    stack: %[1]s
-    syncPolicy:
-      automated: {prune: true}
-      interval: 10s
-`, stack, repo.Dir, srv.Addr, tokenFile)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// pollInterval 1h: only the reported rotation can reach the services.
+	appsFile := storeAppsFile(t, dir, storeApps{stack: stack, repo: repo.Dir, store: vaultStore(srv.Addr, tokenFile, 2), grant: "kv/data/" + stack + "/*",
+		pollInterval: "1h"})
 	addr := freeAddr(t)
 	const adminToken, readToken = "e2e-vhook-admin-0123456789", "e2e-vhook-read-0123456789"
 	_, server, _ := startWatchedController(t, appsFile, "e2evhook", addr, adminToken, readToken)

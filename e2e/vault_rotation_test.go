@@ -1,149 +1,23 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/api/types/swarm"
-	"github.com/moby/moby/client"
 
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
 	"github.com/flotilla-gitops/flotilla/rollout"
-	"github.com/flotilla-gitops/flotilla/secretstore/vaulttest"
 )
 
 // A rotation is an ordinary upgrade of the services that mount the value,
 // so it goes through the pass's waves and a service's rollout like a
 // commit does; these tests watch it do so on the swarm.
-
-// serviceWrite is one client write to a service, as the daemon's event
-// stream times it.
-type serviceWrite struct {
-	service string
-	at      time.Time
-}
-
-// serviceWriteLog follows the swarm's service events and lists, in the
-// daemon's order, the client writes (not Swarm's own update progress) on
-// the stack's services, by unscoped name.
-func serviceWriteLog(t *testing.T, stack string) func() []serviceWrite {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ev := swarmtest.Client(t).Events(ctx, client.EventsListOptions{Filters: make(client.Filters).Add("type", "service")})
-	var (
-		mu   sync.Mutex
-		log  []serviceWrite
-		done = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case m := <-ev.Messages:
-				name := m.Actor.Attributes["name"]
-				if !strings.HasPrefix(name, stack+"_") || m.Action != "update" {
-					continue
-				}
-				if _, progress := m.Actor.Attributes["updatestate.new"]; progress {
-					continue
-				}
-				mu.Lock()
-				log = append(log, serviceWrite{strings.TrimPrefix(name, stack+"_"), time.Unix(0, m.TimeNano)})
-				mu.Unlock()
-			case <-ev.Err:
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return func() []serviceWrite {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(log)
-	}
-}
-
-// writesOf counts the writes of log by service.
-func writesOf(log []serviceWrite) map[string]int {
-	n := map[string]int{}
-	for _, w := range log {
-		n[w.service]++
-	}
-	return n
-}
-
-// vaultStoreApps is an applications file of one automated application on
-// a Vault store polled every second; extra is added to its syncPolicy.
-func vaultStoreApps(t *testing.T, dir, stack, repo, vaultAddr, tokenFile, extra string) string {
-	t.Helper()
-	appsFile := filepath.Join(dir, "applications.yaml")
-	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
-secretStores:
-  - name: vault
-    vault:
-      address: %[3]s
-      mount: kv
-      kvVersion: 2
-      auth:
-        tokenFile: %[4]s
-    pollInterval: 1s
-    grants:
-      - applications: [%[1]s]
-        paths: [kv/data/%[1]s/*]
-applications:
-  - name: %[1]s
-    source:
-      repoURL: %[2]s
-      revision: main
-      path: deploy
-    stack: %[1]s
-    syncPolicy:
-      automated: {prune: true}
-      interval: 10s
-%[5]s`, stack, repo, vaultAddr, tokenFile, extra)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return appsFile
-}
-
-// vaultTeam starts Vault with a KV v2 mount and a token that may read the
-// stack's entries, and writes the entry's first value.
-func vaultTeam(t *testing.T, dir, stack, entry, key, value string) (*vaulttest.Server, string, string) {
-	t.Helper()
-	srv := vaulttest.Start(t)
-	srv.Mount("kv", 2)
-	srv.Policy("team", fmt.Sprintf("path \"kv/data/%[1]s/*\" { capabilities = [\"read\"] }\npath \"kv/metadata/%[1]s/*\" { capabilities = [\"read\"] }\n", stack))
-	token, tokenFile := srv.Token(dir, "team")
-	srv.Write(entry, true, map[string]any{key: value})
-	return srv, token, tokenFile
-}
-
-// stackSecrets lists the swarm secrets whose names start with prefix.
-func stackSecrets(t *testing.T, prefix string) []string {
-	t.Helper()
-	l, err := swarmtest.Client(t).SecretList(context.Background(), client.SecretListOptions{Filters: make(client.Filters).Add("name", prefix)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, s := range l.Items {
-		names = append(names, s.Spec.Name)
-	}
-	slices.Sort(names)
-	return names
-}
 
 // runningAt is when the newest task of the stack's service that runs
 // mounting secret reached running, zero when none does.
@@ -197,7 +71,8 @@ func TestVaultRotationWritesEachWaveOnceAfterTheWaveBeforeIsHealthy(t *testing.T
 	srv, _, tokenFile := vaultTeam(t, dir, stack, entry, "password", pw(1))
 	repo := gittest.New(t)
 	repo.Commit("two waves mount a store secret", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(vaultWavesCompose, stack)})
-	appsFile := vaultStoreApps(t, dir, stack, repo.Dir, srv.Addr, tokenFile, "      retainRotated: 1\n      wait: {timeout: 2m}\n")
+	appsFile := storeAppsFile(t, dir, storeApps{stack: stack, repo: repo.Dir, store: vaultStore(srv.Addr, tokenFile, 2), grant: "kv/data/" + stack + "/*",
+		syncPolicy: []string{"retainRotated: 1", "wait: {timeout: 2m}"}})
 
 	const admin = "e2e-vwave-admin-0123456789"
 	addr := freeAddr(t)
@@ -349,7 +224,8 @@ func TestVaultRotationOfACanaryServiceGoesThroughItsStepsAndStableKeepsTheOldSec
 	repo := gittest.New(t)
 	repo.Commit("a canary service mounts a store secret", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(vaultCanaryCompose, stack)})
 	// retainRotated 0: an old secret goes as soon as nothing mounts it.
-	appsFile := vaultStoreApps(t, dir, stack, repo.Dir, srv.Addr, tokenFile, "      retainRotated: 0\n")
+	appsFile := storeAppsFile(t, dir, storeApps{stack: stack, repo: repo.Dir, store: vaultStore(srv.Addr, tokenFile, 2), grant: "kv/data/" + stack + "/*",
+		syncPolicy: []string{"retainRotated: 0"}})
 
 	const admin = "e2e-vcanary-admin-0123456789"
 	addr := freeAddr(t)

@@ -6,13 +6,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +19,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/charts"
 	"github.com/flotilla-gitops/flotilla/internal/gittest"
 	"github.com/flotilla-gitops/flotilla/internal/swarmtest"
-	"github.com/flotilla-gitops/flotilla/secretstore/vaulttest"
 )
 
 // vaultCompose: api and worker mount the secret taken from Vault, web
@@ -47,99 +42,22 @@ secrets:
       secretRef: {store: vault, path: kv/data/%s/db, key: password}
 `
 
-// serviceWrites follows the swarm's service events and lists the client
-// writes (not Swarm's own update progress) on the stack's services.
-func serviceWrites(t *testing.T, stack string) func() map[string]int {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ev := swarmtest.Client(t).Events(ctx, client.EventsListOptions{Filters: make(client.Filters).Add("type", "service")})
-	var (
-		mu   sync.Mutex
-		seen = map[string]int{}
-		done = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case m := <-ev.Messages:
-				name := m.Actor.Attributes["name"]
-				if !strings.HasPrefix(name, stack+"_") || m.Action != "update" {
-					continue
-				}
-				if _, progress := m.Actor.Attributes["updatestate.new"]; progress {
-					continue
-				}
-				mu.Lock()
-				seen[strings.TrimPrefix(name, stack+"_")]++
-				mu.Unlock()
-			case <-ev.Err:
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return func() map[string]int {
-		mu.Lock()
-		defer mu.Unlock()
-		return maps.Clone(seen)
-	}
-}
-
 func TestVaultRotationRollsOnlyTheConsumersAndLeaksNoValue(t *testing.T) {
 	t.Parallel()
 	flotillaBinary(t)
-	srv := vaulttest.Start(t)
 	stack := swarmtest.Name(t, "vault")
 	swarmtest.Cleanup(t, stack)
 	dir := t.TempDir()
-	srv.Mount("kv", 2)
-	srv.Policy("team", fmt.Sprintf("path \"kv/data/%[1]s/*\" { capabilities = [\"read\"] }\npath \"kv/metadata/%[1]s/*\" { capabilities = [\"read\"] }\n", stack))
-	token, tokenFile := srv.Token(dir, "team")
 	pw := func(n int) string { return fmt.Sprintf("vault-e2e-pw%d-6c2d-plaintext", n) }
 	entry := "kv/data/" + stack + "/db"
-	srv.Write(entry, true, map[string]any{"password": pw(1)})
+	srv, token, tokenFile := vaultTeam(t, dir, stack, entry, "password", pw(1))
 
 	repo := gittest.New(t)
 	repo.Commit("secret by reference", map[string]string{"deploy/docker-compose.yml": fmt.Sprintf(vaultCompose, stack)})
 
 	var out outputs
-	urlFile := notificationSink(t, dir, &out)
-	appsFile := filepath.Join(dir, "applications.yaml")
-	if err := os.WriteFile(appsFile, []byte(fmt.Sprintf(`apiVersion: flotilla/v1
-notifications:
-  - name: recorder
-    type: webhook
-    urlFile: %[3]s
-    events: [sync.started, sync.succeeded, sync.failed, drift.detected, drift.corrected, health.changed]
-secretStores:
-  - name: vault
-    vault:
-      address: %[4]s
-      mount: kv
-      kvVersion: 2
-      auth:
-        tokenFile: %[5]s
-    pollInterval: 1s
-    grants:
-      - applications: [%[1]s]
-        paths: [kv/data/%[1]s/*]
-applications:
-  - name: %[1]s
-    source:
-      repoURL: %[2]s
-      revision: main
-      path: deploy
-    stack: %[1]s
-    syncPolicy:
-      automated: {prune: true}
-      interval: 10s
-      retainRotated: 1
-`, stack, repo.Dir, urlFile, srv.Addr, tokenFile)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	appsFile := storeAppsFile(t, dir, storeApps{stack: stack, repo: repo.Dir, store: vaultStore(srv.Addr, tokenFile, 2), grant: "kv/data/" + stack + "/*",
+		notify: &out, syncPolicy: []string{"retainRotated: 1"}})
 
 	addr := freeAddr(t)
 	const adminToken, readToken = "e2e-vault-admin-0123456789", "e2e-vault-read-0123456789"
@@ -168,18 +86,7 @@ applications:
 	history := func() []charts.Release { return a.history(readToken, stack, nil) }
 	cl := swarmtest.Client(t)
 	mounted := func(svc string) string { return mountedSecret(t, cl, stack, svc) }
-	swarmSecrets := func() []string {
-		l, err := cl.SecretList(context.Background(), client.SecretListOptions{Filters: make(client.Filters).Add("name", stack+"_db_password-")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, s := range l.Items {
-			names = append(names, s.Spec.Name)
-		}
-		slices.Sort(names)
-		return names
-	}
+	swarmSecrets := func() []string { return stackSecrets(t, stack+"_db_password-") }
 
 	// Revision 1: deployed with the value from Vault.
 	swarmtest.Eventually(t, 120*time.Second, func() (bool, string) {
