@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -338,7 +339,7 @@ func project(stack string, s swarm.Service, tasks []swarm.Task, eligible *uint64
 		st.Desired = globalDesired(s, eligible)
 	}
 
-	st.Tasks = currentTasks(tasks, st.HasHealthcheck)
+	st.Tasks = currentTasks(tasks, st.HasHealthcheck, s.Spec.TaskTemplate)
 	st.Networks, st.Configs, st.Secrets = references(s, tasks)
 	st.Volumes = volumes(s)
 	return st
@@ -357,12 +358,12 @@ func globalDesired(s swarm.Service, eligible *uint64) uint64 {
 // currentTasks keeps the tasks that matter for health: those not being shut
 // down, and the most recent failure of each slot (or node, for global
 // services), newest first.
-func currentTasks(tasks []swarm.Task, healthcheck bool) []charts.TaskState {
+func currentTasks(tasks []swarm.Task, healthcheck bool, template swarm.TaskSpec) []charts.TaskState {
 	var out []charts.TaskState
 	lastFailure := make(map[string]swarm.Task)
 	for _, t := range tasks {
 		if t.DesiredState != swarm.TaskStateShutdown && t.DesiredState != swarm.TaskStateRemove {
-			out = append(out, taskState(t, healthcheck))
+			out = append(out, taskState(t, healthcheck, template))
 		}
 		if t.Status.State == swarm.TaskStateFailed || t.Status.State == swarm.TaskStateRejected {
 			key := fmt.Sprintf("slot %d", t.Slot)
@@ -376,7 +377,7 @@ func currentTasks(tasks []swarm.Task, healthcheck bool) []charts.TaskState {
 	}
 	for _, t := range lastFailure {
 		if t.DesiredState == swarm.TaskStateShutdown || t.DesiredState == swarm.TaskStateRemove {
-			out = append(out, taskState(t, healthcheck))
+			out = append(out, taskState(t, healthcheck, template))
 		}
 	}
 	slices.SortFunc(out, func(a, b charts.TaskState) int {
@@ -388,8 +389,9 @@ func currentTasks(tasks []swarm.Task, healthcheck bool) []charts.TaskState {
 	return out
 }
 
-func taskState(t swarm.Task, healthcheck bool) charts.TaskState {
+func taskState(t swarm.Task, healthcheck bool, template swarm.TaskSpec) charts.TaskState {
 	ts := charts.TaskState{
+		Outdated:     outdated(t.Spec, template),
 		ID:           t.ID,
 		Slot:         t.Slot,
 		NodeID:       t.NodeID,
@@ -403,6 +405,49 @@ func taskState(t swarm.Task, healthcheck bool) charts.TaskState {
 		ts.Health = taskHealth(t)
 	}
 	return ts
+}
+
+// outdated reports whether a task's spec differs from its service's task
+// template. Swarm copies the template into each task it creates and
+// replaces a task whose copy differs, except when only the placement
+// changed and the node still satisfies it; placement is left out here for
+// that reason, so such a task is never taken for one awaiting replacement.
+//
+// The daemon fills defaults into the template it returns (restart policy,
+// stop grace period, runtime) but not into tasks, so a field the task
+// leaves empty is not compared. A change from nothing to something (a
+// first environment variable) is then not seen here, and the service is
+// judged as before, by its tasks' states.
+func outdated(task, template swarm.TaskSpec) bool {
+	task.Placement, template.Placement = nil, nil
+	return !setFieldsMatch(reflect.ValueOf(task), reflect.ValueOf(template))
+}
+
+// setFieldsMatch reports whether every field set in a (recursively, through
+// structs and pointers) holds the same value in b.
+func setFieldsMatch(a, b reflect.Value) bool {
+	if a.IsZero() {
+		return true
+	}
+	switch a.Kind() {
+	case reflect.Pointer:
+		if b.IsNil() {
+			return false
+		}
+		return setFieldsMatch(a.Elem(), b.Elem())
+	case reflect.Struct:
+		for i := range a.NumField() {
+			if !a.Type().Field(i).IsExported() {
+				// A struct of its own making (time.Time): whole.
+				return reflect.DeepEqual(a.Interface(), b.Interface())
+			}
+			if !setFieldsMatch(a.Field(i), b.Field(i)) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(a.Interface(), b.Interface())
 }
 
 // taskHealth reads container health from the task's state. A swarm task

@@ -97,7 +97,7 @@ func TestCurrentTasks(t *testing.T) {
 		task("run", 1, swarm.TaskStateStarting, swarm.TaskStateRunning, at(3)),
 		task("done", 2, swarm.TaskStateShutdown, swarm.TaskStateShutdown, at(4)),
 	}
-	got := currentTasks(tasks, true)
+	got := currentTasks(tasks, true, swarm.TaskSpec{})
 	if len(got) != 2 || got[0].ID != "run" || got[1].ID != "new-fail" {
 		t.Fatalf("tasks = %+v, want run then new-fail", got)
 	}

@@ -187,6 +187,11 @@ type TaskState struct {
 	// may have been more.
 	Restarts     int  `json:"restarts,omitempty"`
 	RestartsFull bool `json:"restartsFull,omitempty"`
+	// Outdated says the task runs an earlier task template than its
+	// service's (placement aside): Swarm has yet to replace it. Right after
+	// a write, before Swarm marks the update as begun, it is the only sign
+	// that the running tasks are not the written spec's.
+	Outdated bool `json:"outdated,omitempty"`
 }
 
 // Release is one recorded revision of a deployed stack.

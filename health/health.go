@@ -253,6 +253,19 @@ var (
 	failedStates = map[string]bool{"failed": true, "rejected": true}
 )
 
+// updateBeginGrace bounds how long after a service's last write a running
+// task of an earlier spec is taken as awaiting its replacement. Swarm
+// begins an update within a moment of the write; the bound keeps a task
+// Swarm chose not to replace from holding the service Progressing.
+const updateBeginGrace = 30 * time.Second
+
+// awaitsReplacement reports whether s was written recently enough that an
+// outdated task of it is still to be replaced (see updateBeginGrace). A
+// service whose write time is unknown is judged by its tasks' states only.
+func awaitsReplacement(s charts.ServiceState, now time.Time) bool {
+	return !s.UpdatedAt.IsZero() && now.Sub(s.UpdatedAt) < updateBeginGrace
+}
+
 // judgeTasks groups tasks by slot (replicated) or node (global), looks at the
 // newest task of each group, and remembers the newest recent failure of a
 // group that is not up. Counting running tasks per group rather than in
@@ -286,6 +299,9 @@ func judgeTasks(s charts.ServiceState, now time.Time, opts Options, job bool) ta
 				up = true
 			case job && t.State == "running":
 				v.running++
+			case !job && t.State == "running" && t.Outdated && awaitsReplacement(s, now):
+				// Written, but Swarm has not begun replacing it.
+				starting = true
 			case t.State == "running" && (!s.HasHealthcheck || t.Health == "healthy") && t.Health != "unhealthy":
 				up = true
 			case t.State == "running" && t.Health == "unhealthy":

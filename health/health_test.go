@@ -543,3 +543,37 @@ func TestStackSortedRollsUpLikeStackForPartsInNameOrder(t *testing.T) {
 		t.Fatalf("StackSorted = %+v, Stack = %+v", got, want)
 	}
 }
+
+// Right after a write, before Swarm marks the update as begun, the running
+// tasks are the previous spec's: the service is not yet what was written,
+// so it is Progressing, not Healthy (a wave gate would otherwise write the
+// next wave at once). A task Swarm chose to keep (placement changed, node
+// still fits) does not hold the service back once the write is old.
+func TestATaskOfAnEarlierSpecRightAfterAWriteIsNotHealthy(t *testing.T) {
+	outdated := func(t *charts.TaskState) { t.Outdated = true }
+	svc := func(written time.Duration, tasks ...charts.TaskState) charts.ServiceState {
+		return charts.ServiceState{Mode: ModeReplicated, Desired: 2, Running: 2, UpdateState: "completed", UpdatedAt: ago(written), Tasks: tasks}
+	}
+	for _, tc := range []struct {
+		name string
+		s    charts.ServiceState
+		want application.Health
+	}{
+		{"written a moment ago, no task replaced yet", svc(time.Second, with(task(1, "running", time.Hour), outdated), with(task(2, "running", time.Hour), outdated)), application.Progressing},
+		{"written a moment ago, one slot replaced", svc(time.Second, task(1, "running", time.Second), with(task(2, "running", time.Hour), outdated)), application.Progressing},
+		{"written a moment ago, every slot replaced", svc(time.Second, task(1, "running", time.Second), task(2, "running", time.Second)), application.Healthy},
+		{"start-first: the new task runs beside the old in its slot", svc(time.Second, task(1, "running", time.Second), with(task(1, "running", time.Hour), outdated), task(2, "running", time.Second)), application.Healthy},
+		{"written long ago, a task Swarm kept", svc(time.Hour, with(task(1, "running", time.Hour), outdated), task(2, "running", time.Hour)), application.Healthy},
+		{"write time unknown", svc(0, with(task(1, "running", time.Hour), outdated), task(2, "running", time.Hour)), application.Healthy},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.s
+			if tc.name == "write time unknown" {
+				s.UpdatedAt = time.Time{}
+			}
+			if got := Service(s, now, Options{}); got.Health != tc.want {
+				t.Errorf("Service() = %s (%s), want %s", got.Health, got.Message, tc.want)
+			}
+		})
+	}
+}
