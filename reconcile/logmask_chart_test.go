@@ -8,7 +8,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/application"
 	"github.com/flotilla-gitops/flotilla/charts/chartstest"
 	"github.com/flotilla-gitops/flotilla/secretstore/vaulttest"
-	"github.com/flotilla-gitops/flotilla/sopsage"
 	"github.com/flotilla-gitops/flotilla/sopsage/sopsagetest"
 )
 
@@ -39,38 +38,12 @@ secrets:
 }
 
 // sealedChartSetup deploys "shop" from sealedChart(token1, tok1, "1") as
-// revision 1 and from second as revision 2. It returns the controller that
-// deployed both and a function that starts another, as a restart would:
-// same swarm, repository and age key.
+// revision 1 and from second as revision 2 (chartRollbackSetup). It returns
+// the controller that deployed both and a function that starts another, as
+// a restart would: same swarm, repository and age key.
 func sealedChartSetup(t *testing.T, token1, tok1 string, second func(recipient string) map[string]string) (*Controller, func() *Controller) {
 	t.Helper()
-	id := sopsagetest.NewIdentity(t)
-	ids, err := sopsage.ParseIdentities(id.File)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := chartstest.NewMinimal()
-	f := newFakeFetcher()
-	f.commit(t, sealedChart(t, token1, tok1, "1", id.Recipient))
-	app := testApp("shop", true)
-	app.Source.Path = "chart"
-	app.Source.Chart = &application.Chart{}
-	start := func() *Controller {
-		t.Helper()
-		c, err := New(Options{ControllerID: "ctl", Backend: b, Fetcher: f, Logger: quiet, SOPS: ids}, []application.Application{app})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	c := start()
-	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Revision != 1 {
-		t.Fatalf("install: revision %d, %v", res.Revision, res.Err)
-	}
-	f.commit(t, second(id.Recipient))
-	if res := mustReconcile(t, c, "shop"); res.Err != nil || res.Revision != 2 {
-		t.Fatalf("second commit: revision %d, %v", res.Revision, res.Err)
-	}
+	c, start, _, _ := chartRollbackSetup(t, token1, tok1, second)
 	return c, start
 }
 
