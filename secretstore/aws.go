@@ -34,6 +34,19 @@ type awsReader struct {
 // by default.
 const currentStage = "AWSCURRENT"
 
+// defaultChain is the AWS SDK's default credential chain (environment,
+// web identity token file, shared files, ECS or EC2 role), for region. Only
+// the credentials are taken from the host; where a request goes is the
+// store's declaration alone. Nothing is resolved over the network here:
+// the chain's providers are asked at the first request.
+func defaultChain(region string) (aws.CredentialsProvider, error) {
+	lc, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(region))
+	if err != nil {
+		return nil, err
+	}
+	return lc.Credentials, nil
+}
+
 // newAWSReader makes the client. wrap, when set, wraps the HTTP transport
 // (tests count the requests the server gets with it).
 //
@@ -66,13 +79,11 @@ func newAWSReader(s application.SecretStore, wrap func(http.RoundTripper) http.R
 	}
 	var creds aws.CredentialsProvider = fileCredentials{a.Auth}
 	if a.Auth.DefaultChain {
-		// LoadDefaultConfig resolves nothing over the network here: the
-		// chain's providers are asked at the first request.
-		lc, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(a.Region))
+		c, err := defaultChain(a.Region)
 		if err != nil {
 			return nil, fmt.Errorf("store %q: auth.defaultChain: %w", s.Name, err)
 		}
-		creds = lc.Credentials
+		creds = c
 	}
 	opts := secretsmanager.Options{
 		Region:      a.Region,

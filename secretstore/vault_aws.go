@@ -13,7 +13,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/flotilla-gitops/flotilla/application"
 )
@@ -28,20 +27,18 @@ const (
 	vaultServerIDHdr = "X-Vault-AWS-IAM-Server-ID"
 )
 
-// awsChain returns the AWS SDK's default credential chain. Only the
-// credentials are taken from the host's environment and files; where the
-// signed request goes is the store's declaration alone. Nothing is
-// resolved until the first login.
+// awsChain returns the host's AWS credentials (defaultChain) for a
+// login with a.
 func awsChain(a *application.VaultAWS) (aws.CredentialsProvider, error) {
 	region := a.Region
 	if region == "" {
 		region = stsGlobalRegion
 	}
-	lc, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(region))
+	c, err := defaultChain(region)
 	if err != nil {
 		return nil, fmt.Errorf("auth.aws: %w", err)
 	}
-	return lc.Credentials, nil
+	return c, nil
 }
 
 // awsLoginBody signs a GetCallerIdentity request with creds and returns
