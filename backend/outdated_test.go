@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -97,16 +98,7 @@ func TestATaskOfAnEarlierSpecIsMarkedOutdated(t *testing.T) {
 			return false, fmt.Sprint(st, err)
 		}
 		cur, old := runningTasks(st[0])
-		ok := len(cur) == 1 && len(old) == 1 && !contains(before, cur[0]) && contains(before, old[0])
+		ok := len(cur) == 1 && len(old) == 1 && !slices.Contains(before, cur[0]) && slices.Contains(before, old[0])
 		return ok, fmt.Sprintf("update %q, current %v, outdated %v (tasks before: %v)", st[0].UpdateState, cur, old, before)
 	})
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -165,14 +165,7 @@ applications:
 	c := cli{t: t, bin: bin, server: server, env: []string{"FLOTILLA_SERVER=" + server, "FLOTILLA_TOKEN=" + token}}
 
 	// Ready once the first pass is done and the swarm answers.
-	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
-		resp, err := http.Get(server + "/readyz")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
+	waitReady(t, server, 60*time.Second)
 	scrape := func() float64 {
 		req, _ := http.NewRequest(http.MethodGet, server+"/metrics", nil)
 		req.Header.Set("Authorization", "Bearer "+token)

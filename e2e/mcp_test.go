@@ -140,14 +140,7 @@ applications:
 		addr := freeAddr(t)
 		ctl := startController(t, appsFile, id, env, append([]string{"--listen", addr, "--tokens-file", tokensFile, "--ui=false"}, flags...)...)
 		server := "http://" + addr
-		swarmtest.Eventually(t, 90*time.Second, func() (bool, string) {
-			resp, err := http.Get(server + "/readyz")
-			if err != nil {
-				return false, err.Error()
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK, resp.Status
-		})
+		waitReady(t, server, 90*time.Second)
 		return ctl, server
 	}
 	readTools := slices.Sorted(slices.Values(api.MCPReadTools))

@@ -231,6 +231,40 @@ func (o *outputs) add(what, body string) {
 	o.bodies[what] = append(o.bodies[what], body)
 }
 
+// waitReady waits until the controller at server answers /readyz with 200:
+// its first passes are done and the swarm answers.
+func waitReady(t *testing.T, server string, timeout time.Duration) {
+	t.Helper()
+	swarmtest.Eventually(t, timeout, func() (bool, string) {
+		resp, err := http.Get(server + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+}
+
+// scan fails t for each output that holds one of secrets, naming the
+// output and the value, and returns how many bytes it read.
+func (o *outputs) scan(t *testing.T, secrets ...string) int {
+	t.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	scanned := 0
+	for what, bodies := range o.bodies {
+		for _, body := range bodies {
+			scanned += len(body)
+			for _, s := range secrets {
+				if strings.Contains(body, s) {
+					t.Errorf("%s holds the plaintext %q", what, s)
+				}
+			}
+		}
+	}
+	return scanned
+}
+
 // ageKeyFile makes a new age identity and writes its key file into dir, as
 // an operator's --sops-age-key-file.
 func ageKeyFile(t *testing.T, dir string) (sopsagetest.Identity, string) {
@@ -418,20 +452,14 @@ applications:
 	}
 	out.add("controller log", logs.String())
 	secrets := slices.Concat(v1.all(), v2.all(), []string{tampered})
-	scanned := 0
 	for what, bodies := range out.bodies {
 		for _, body := range bodies {
 			if body == "" {
 				t.Errorf("%s: empty", what)
 			}
-			scanned += len(body)
-			for _, s := range secrets {
-				if strings.Contains(body, s) {
-					t.Errorf("%s holds the plaintext %q", what, s)
-				}
-			}
 		}
 	}
+	scanned := out.scan(t, secrets...)
 	t.Logf("scanned %d bytes from %d kinds of output", scanned, len(out.bodies))
 }
 
@@ -446,14 +474,7 @@ func startWatchedController(t *testing.T, appsFile, id, addr, adminToken, readTo
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	server := "http://" + addr
-	swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
-		resp, err := http.Get(server + "/readyz")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
+	waitReady(t, server, 60*time.Second)
 	streams := map[string]*lockedBuffer{}
 	for role, token := range map[string]string{"admin": adminToken, "read": readToken} {
 		s := &lockedBuffer{}

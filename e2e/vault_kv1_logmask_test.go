@@ -59,14 +59,7 @@ func TestLogsOfAKV1RotationBlankTheOldValueAndAreWithheldAfterARestart(t *testin
 		addr := freeAddr(t)
 		ctl := startController(t, appsFile, "e2evkv1logs", []string{"FLOTILLA_ADMIN_TOKEN=" + admin}, "--data", data, "--listen", addr)
 		server := "http://" + addr
-		swarmtest.Eventually(t, 60*time.Second, func() (bool, string) {
-			resp, err := http.Get(server + "/readyz")
-			if err != nil {
-				return false, err.Error()
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK, resp.Status
-		})
+		waitReady(t, server, 60*time.Second)
 		return ctl, server
 	}
 	ctl, server := start()

@@ -127,8 +127,16 @@ func TestDroppingTheRolloutKeyAfterARolloutPrunesTheColourAndTheRoute(t *testing
 	}
 
 	res := dropRollout(t, b, f, c, "3")
-	if web, _ := liveService(t, b, "web"); web.Image != "example/web:3" {
-		t.Fatalf("web runs %s, want example/web:3 from the one write", web.Image)
+	requireDeployedWithoutTheColour(t, b, res, "example/web:3")
+}
+
+// requireDeployedWithoutTheColour fails t unless web runs image, the
+// colour is gone from the swarm and named among the sweep's removals, and
+// the application is Healthy.
+func requireDeployedWithoutTheColour(t *testing.T, b removingFake, res Result, image string) {
+	t.Helper()
+	if web, _ := liveService(t, b, "web"); web.Image != image {
+		t.Fatalf("web runs %s, want %s from the one write", web.Image, image)
 	}
 	if _, ok := liveService(t, b, "web-canary"); ok {
 		t.Fatalf("the colour was not pruned: sweep %+v", res.Status.Sweep)
@@ -137,7 +145,7 @@ func TestDroppingTheRolloutKeyAfterARolloutPrunesTheColourAndTheRoute(t *testing
 		t.Fatalf("sweep %+v, want the colour removed", s)
 	}
 	if res.Status.Health != application.Healthy {
-		t.Fatalf("health %s %q", res.Status.Health, res.Status.HealthMessage)
+		t.Fatalf("health %s %q, want Healthy", res.Status.Health, res.Status.HealthMessage)
 	}
 }
 
@@ -148,18 +156,7 @@ func TestDroppingTheRolloutKeyAfterARolloutPrunesTheColourAndTheRoute(t *testing
 func TestDroppingTheRolloutKeyMidRolloutDeploysAsWithoutItAndPrunesTheColour(t *testing.T) {
 	b, f, c, _, _ := routedCanary(t, true)
 	res := dropRollout(t, b, f, c, "2")
-	if web, _ := liveService(t, b, "web"); web.Image != "example/web:2" {
-		t.Fatalf("web runs %s, want example/web:2 from the one write", web.Image)
-	}
-	if _, ok := liveService(t, b, "web-canary"); ok {
-		t.Fatal("the colour was not pruned")
-	}
-	if s := res.Status.Sweep; s == nil || !slices.Contains(s.Removed, "service shop_web-canary") {
-		t.Fatalf("sweep %+v, want the colour removed", s)
-	}
-	if res.Status.Health != application.Healthy {
-		t.Fatalf("health %s %q, want Healthy", res.Status.Health, res.Status.HealthMessage)
-	}
+	requireDeployedWithoutTheColour(t, b, res, "example/web:2")
 }
 
 // Dropping the key with prune off: the colour is kept and listed as
